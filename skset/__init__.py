@@ -1,0 +1,12 @@
+"""skset: scikit-learn compatible machine learning on sets, with torch inside.
+
+A *set* is a variable-size collection of feature vectors, given as an ``(n_i, d)`` array; a
+collection of sets is a list of such arrays (or a 3-D array when all sets have one size).
+"""
+
+from .embedding import OTKEmbedding
+from .kernel_approximation import NystromFeatures
+
+__version__ = "0.1.0"
+
+__all__ = ["NystromFeatures", "OTKEmbedding", "__version__"]

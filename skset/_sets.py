@@ -1,0 +1,384 @@
+"""The set data model shared by every skset estimator.
+
+A *collection of sets* is one of
+
+* a Python list (or tuple) of float arrays of shape ``(n_i, d)``: set ``i`` has ``n_i`` elements,
+  each a vector of ``d`` features; sizes differ freely, ``d`` does not;
+* a 1-D ``object`` ndarray of such arrays (what slicing a list through numpy gives);
+* a 3-D array ``(n_sets, n, d)`` when all sets have the same size.
+
+The form is decided by structure, never by ``np.array(list_of_sets)`` (which raises on ragged lists
+and silently turns equal-size lists into a 3-D array).
+
+Estimators validate with :func:`check_sets`, then move sets to torch with :func:`pack` (padding plus
+a boolean mask, ``True`` on real elements) inside the batches cut by :func:`length_batches`, which
+sorts sets by length so that padding waste stays small and caps the number of padded elements per
+batch so that memory stays bounded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+__all__ = [
+    "SetCollection",
+    "check_sets",
+    "check_set_labels",
+    "pack",
+    "unpack",
+    "length_batches",
+    "iter_packed",
+    "kmer_windows",
+]
+
+_FLOAT_DTYPES = (np.float64, np.float32)
+
+
+@dataclass
+class SetCollection:
+    """Validated sets: ``sets`` is a list of 2-D float arrays, ``form`` the input's form.
+
+    ``form`` is ``"list"``, ``"object"``, ``"3d"`` or ``"2d"`` (a single pool of elements, only
+    when the caller allows it); :meth:`wrap` gives per-element outputs back in the same form.
+    """
+
+    sets: list[np.ndarray]
+    form: str
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.fromiter((s.shape[0] for s in self.sets), dtype=np.int64, count=len(self.sets))
+
+    @property
+    def n_features(self) -> int:
+        return self.sets[0].shape[1]
+
+    def __len__(self) -> int:
+        return len(self.sets)
+
+    def wrap(self, outputs: list[np.ndarray]):
+        """Return per-set ``outputs`` in the form the input came in."""
+        if self.form == "2d":
+            return outputs[0]
+        if self.form == "3d":
+            return np.stack(outputs) if outputs else np.empty((0, 0, 0))
+        if self.form == "object":
+            out = np.empty(len(outputs), dtype=object)
+            out[:] = outputs
+            return out
+        return list(outputs)
+
+
+def _describe(x) -> str:
+    if isinstance(x, np.ndarray):
+        return f"an array of shape {x.shape}"
+    return f"a {type(x).__name__}"
+
+
+def _as_float_array(x, where: str, dtype) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        x = x.detach().cpu().numpy()
+    if hasattr(x, "toarray") and not isinstance(x, np.ndarray):
+        raise TypeError(f"{where} is a sparse matrix; skset needs dense arrays (call .toarray()).")
+    try:
+        arr = np.asarray(x)
+    except (ValueError, TypeError) as exc:
+        raise TypeError(f"{where} could not be read as a numeric array: {exc}") from None
+    if arr.dtype == object:
+        try:
+            arr = arr.astype(np.float64)
+        except (ValueError, TypeError):
+            raise TypeError(f"{where} holds non-numeric values ({_describe(x)}).") from None
+    if arr.dtype.kind in "USV":
+        raise TypeError(f"{where} holds strings, not numbers.")
+    if arr.dtype.kind == "c":
+        raise TypeError(f"{where} holds complex numbers; skset works on real features.")
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"{where} has unsupported dtype {arr.dtype}.")
+    if dtype is not None:
+        target = np.dtype(dtype)
+    elif arr.dtype in _FLOAT_DTYPES:
+        target = arr.dtype
+    else:
+        target = np.dtype(np.float64)
+    return arr.astype(target, copy=False)
+
+
+def _check_one(arr: np.ndarray, where: str, min_elements: int) -> np.ndarray:
+    if arr.ndim == 1:
+        raise ValueError(
+            f"{where} is 1-D with shape {arr.shape}; each set must be a 2-D array (n_elements, "
+            "n_features). Use x.reshape(-1, 1) for a set of scalars or x.reshape(1, -1) for a set "
+            "holding one vector."
+        )
+    if arr.ndim != 2:
+        raise ValueError(f"{where} has {arr.ndim} dimensions; expected a 2-D array (n_elements, "
+                         "n_features).")
+    if arr.shape[1] == 0:
+        raise ValueError(f"{where} has 0 features.")
+    if arr.shape[0] < min_elements:
+        if arr.shape[0] == 0:
+            raise ValueError(f"{where} is empty (0 elements); every set needs at least "
+                             f"{min_elements} element(s).")
+        raise ValueError(f"{where} has {arr.shape[0]} element(s); at least {min_elements} are "
+                         "needed.")
+    if not np.isfinite(arr).all():
+        bad = "NaN" if np.isnan(arr).any() else "infinity"
+        raise ValueError(f"{where} contains {bad}; skset needs finite values (impute or drop "
+                         "them first).")
+    return arr
+
+
+def check_sets(
+    X,
+    *,
+    name: str = "X",
+    dtype=None,
+    min_elements: int = 1,
+    n_features: int | None = None,
+    allow_pool: bool = False,
+    min_sets: int = 1,
+) -> SetCollection:
+    """Validate a collection of sets.
+
+    Parameters
+    ----------
+    X : list of array-like of shape (n_i, d), 1-D object ndarray of those, or ndarray (n_sets, n, d)
+        The sets. With ``allow_pool=True`` a 2-D array ``(N, d)`` is accepted too and read as a
+        single pool of elements (``form == "2d"``).
+    name : str
+        How the collection is called in error messages.
+    dtype : numpy dtype or None
+        Convert every set to this dtype; ``None`` keeps float32/float64 and turns other numeric
+        dtypes into float64.
+    min_elements : int
+        Fewest elements a set may have.
+    n_features : int or None
+        The number of features the sets must have (e.g. the one seen in ``fit``).
+    allow_pool : bool
+        Accept a 2-D array as one pool of elements.
+    min_sets : int
+        Fewest sets the collection may hold.
+
+    Returns
+    -------
+    SetCollection
+        The sets as a list of 2-D float arrays (views of the input where no conversion was needed:
+        never modify them in place) and the input's form.
+
+    Raises
+    ------
+    TypeError
+        For inputs that are not numeric arrays or collections of them.
+    ValueError
+        For empty sets, NaN or infinity, wrong dimensions, or sets whose number of features
+        differs; the message names the offending set.
+    """
+    if isinstance(X, (str, bytes)) or X is None or np.isscalar(X):
+        raise TypeError(f"{name} must be a collection of sets (a list of 2-D arrays or a 3-D "
+                        f"array), got {_describe(X)}.")
+    if hasattr(X, "toarray") and not isinstance(X, np.ndarray):
+        raise TypeError(f"{name} is a sparse matrix; skset needs dense arrays.")
+    if hasattr(X, "to_numpy") and not isinstance(X, np.ndarray):
+        X = X.to_numpy()  # pandas DataFrame: a single pool of elements
+    if isinstance(X, torch.Tensor):
+        X = X.detach().cpu().numpy()
+
+    if isinstance(X, np.ndarray) and X.dtype != object:
+        if X.ndim == 3:
+            arr = _as_float_array(X, name, dtype)
+            form, sets = "3d", list(arr)
+        elif X.ndim == 2:
+            if not allow_pool:
+                raise ValueError(
+                    f"{name} is a 2-D array of shape {X.shape}; expected a collection of sets: a "
+                    "list of (n_i, n_features) arrays, or a 3-D array (n_sets, n, n_features) "
+                    "when all sets have the same size."
+                )
+            arr = _as_float_array(X, name, dtype)
+            form, sets = "2d", [arr]
+        elif X.ndim == 1:
+            raise ValueError(f"{name} is a 1-D array of shape {X.shape}; expected a collection "
+                             "of sets (a list of 2-D arrays or a 3-D array).")
+        else:
+            raise ValueError(f"{name} has {X.ndim} dimensions (shape {X.shape}); expected a "
+                             "collection of sets: a list of 2-D arrays or a 3-D array.")
+    elif isinstance(X, np.ndarray):  # object array
+        if X.ndim != 1:
+            raise ValueError(f"{name} is an object array of shape {X.shape}; expected a 1-D "
+                             "object array holding one 2-D array per set.")
+        form, sets = "object", list(X)
+    elif isinstance(X, Sequence) or hasattr(X, "__len__") and hasattr(X, "__getitem__"):
+        form, sets = "list", list(X)
+    else:
+        raise TypeError(f"{name} must be a list of 2-D arrays or a 3-D array, got "
+                        f"{_describe(X)}.")
+
+    if len(sets) < min_sets:
+        raise ValueError(f"{name} holds {len(sets)} set(s); at least {min_sets} needed.")
+
+    out = []
+    d0 = n_features
+    for i, s in enumerate(sets):
+        where = f"{name}: the pool of elements" if form == "2d" else f"{name}: set {i}"
+        if form in ("list", "object") and np.isscalar(s):
+            raise ValueError(
+                f"{where} is a scalar; expected a 2-D array (n_elements, n_features). A flat list "
+                "of numbers is not a collection of sets."
+            )
+        arr = _check_one(_as_float_array(s, where, dtype), where, min_elements)
+        if d0 is None:
+            d0 = arr.shape[1]
+        elif arr.shape[1] != d0:
+            if n_features is not None:
+                raise ValueError(f"{where} has {arr.shape[1]} features, but the estimator was "
+                                 f"fitted on {n_features} features.")
+            raise ValueError(f"{where} has {arr.shape[1]} features but set 0 has {d0}; all sets "
+                             "must share one number of features.")
+        out.append(arr)
+    if form in ("list", "object") and out:
+        # one dtype for the whole collection: the widest float among the sets
+        dt = np.result_type(*{a.dtype for a in out})
+        out = [a.astype(dt, copy=False) for a in out]
+    return SetCollection(out, form)
+
+
+def check_set_labels(y, n_sets: int, *, name: str = "y", multi_output: bool = False) -> np.ndarray:
+    """Check that ``y`` holds one target per set (or one row per set when ``multi_output``)."""
+    if y is None:
+        raise ValueError(f"{name} is None; this estimator needs one target per set.")
+    if isinstance(y, torch.Tensor):
+        y = y.detach().cpu().numpy()
+    y = np.asarray(y)
+    if y.ndim == 0:
+        raise ValueError(f"{name} is a scalar; expected one target per set ({n_sets} sets).")
+    if y.ndim == 2 and y.shape[1] == 1 and not multi_output:
+        y = y[:, 0]
+    if y.ndim > (2 if multi_output else 1):
+        raise ValueError(f"{name} has shape {y.shape}; expected ({n_sets},)"
+                         + (f" or ({n_sets}, n_outputs)" if multi_output else "") + ".")
+    if y.shape[0] != n_sets:
+        raise ValueError(f"{name} has {y.shape[0]} entries but X holds {n_sets} sets; give one "
+                         "target per set.")
+    if y.dtype.kind in "fc" and not np.isfinite(y).all():
+        raise ValueError(f"{name} contains NaN or infinity.")
+    return y
+
+
+def pack(
+    sets: Sequence[np.ndarray],
+    *,
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype = torch.float32,
+    n_max: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pad sets into a ``(B, n_max, d)`` tensor and a boolean ``(B, n_max)`` mask.
+
+    The mask is ``True`` on real elements. Padding is zeros; the engine never lets padded positions
+    receive mass, attention or statistics, so their value does not matter.
+    """
+    lengths = np.fromiter((s.shape[0] for s in sets), dtype=np.int64, count=len(sets))
+    B = len(sets)
+    d = sets[0].shape[1]
+    n = int(lengths.max()) if n_max is None else int(n_max)
+    buf = np.zeros((B, n, d), dtype=np.float64 if dtype == torch.float64 else np.float32)
+    # one scatter of all elements instead of a copy per set
+    rows = np.repeat(np.arange(B), lengths)
+    cols = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    buf[rows, cols] = np.concatenate(sets, axis=0)
+    mask = np.arange(n)[None, :] < lengths[:, None]
+    X = torch.from_numpy(buf).to(device=device, dtype=dtype)
+    M = torch.from_numpy(mask).to(device=device)
+    return X, M
+
+
+def unpack(X: torch.Tensor, mask: torch.Tensor) -> list[np.ndarray]:
+    """Inverse of :func:`pack`: the real rows of each set, as numpy arrays."""
+    lengths = mask.sum(1).cpu().numpy()
+    flat = X[mask].detach().cpu().numpy()
+    return np.split(flat, np.cumsum(lengths)[:-1])
+
+
+def length_batches(
+    lengths: np.ndarray,
+    *,
+    max_elements: int | None = 131072,
+    max_sets: int | None = None,
+    sort: bool = True,
+) -> list[np.ndarray]:
+    """Cut set indices into batches of similar lengths under a budget of padded elements.
+
+    Sets are sorted by length (stable, so ties keep their order); a batch grows while
+    ``len(batch) * longest_in_batch <= max_elements`` and ``len(batch) <= max_sets``. A set longer
+    than the budget gets a batch of its own. With ``sort=False`` the order is kept (the naive
+    scheme the benchmarks compare against).
+    """
+    lengths = np.asarray(lengths, dtype=np.int64)
+    order = np.argsort(lengths, kind="stable") if sort else np.arange(len(lengths))
+    if max_elements is None and max_sets is None:
+        return [order] if len(order) else []
+    batches = []
+    start = 0
+    n = len(order)
+    while start < n:
+        stop = start + 1
+        longest = lengths[order[start]]
+        while stop < n:
+            cand = max(longest, lengths[order[stop]])
+            size = stop - start + 1
+            if max_sets is not None and size > max_sets:
+                break
+            if max_elements is not None and size * cand > max_elements:
+                break
+            longest = cand
+            stop += 1
+        batches.append(order[start:stop])
+        start = stop
+    return batches
+
+
+def iter_packed(
+    sets: Sequence[np.ndarray],
+    *,
+    device="cpu",
+    dtype=torch.float32,
+    max_elements: int | None = 131072,
+    max_sets: int | None = None,
+    sort: bool = True,
+) -> Iterator[tuple[np.ndarray, torch.Tensor, torch.Tensor]]:
+    """Yield ``(indices, X, mask)`` for each length batch of ``sets``."""
+    lengths = np.fromiter((s.shape[0] for s in sets), dtype=np.int64, count=len(sets))
+    for idx in length_batches(lengths, max_elements=max_elements, max_sets=max_sets, sort=sort):
+        X, M = pack([sets[i] for i in idx], device=device, dtype=dtype)
+        yield idx, X, M
+
+
+def kmer_windows(sets: Sequence[np.ndarray], window: int, *, name: str = "X") -> list[np.ndarray]:
+    """Concatenate ``window`` consecutive elements of each (ordered) set.
+
+    A set of ``n`` elements of ``d`` features becomes ``n - window + 1`` elements of
+    ``window * d`` features, element ``i`` being ``[x_i, x_{i+1}, ..., x_{i+window-1}]``. Done in one
+    gather over all sets.
+    """
+    window = int(window)
+    if window == 1:
+        return list(sets)
+    lengths = np.fromiter((s.shape[0] for s in sets), dtype=np.int64, count=len(sets))
+    short = np.flatnonzero(lengths < window)
+    if len(short):
+        i = int(short[0])
+        raise ValueError(f"{name}: set {i} has {lengths[i]} elements, fewer than the k-mer window "
+                         f"({window}); use a smaller window or drop short sets.")
+    flat = np.concatenate(sets, axis=0)
+    offsets = np.cumsum(lengths) - lengths
+    n_out = lengths - window + 1
+    starts = np.repeat(offsets, n_out) + (
+        np.arange(n_out.sum()) - np.repeat(np.cumsum(n_out) - n_out, n_out)
+    )
+    gathered = flat[starts[:, None] + np.arange(window)[None, :]]  # (N_out, window, d)
+    gathered = gathered.reshape(len(starts), -1)
+    return np.split(gathered, np.cumsum(n_out)[:-1])

@@ -1,0 +1,112 @@
+"""Device, dtype and random-state helpers shared by the estimators."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+
+import numpy as np
+import torch
+from sklearn.utils import check_random_state
+
+__all__ = [
+    "resolve_device",
+    "resolve_dtype",
+    "seed_from_random_state",
+    "make_generator",
+    "to_numpy",
+    "TorchStateMixin",
+]
+
+
+def resolve_device(device) -> torch.device:
+    """Turn ``"auto"``/``"cpu"``/``"cuda"``/``"cuda:1"``/``torch.device`` into a ``torch.device``.
+
+    ``"auto"`` picks CUDA when it is available, else the CPU. Asking for CUDA on a machine without
+    it raises a ``ValueError`` (rather than a torch error deep inside ``fit``).
+    """
+    if device is None or (isinstance(device, str) and device == "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device={device!r} is not a valid torch device: {exc}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} was requested but CUDA is not available; use "
+                         "device='auto' or 'cpu'.")
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device={device!r} was requested but MPS is not available.")
+    return dev
+
+
+def resolve_dtype(dtype) -> torch.dtype:
+    """``"float32"``/``"float64"``/numpy or torch float dtypes -> torch dtype."""
+    if isinstance(dtype, torch.dtype) and dtype in (torch.float32, torch.float64):
+        return dtype
+    try:
+        nd = np.dtype(dtype)
+    except TypeError:
+        nd = None
+    if nd == np.float32:
+        return torch.float32
+    if nd == np.float64:
+        return torch.float64
+    raise ValueError(f"dtype={dtype!r} is not supported; use 'float32' or 'float64'.")
+
+
+def seed_from_random_state(random_state) -> int:
+    """An int seed drawn from ``random_state`` (None, int or RandomState), as scikit-learn does."""
+    return int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
+
+
+def make_generator(seed: int, device: torch.device | str = "cpu") -> torch.Generator:
+    """A torch Generator on ``device`` seeded with ``seed``; the global RNG is left untouched."""
+    g = torch.Generator(device=device)
+    g.manual_seed(int(seed))
+    return g
+
+
+def to_numpy(t: torch.Tensor) -> np.ndarray:
+    return t.detach().cpu().numpy()
+
+
+class TorchStateMixin:
+    """Pickle support for estimators holding tensors or modules in fitted attributes.
+
+    ``__getstate__`` moves every tensor and ``nn.Module`` attribute to the CPU (on a copy, the
+    fitted estimator keeps its device); ``__setstate__`` moves them back to the estimator's resolved
+    device, or stays on the CPU with a warning when that device is not available here. A model
+    fitted on a GPU therefore loads on a CPU-only machine.
+    """
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        for k, v in state.items():
+            if isinstance(v, torch.Tensor):
+                state[k] = v.detach().cpu()
+            elif isinstance(v, torch.nn.Module):
+                state[k] = copy.deepcopy(v).cpu()
+        if "device_" in state:
+            state["device_"] = str(state["device_"])
+        return state
+
+    def __setstate__(self, state):
+        dev = state.get("device_")
+        target = torch.device("cpu")
+        if dev is not None:
+            dev = torch.device(dev)
+            available = dev.type == "cpu" or (dev.type == "cuda" and torch.cuda.is_available())
+            if available:
+                target = dev
+            else:
+                warnings.warn(
+                    f"{type(self).__name__} was fitted on {dev}, which is not available here; "
+                    "it is loaded on the CPU.",
+                    UserWarning,
+                    stacklevel=2,
+                )
+            state["device_"] = target
+        for k, v in state.items():
+            if isinstance(v, (torch.Tensor, torch.nn.Module)):
+                state[k] = v.to(target)
+        self.__dict__.update(state)

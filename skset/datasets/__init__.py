@@ -1,0 +1,5 @@
+"""Data sets: the bundled Japanese Vowels data, a ``.ts`` reader and synthetic set generators."""
+
+from ._ts import load_japanese_vowels, read_ts
+
+__all__ = ["load_japanese_vowels", "read_ts"]

@@ -1,0 +1,18 @@
+"""Pure-torch building blocks: batched tensors ``(B, n_max, d)`` with a boolean mask ``(B, n_max)``.
+
+No numpy, no scikit-learn: these modules can be used inside any network.
+"""
+
+from .nystrom import NystromLayer, gaussian_kernel, inv_sqrt_psd, kmer_unfold, nystrom_map
+from .otk import OTKLayer, otk_plans, otk_pool
+
+__all__ = [
+    "NystromLayer",
+    "OTKLayer",
+    "gaussian_kernel",
+    "inv_sqrt_psd",
+    "kmer_unfold",
+    "nystrom_map",
+    "otk_plans",
+    "otk_pool",
+]

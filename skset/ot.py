@@ -1,0 +1,201 @@
+r"""Batched, masked entropic optimal transport between sets and references.
+
+For a set :math:`\mathbf{x} = (x_1, \dots, x_n)` and a reference
+:math:`\mathbf{z} = (z_1, \dots, z_p)` with similarity :math:`K_{ij} = \langle x_i, z_j \rangle` (the
+cost is :math:`C = -K`), the entropic plan of Mialon et al. (2021, eq. 1) is
+
+.. math::
+
+    \mathbf{P}(\mathbf{x}, \mathbf{z}) = \arg\max_{P \in U(a, b)} \langle P, K \rangle
+    + \varepsilon H(P), \qquad a = \tfrac{1}{n}\mathbf{1}_n, \quad b = \tfrac{1}{p}\mathbf{1}_p,
+
+computed by Sinkhorn's fixed-point iterations. Every function here takes a batch ``(B, n_max, p)`` of
+similarities and a boolean mask ``(B, n_max)`` (``True`` on real elements): padded rows get zero
+mass, and ``n`` in ``a`` is each set's real size, so a set's plan never depends on the rest of its
+batch.
+
+Two solvers share one iteration schedule (start from :math:`g = 0`, update the row potential then
+the column potential, ``n_iter`` times, so the column marginals hold exactly):
+
+* ``method="log"``: log-domain updates with ``logsumexp`` (Peyre & Cuturi 2019, Remark 4.23); never
+  overflows, two exponentials of the whole ``(B, n, p)`` block per iteration.
+* ``method="exp"``: the scaling form :math:`u = a / (E v)`, :math:`v = b / (E^\top u)` on
+  :math:`E = \exp((K - \max_j K_{ij}) / \varepsilon)`: one exponential in all, then matrix-vector
+  products. The row shift keeps every row's largest entry at 1, so :math:`E v` never vanishes, but a
+  column far from every element can still underflow for small epsilon.
+* ``method="auto"`` (default): ``"exp"``, then ``"log"`` again for just the sets whose scalings are
+  not finite and positive. Same iterates, so the same plan up to rounding, at the exp-domain speed
+  where it is safe and the log-domain stability where it is not.
+
+References
+----------
+.. [1] G. Mialon, D. Chen, A. d'Aspremont, J. Mairal. A Trainable Optimal Transport Embedding for
+   Feature Aggregation and its Relationship to Attention. ICLR 2021.
+.. [2] M. Cuturi. Sinkhorn Distances: Lightspeed Computation of Optimal Transport. NeurIPS 2013.
+.. [3] G. Peyre, M. Cuturi. Computational Optimal Transport. Foundations and Trends in ML, 2019.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+__all__ = ["sinkhorn", "sinkhorn_log", "sinkhorn_exp", "transport_similarity", "position_weights"]
+
+_METHODS = ("auto", "log", "exp")
+
+
+def _log_marginal(mask: torch.Tensor, dtype) -> torch.Tensor:
+    n_real = mask.sum(1, keepdim=True).to(dtype)
+    log_a = -torch.log(n_real).expand(mask.shape)
+    return torch.where(mask, log_a, torch.full_like(log_a, -math.inf))
+
+
+def _check(similarity: torch.Tensor, mask, epsilon: float):
+    if similarity.dim() != 3:
+        raise ValueError(f"similarity must be (B, n, p), got shape {tuple(similarity.shape)}")
+    if not (epsilon > 0 and math.isfinite(epsilon)):
+        raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}")
+    if mask is None:
+        mask = torch.ones(similarity.shape[:2], dtype=torch.bool, device=similarity.device)
+    elif mask.shape != similarity.shape[:2]:
+        raise ValueError(f"mask shape {tuple(mask.shape)} does not match similarity "
+                         f"{tuple(similarity.shape[:2])}")
+    return mask.to(torch.bool)
+
+
+def sinkhorn_log(
+    similarity: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    *,
+    epsilon: float,
+    n_iter: int = 10,
+    tol: float | None = None,
+) -> torch.Tensor:
+    """Log-domain Sinkhorn plan, ``(B, n, p)``; see the module docstring."""
+    mask = _check(similarity, mask, epsilon)
+    B, n, p = similarity.shape
+    logK = torch.where(mask.unsqueeze(-1), similarity / epsilon, torch.zeros_like(similarity))
+    log_a = _log_marginal(mask, similarity.dtype)
+    log_b = -math.log(p)
+    g = similarity.new_zeros(B, 1, p)
+    f = similarity.new_zeros(B, n, 1)
+    neg_inf = similarity.new_tensor(-math.inf)
+    for it in range(n_iter):
+        f = torch.where(
+            mask.unsqueeze(-1), log_a.unsqueeze(-1) - torch.logsumexp(logK + g, dim=2, keepdim=True),
+            neg_inf,
+        )
+        g = log_b - torch.logsumexp(logK + f, dim=1, keepdim=True)
+        if tol is not None and (it + 1) % 10 == 0:
+            rows = torch.logsumexp(logK + f + g, dim=2).exp()
+            err = torch.where(mask, (rows - log_a.exp()).abs(), 0).sum(1).max()
+            if err.item() < tol:
+                break
+    return torch.exp(logK + f + g)
+
+
+def sinkhorn_exp(
+    similarity: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    *,
+    epsilon: float,
+    n_iter: int = 10,
+    return_ok: bool = False,
+):
+    """Row-stabilised exp-domain Sinkhorn plan, ``(B, n, p)``; see the module docstring.
+
+    With ``return_ok=True`` also returns a ``(B,)`` boolean tensor, ``False`` for sets whose
+    scalings under- or overflowed (their plan is then unusable: use :func:`sinkhorn_log`).
+    """
+    mask = _check(similarity, mask, epsilon)
+    B, n, p = similarity.shape
+    maskf = mask.unsqueeze(-1)
+    s = torch.where(maskf, similarity / epsilon, torch.full_like(similarity, -math.inf))
+    row_max = s.amax(dim=2, keepdim=True)
+    # the shift cancels exactly in the first row update, so it carries no gradient
+    E = torch.exp(s - torch.where(maskf, row_max, torch.zeros_like(row_max)).detach())  # pads: 0
+    a = torch.where(mask, 1.0 / mask.sum(1, keepdim=True).to(s.dtype), 0.0).unsqueeze(-1)
+    b = 1.0 / p
+    v = similarity.new_ones(B, p, 1)
+    u = a
+    for _ in range(n_iter):
+        Ev = torch.where(maskf, torch.bmm(E, v), 1.0)  # no 0/0 on padded rows, in grads too
+        u = a / Ev
+        v = b / torch.bmm(E.transpose(1, 2), u)
+    P = u * E * v.transpose(1, 2)
+    if not return_ok:
+        return P
+    tiny = torch.finfo(s.dtype).tiny
+    ok = (torch.isfinite(v) & (v > tiny)).all(dim=(1, 2)) & torch.isfinite(u).all(dim=(1, 2))
+    ok &= torch.isfinite(P).all(dim=(1, 2))
+    return P, ok
+
+
+def sinkhorn(
+    similarity: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    *,
+    epsilon: float,
+    n_iter: int = 10,
+    method: str = "auto",
+    tol: float | None = None,
+) -> torch.Tensor:
+    """Entropic OT plan between each set of a batch and a reference.
+
+    Parameters
+    ----------
+    similarity : Tensor of shape (B, n_max, p)
+        ``K[b, i, j] = <x_i, z_j>`` for set ``b``; the cost is ``-K``. Padded rows may hold anything.
+    mask : bool Tensor of shape (B, n_max) or None
+        ``True`` on real elements. ``None``: every row is real.
+    epsilon : float
+        Entropic regularisation (``epsilon`` in the paper); smaller is closer to exact OT.
+    n_iter : int
+        Sinkhorn iterations (each a row then a column update). The paper uses 10.
+    method : {"auto", "log", "exp"}
+        Solver; see the module docstring. ``tol`` forces ``"log"``.
+    tol : float or None
+        Stop early once the row marginals are within ``tol`` (L1), checked every 10 iterations.
+
+    Returns
+    -------
+    Tensor of shape (B, n_max, p)
+        The plan: column sums ``1/p`` exactly, row sums ``1/n_b`` once converged, padded rows 0.
+        Differentiable with respect to ``similarity``.
+    """
+    if method not in _METHODS:
+        raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+    if method == "log" or tol is not None:
+        return sinkhorn_log(similarity, mask, epsilon=epsilon, n_iter=n_iter, tol=tol)
+    if method == "exp":
+        return sinkhorn_exp(similarity, mask, epsilon=epsilon, n_iter=n_iter)
+    mask = _check(similarity, mask, epsilon)
+    P, ok = sinkhorn_exp(similarity, mask, epsilon=epsilon, n_iter=n_iter, return_ok=True)
+    if bool(ok.all()):
+        return P
+    bad = (~ok).nonzero().squeeze(1)
+    P_bad = sinkhorn_log(similarity[bad], mask[bad], epsilon=epsilon, n_iter=n_iter)
+    return P.index_put((bad,), P_bad)
+
+
+def position_weights(
+    mask: torch.Tensor, n_supports: int, sigma: float, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
+    r"""Positional weights :math:`S_{ij} = \exp(-(i/n - j/p)^2 / \sigma^2)`, ``(B, n_max, p)``.
+
+    ``n`` is each set's real length (not the padded one), so a set's weights never depend on its
+    batch; padded rows are 0.
+    """
+    n_real = mask.sum(1, keepdim=True).to(dtype)  # (B, 1)
+    i = torch.arange(mask.shape[1], device=mask.device, dtype=n_real.dtype)
+    j = torch.arange(n_supports, device=mask.device, dtype=n_real.dtype) / n_supports
+    rel = (i.unsqueeze(0) / n_real).unsqueeze(-1) - j.view(1, 1, -1)
+    S = torch.exp(-(rel**2) / sigma**2)
+    return S * mask.unsqueeze(-1).to(S.dtype)
+
+
+def transport_similarity(plan: torch.Tensor, similarity: torch.Tensor) -> torch.Tensor:
+    """``<P, K>`` per set, ``(B,)``: the negated transport cost, higher is closer."""
+    return (plan * torch.nan_to_num(similarity, nan=0.0, posinf=0.0, neginf=0.0)).sum(dim=(1, 2))
