@@ -44,9 +44,10 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     ----------
     n_components : int, default=128
         Number of anchors ``k`` (output features per element).
-    bandwidth : float, default=0.6
+    bandwidth : float, default=0.5
         Kernel bandwidth ``sigma``. With ``normalize=True`` elements live on the unit sphere and
-        the bandwidth is in those units (0.5-0.6 in the paper); otherwise it is relative to the
+        the bandwidth is in those units (0.5-0.6 in the paper, 0.5 best on Japanese Vowels in
+        BENCHMARKS.md); otherwise it is relative to the
         data: the kernel uses ``bandwidth * scale`` with ``scale`` the median distance between
         sampled training elements divided by sqrt(2) (the distance of orthogonal unit vectors).
     window : int, default=1
@@ -56,9 +57,10 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         Standardise each input feature by its mean and standard deviation over training elements.
     normalize : bool, default=True
         Project each element / k-mer on the unit sphere before the kernel (as in CKN).
-    keep_norm : bool, default=False
+    keep_norm : bool, default=True
         With ``normalize``, multiply each output back by the element's norm (CKN's homogeneous
-        kernel ``||x|| ||x'|| kappa(x/||x||, x'/||x'||)``).
+        kernel ``||x|| ||x'|| kappa(x/||x||, x'/||x'||)``), so that the size of an element still
+        counts; ``False`` keeps only its direction.
     anchors : {"kmeans", "random"}, default="kmeans"
         Anchors are k-means centroids of (a sample of) training elements, or random elements.
     max_samples : int, default=100000
@@ -121,11 +123,11 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         self,
         n_components: int = 128,
         *,
-        bandwidth: float = 0.6,
+        bandwidth: float = 0.5,
         window: int = 1,
         standardize: bool = True,
         normalize: bool = True,
-        keep_norm: bool = False,
+        keep_norm: bool = True,
         anchors: str = "kmeans",
         max_samples: int = 100_000,
         eigenvalue_floor: float = 1e-4,
@@ -168,14 +170,23 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
 
     def _elements(self, X, *, fitting: bool):
         """Validate X; return (collection, per-set element arrays after k-mer windows)."""
-        if isinstance(X, np.ndarray) and X.dtype != object and X.ndim == 2:
+        if not isinstance(X, (list, tuple, np.ndarray)) and hasattr(X, "__array__"):
+            X = np.asarray(X)
+        elif isinstance(X, (list, tuple)) and len(X) and np.ndim(X[0]) == 1:
+            # a nested list of rows is one pool of elements (as scikit-learn reads it)
+            try:
+                X = np.asarray(X, dtype=float)
+            except ValueError:
+                pass  # ragged: check_sets names the offending set
+        if (isinstance(X, np.ndarray) and X.ndim in (1, 2) and X.dtype != object) or (
+            isinstance(X, np.ndarray) and X.ndim == 2
+        ) or hasattr(X, "iloc"):
             arr = validate_data(self, X, reset=fitting, dtype=[np.float64, np.float32],
                                 ensure_min_samples=self.window)
             coll = check_sets(arr, allow_pool=True, min_elements=self.window,
                               n_features=None if fitting else self.n_features_in_)
         else:
-            coll = check_sets(X, min_elements=self.window,
-                              n_features=None if fitting else self.n_features_in_)
+            coll = check_sets(X, n_features=None if fitting else self.n_features_in_)
             if fitting:
                 self.n_features_in_ = coll.n_features
                 if hasattr(self, "feature_names_in_"):

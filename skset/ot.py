@@ -127,8 +127,10 @@ def sinkhorn_exp(
     P = u * E * v.transpose(1, 2)
     if not return_ok:
         return P
-    tiny = torch.finfo(s.dtype).tiny
-    ok = (torch.isfinite(v) & (v > tiny)).all(dim=(1, 2)) & torch.isfinite(u).all(dim=(1, 2))
+    # scalings far from 1 mean the exp-domain iterates are near under/overflow, in the forward
+    # pass or in the backward one (which divides by (E v)^2): hand such sets to the log domain
+    thr = torch.finfo(s.dtype).tiny ** 0.25
+    ok = ((v > thr) & (v < 1 / thr)).all(dim=(1, 2)) & (u < 1 / thr).all(dim=(1, 2))
     ok &= torch.isfinite(P).all(dim=(1, 2))
     return P, ok
 
@@ -177,6 +179,11 @@ def sinkhorn(
         return P
     bad = (~ok).nonzero().squeeze(1)
     P_bad = sinkhorn_log(similarity[bad], mask[bad], epsilon=epsilon, n_iter=n_iter)
+    if torch.is_grad_enabled() and similarity.requires_grad:
+        # the failed exp-domain iterates hold inf/NaN: keep them out of the autograd graph
+        good = ok.nonzero().squeeze(1)
+        P = torch.zeros_like(similarity).index_put(
+            (good,), sinkhorn_exp(similarity[good], mask[good], epsilon=epsilon, n_iter=n_iter))
     return P.index_put((bad,), P_bad)
 
 
