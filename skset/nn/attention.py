@@ -42,7 +42,7 @@ from torch import nn
 
 from .norm import make_norm
 
-__all__ = ["MultiheadAttention", "MAB", "SAB", "ISAB", "PMA"]
+__all__ = ["MultiheadAttention", "MAB", "SAB", "ISAB", "PMA", "SetTransformer"]
 
 _RESIDUALS = ("original", "clean")
 
@@ -241,3 +241,58 @@ class PMA(nn.Module):
             z = self.ff(F.relu(self.ff_norm(x, mask)))
         seeds = self.seeds.unsqueeze(0).expand(x.shape[0], -1, -1)
         return self.mab(seeds, z, None, mask)
+
+
+class SetTransformer(nn.Module):
+    """Set Transformer network: input layer, SAB/ISAB encoder, PMA pooling, MLP decoder.
+
+    ``residual="clean", norm="set"`` with ``n_inducing`` set gives Set Transformer++ (ISAB++).
+
+    Parameters
+    ----------
+    in_dim : int
+        Features per element.
+    dim : int
+        Model width ``D``.
+    out_dim : int
+        Outputs of the decoder.
+    n_layers : int, default=2
+        Encoder blocks.
+    n_heads : int, default=4
+        Attention heads.
+    n_inducing : int or None, default=None
+        ``None``: SAB blocks (O(n^2)); an int ``m``: ISAB blocks with ``m`` inducing points.
+    n_seeds : int, default=1
+        PMA seeds; the pooled representation has ``n_seeds * dim`` features.
+    norm : {"layer", "set", None}, default="layer"
+    residual : {"original", "clean"}, default="original"
+    n_decoder_layers : int, default=1
+        Hidden Linear-ReLU layers of the decoder.
+    """
+
+    def __init__(self, in_dim: int, dim: int, out_dim: int, n_layers: int = 2, n_heads: int = 4,
+                 *, n_inducing: int | None = None, n_seeds: int = 1, norm: str | None = "layer",
+                 residual: str = "original", n_decoder_layers: int = 1):
+        super().__init__()
+        from .deep_sets import mlp_head
+
+        _check_options(dim, n_heads, norm, residual)
+        self.input = nn.Linear(in_dim, dim)
+        if n_inducing is None:
+            blocks = [SAB(dim, n_heads, norm=norm, residual=residual) for _ in range(n_layers)]
+        else:
+            blocks = [ISAB(dim, n_heads, n_inducing, norm=norm, residual=residual)
+                      for _ in range(n_layers)]
+        self.blocks = nn.ModuleList(blocks)
+        self.pool = PMA(dim, n_heads, n_seeds, norm=norm, residual=residual)
+        self.decoder = mlp_head(int(n_seeds) * dim, dim, out_dim, n_decoder_layers)
+
+    def embed(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The pooled representation ``(B, n_seeds * dim)``."""
+        h = self.input(_zero_padding(x, mask))
+        for blk in self.blocks:
+            h = blk(h, mask)
+        return self.pool(h, mask).flatten(1)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self.decoder(self.embed(x, mask))
