@@ -6,7 +6,21 @@ collection of sets is a list of such arrays (or a 3-D array when all sets have o
 
 from .embedding import OTKEmbedding
 from .kernel_approximation import NystromFeatures
+from .neural_network import (
+    DeepSetsClassifier,
+    DeepSetsRegressor,
+    SetTransformerClassifier,
+    SetTransformerRegressor,
+)
 
 __version__ = "0.1.0"
 
-__all__ = ["NystromFeatures", "OTKEmbedding", "__version__"]
+__all__ = [
+    "DeepSetsClassifier",
+    "DeepSetsRegressor",
+    "NystromFeatures",
+    "OTKEmbedding",
+    "SetTransformerClassifier",
+    "SetTransformerRegressor",
+    "__version__",
+]

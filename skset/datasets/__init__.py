@@ -1,5 +1,12 @@
 """Data sets: the bundled Japanese Vowels data, a ``.ts`` reader and synthetic set generators."""
 
+from ._synthetic import make_gaussian_mixture_sets, make_max_regression, make_normal_var
 from ._ts import load_japanese_vowels, read_ts
 
-__all__ = ["load_japanese_vowels", "read_ts"]
+__all__ = [
+    "load_japanese_vowels",
+    "make_gaussian_mixture_sets",
+    "make_max_regression",
+    "make_normal_var",
+    "read_ts",
+]
