@@ -76,7 +76,7 @@ def _cpu_copy(obj):
 
 def _fit_logistic_head(head: torch.nn.Linear, Z: torch.Tensor, y: torch.Tensor, alpha: float,
                        max_iter: int = 100) -> None:
-    """Minimise ``mean CE(Z W^T + b, y) + alpha/2 ||W||^2`` by L-BFGS, warm-started from ``head``."""
+    """Minimise ``mean CE(Z W^T + b, y) + alpha/2 ||W||^2`` by L-BFGS, from the current head."""
     Z = Z.double()
     W = head.weight.detach().double().clone().requires_grad_()
     b = head.bias.detach().double().clone().requires_grad_()
@@ -313,7 +313,9 @@ class _BaseSupervisedOTK(ClassNamePrefixFeaturesOutMixin, TorchStateMixin, BaseE
 
         if not warm:
             self.n_features_in_ = coll.n_features
-            module = self._initial_module(sets, n_outputs, rng)
+            with torch.random.fork_rng(devices=[]):  # leave the global torch RNG alone
+                torch.manual_seed(seed)
+                module = self._initial_module(sets, n_outputs, rng)
             module = module.to(device=self.device_, dtype=self.dtype_)
             with torch.no_grad():
                 module.head.weight.zero_()

@@ -20,7 +20,7 @@ def _garbage_pack(sets, dtype=torch.float64, extra=3):
     return X, M
 
 
-# -- inverse square root ----------------------------------------------------------------------------
+# -- inverse square root --
 @pytest.mark.parametrize("floor", [1e-4, 1e-2])
 def test_inv_sqrt_psd_gradcheck_with_floor_active(floor):
     g = torch.Generator().manual_seed(0)
@@ -48,7 +48,7 @@ def test_inv_sqrt_psd_values_and_duplicate_anchors():
     assert inv_sqrt_psd(K.float()).dtype == torch.float32
 
 
-# -- same numbers as the estimators ------------------------------------------------------------------
+# -- same numbers as the estimators --
 @pytest.mark.parametrize("window,normalize", [(1, True), (3, True), (2, False)])
 def test_nystrom_layer_from_estimator_matches_transform(window, normalize):
     rng = np.random.default_rng(0)
@@ -109,7 +109,7 @@ def test_stacked_layers_match_pipeline():
     np.testing.assert_allclose(out, otk.transform(feats), rtol=1e-9, atol=1e-12)
 
 
-# -- padding invariance and gradients ---------------------------------------------------------------
+# -- padding invariance and gradients --
 def test_padding_invariance_and_no_gradient_to_padding():
     torch.manual_seed(0)
     nys = NystromLayer(3, 5, window=2).double()

@@ -28,10 +28,11 @@ def make_motif_order(
     encoded, with a length drawn uniformly in ``[min_length, max_length]``. The ``n_motifs``
     motifs (fixed random words of ``motif_length`` letters, shared by all sequences) are all
     planted in every sequence, one per equal segment of the sequence (the first motif in the first
-    ``1/n_motifs`` of its length, and so on, at a uniform place inside the segment). The class is the
-    permutation that orders them: with two motifs, class 0 is "A then B" and class 1 is "B then A".
-    Hence the bag of elements, and the bag of k-mers, carry no information about the class (up to the
-    rare chance occurrences of the motifs in the background): a model must use where motifs are,
+    ``1/n_motifs`` of its length, and so on, at a uniform place inside the segment). The class is
+    the permutation that orders them: with two motifs, class 0 is "A then B" and class 1 is
+    "B then A".
+    Hence the bag of elements, and the bag of k-mers, carry no information about the class (up to
+    the rare chance occurrences of the motifs in the background): a model must use where motifs are,
     e.g. an OTK embedding with positional weights (``position_sigma``). Mean pooling of any per-
     k-mer features stays near chance level.
 

@@ -60,7 +60,8 @@ class _InvSqrtPSD(torch.autograd.Function):
         si, sj = s.unsqueeze(-1), s.unsqueeze(-2)
         # both above the floor: (li^-1/2 - lj^-1/2) / (li - lj) = -1 / (si sj (si + sj))
         D = -1.0 / (si * sj * (si + sj))
-        # one floored (raw eigenvalue e_j < c <= l_i): the chord from (e_j, c^-1/2) to (l_i, l_i^-1/2)
+        # one floored (raw eigenvalue e_j < c <= l_i): the chord from (e_j, c^-1/2) to
+        # (l_i, l_i^-1/2)
         # = slope(l_i, c) * (l_i - c) / (l_i - e_j), the last factor in [0, 1]
         ei, ej = evals.unsqueeze(-1), evals.unsqueeze(-2)
         fi, fj = floored.unsqueeze(-1), floored.unsqueeze(-2)
