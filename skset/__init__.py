@@ -7,7 +7,23 @@ collection of sets is a list of such arrays (or a 3-D array when all sets have o
 from ._supervised_otk import OTKClassifier, OTKRegressor
 from .embedding import OTKEmbedding
 from .kernel_approximation import NystromFeatures
+from .neural_network import (
+    DeepSetsClassifier,
+    DeepSetsRegressor,
+    SetTransformerClassifier,
+    SetTransformerRegressor,
+)
 
 __version__ = "0.1.0"
 
-__all__ = ["NystromFeatures", "OTKClassifier", "OTKEmbedding", "OTKRegressor", "__version__"]
+__all__ = [
+    "DeepSetsClassifier",
+    "DeepSetsRegressor",
+    "NystromFeatures",
+    "OTKClassifier",
+    "OTKEmbedding",
+    "OTKRegressor",
+    "SetTransformerClassifier",
+    "SetTransformerRegressor",
+    "__version__",
+]
