@@ -4,6 +4,7 @@ A *set* is a variable-size collection of feature vectors, given as an ``(n_i, d)
 collection of sets is a list of such arrays (or a 3-D array when all sets have one size).
 """
 
+from ._supervised_otk import OTKClassifier, OTKRegressor
 from .embedding import OTKEmbedding
 from .kernel_approximation import NystromFeatures
 from .neural_network import (
@@ -19,7 +20,9 @@ __all__ = [
     "DeepSetsClassifier",
     "DeepSetsRegressor",
     "NystromFeatures",
+    "OTKClassifier",
     "OTKEmbedding",
+    "OTKRegressor",
     "SetTransformerClassifier",
     "SetTransformerRegressor",
     "__version__",
