@@ -4,12 +4,13 @@ A *set* is a variable-size collection of feature vectors, given as an ``(n_i, d)
 collection of sets is a list of such arrays (or a 3-D array when all sets have one size).
 """
 
-from ._supervised_otk import OTKClassifier, OTKRegressor
 from .embedding import OTKEmbedding
 from .kernel_approximation import NystromFeatures
 from .neural_network import (
     DeepSetsClassifier,
     DeepSetsRegressor,
+    OTKClassifier,
+    OTKRegressor,
     SetTransformerClassifier,
     SetTransformerRegressor,
 )

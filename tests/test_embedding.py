@@ -3,14 +3,13 @@ import numpy as np
 import ot as pot
 import pytest
 import torch
+from conftest import make_sets
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
 from skset import OTKEmbedding
-from skset.nn import OTKLayer
 from skset._sets import pack
-
-from conftest import make_sets
+from skset.nn import OTKLayer
 
 
 def _fit(sets, **kw):
