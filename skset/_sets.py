@@ -212,11 +212,18 @@ def check_sets(
             raise ValueError(f"{name} is an object array of shape {X.shape}; expected a 1-D "
                              "object array holding one 2-D array per set.")
         form, sets = "object", list(X)
-    elif isinstance(X, Sequence) or hasattr(X, "__len__") and hasattr(X, "__getitem__"):
+    elif isinstance(X, Sequence):
         form, sets = "list", list(X)
+    elif hasattr(X, "__len__") and hasattr(X, "__getitem__") and not isinstance(X, dict):
+        # a lazily loading collection (set i read on demand): index it, do not iterate it
+        form, sets = "list", [X[i] for i in range(len(X))]
     else:
+        hint = (" For a stream of sets (a generator or iterator), use "
+                "skset.utils.iter_transform(estimator, stream, chunk_size=...) to transform it "
+                "chunk by chunk, or list(stream) if it fits in memory."
+                if hasattr(X, "__iter__") or hasattr(X, "__next__") else "")
         raise TypeError(f"{name} must be a list of 2-D arrays or a 3-D array, got "
-                        f"{_describe(X)}.")
+                        f"{_describe(X)}.{hint}")
 
     if len(sets) < min_sets:
         raise ValueError(f"{name} holds {len(sets)} set(s); at least {min_sets} needed.")

@@ -12,7 +12,13 @@ from sklearn.cluster import KMeans
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._sets import check_sets, kmer_windows
-from ._torch import resolve_device, resolve_dtype, seed_from_random_state, to_numpy
+from ._torch import (
+    TorchStateMixin,
+    resolve_device,
+    resolve_dtype,
+    seed_from_random_state,
+    to_numpy,
+)
 from .nn.nystrom import gaussian_kernel, inv_sqrt_psd, nystrom_map
 
 __all__ = ["NystromFeatures"]
@@ -23,7 +29,8 @@ def _check_param(cond: bool, msg: str):
         raise ValueError(msg)
 
 
-class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchStateMixin,
+                      BaseEstimator):
     r"""Nystrom approximation of a Gaussian kernel, applied to every element (or k-mer) of sets.
 
     Each element :math:`x` (after optional per-feature standardisation, k-mer concatenation and
