@@ -11,7 +11,7 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.cluster import KMeans
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._sets import check_sets, kmer_windows
+from ._sets import check_finite_output, check_sets, kmer_windows
 from ._torch import (
     TorchStateMixin,
     resolve_device,
@@ -190,10 +190,11 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchSt
         ) or hasattr(X, "iloc"):
             arr = validate_data(self, X, reset=fitting, dtype=[np.float64, np.float32],
                                 ensure_min_samples=self.window)
-            coll = check_sets(arr, allow_pool=True, min_elements=self.window,
+            coll = check_sets(arr, allow_pool=True, min_elements=self.window, compute_dtype=self.dtype,
                               n_features=None if fitting else self.n_features_in_)
         else:
-            coll = check_sets(X, n_features=None if fitting else self.n_features_in_)
+            coll = check_sets(X, n_features=None if fitting else self.n_features_in_,
+                              compute_dtype=self.dtype)
             if fitting:
                 self.n_features_in_ = coll.n_features
                 if hasattr(self, "feature_names_in_"):
@@ -315,6 +316,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchSt
             for i in range(0, xs.shape[0], step):
                 out[i : i + step] = nystrom_map(xs[i : i + step], anchors, norm, self.bandwidth_,
                                                 normalize=self.normalize, keep_norm=self.keep_norm)
+        check_finite_output(out, type(self).__name__, tdtype)
         out = to_numpy(out)
         return coll.wrap(np.split(out, np.cumsum(n_out)[:-1]))
 
