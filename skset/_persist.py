@@ -369,17 +369,20 @@ def load(path, *, strict_version: bool = True):
     import pickle
 
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch's notes on foreign pickle protocols
+            payload = torch.load(path, map_location="cpu", weights_only=True)
+    except (FileNotFoundError, IsADirectoryError, PermissionError):
+        raise
     except pickle.UnpicklingError as exc:
         raise ValueError(
             f"refusing to load {path!r}: it holds Python objects other than tensors and plain "
             f"containers (a pickle that could run code), so it was not written by skset.save. "
             f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
         ) from None
-    except (RuntimeError, EOFError, OSError, ValueError) as exc:
-        if isinstance(exc, FileNotFoundError):
-            raise
-        raise ValueError(f"{path!r} is not a file written by skset.save: {exc}") from None
+    except Exception as exc:  # the restricted unpickler fails in many ways on foreign files
+        raise ValueError(f"{path!r} is not a file written by skset.save "
+                         f"({type(exc).__name__}: {exc}).") from None
     if not isinstance(payload, dict) or payload.get("format") != _FORMAT:
         raise ValueError(f"{path!r} is not a file written by skset.save.")
     fv = payload.get("format_version")
