@@ -13,6 +13,7 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse  # noqa: E402
+import json  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -38,11 +39,11 @@ class MeanPooling(TransformerMixin, BaseEstimator):
         return Z * np.sqrt(Z.shape[1]) / np.linalg.norm(Z, axis=1, keepdims=True)
 
 
-def run(seed: int):
+def run(seed: int, nystrom_params: dict):
     X_train, X_test, y_train, y_test = load_japanese_vowels(return_X_y=True)
     out = {}
     t = time.perf_counter()
-    pipe = Pipeline([("nystrom", NystromFeatures(random_state=seed)),
+    pipe = Pipeline([("nystrom", NystromFeatures(random_state=seed, **nystrom_params)),
                      ("otk", OTKEmbedding(random_state=seed)),
                      ("clf", LogisticRegression(max_iter=2000))])
     search = GridSearchCV(pipe, {"otk__epsilon": [0.1, 0.5, 1.0], "otk__n_supports": [5, 10, 20]},
@@ -50,7 +51,7 @@ def run(seed: int):
     out["otk"] = (search.score(X_test, y_test), search.best_score_, search.best_params_,
                   time.perf_counter() - t)
     t = time.perf_counter()
-    mean = Pipeline([("nystrom", NystromFeatures(random_state=seed)), ("pool", MeanPooling()),
+    mean = Pipeline([("nystrom", NystromFeatures(random_state=seed, **nystrom_params)), ("pool", MeanPooling()),
                      ("clf", LogisticRegression(max_iter=2000))]).fit(X_train, y_train)
     out["mean"] = (mean.score(X_test, y_test), None, None, time.perf_counter() - t)
     return out
@@ -59,11 +60,13 @@ def run(seed: int):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--nystrom-params", type=json.loads, default={},
+                        help='JSON dict of NystromFeatures arguments, e.g. \'{"bandwidth": 0.6}\'')
     args = parser.parse_args()
     torch.set_num_threads(2)
     rows = {"otk": [], "mean": []}
     for seed in args.seeds:
-        res = run(seed)
+        res = run(seed, args.nystrom_params)
         for k, (acc, cv, params, secs) in res.items():
             rows[k].append(acc)
             print(f"seed {seed} {k:5s} test {100 * acc:.2f}%"
