@@ -9,6 +9,8 @@ from .kernel_approximation import NystromFeatures
 from .neural_network import (
     DeepSetsClassifier,
     DeepSetsRegressor,
+    OTKClassifier,
+    OTKRegressor,
     SetTransformerClassifier,
     SetTransformerRegressor,
 )
@@ -19,7 +21,9 @@ __all__ = [
     "DeepSetsClassifier",
     "DeepSetsRegressor",
     "NystromFeatures",
+    "OTKClassifier",
     "OTKEmbedding",
+    "OTKRegressor",
     "SetTransformerClassifier",
     "SetTransformerRegressor",
     "__version__",

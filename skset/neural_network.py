@@ -33,11 +33,17 @@ from ._training import check_training_params, epoch_batches, split_validation, t
 from .nn.attention import SetTransformer
 from .nn.deep_sets import DeepSets
 
+# the supervised OTK estimators live in their own module (they build on the unsupervised
+# estimators) and are public from here, beside the other neural estimators
+from ._supervised_otk import OTKClassifier, OTKRegressor  # noqa: E402,F401  isort: skip
+
 __all__ = [
     "SetTransformerClassifier",
     "SetTransformerRegressor",
     "DeepSetsClassifier",
     "DeepSetsRegressor",
+    "OTKClassifier",
+    "OTKRegressor",
 ]
 
 

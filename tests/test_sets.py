@@ -2,8 +2,15 @@ import numpy as np
 import pytest
 import torch
 
-from skset._sets import (check_set_labels, check_sets, iter_packed, kmer_windows, length_batches,
-                         pack, unpack)
+from skset._sets import (
+    check_set_labels,
+    check_sets,
+    iter_packed,
+    kmer_windows,
+    length_batches,
+    pack,
+    unpack,
+)
 
 
 def test_forms_are_detected_by_structure(rng):
@@ -96,7 +103,7 @@ def test_length_batches_budget_and_cover(rng):
 def test_iter_packed_covers_all(rng):
     sets = [rng.normal(size=(n, 2)) for n in rng.integers(1, 40, 50)]
     seen = []
-    for idx, X, M in iter_packed(sets, max_elements=100):
+    for idx, X, _ in iter_packed(sets, max_elements=100):
         assert X.shape[0] * X.shape[1] <= max(100, X.shape[1])
         for b, i in enumerate(idx):
             np.testing.assert_allclose(X[b, : len(sets[i])].numpy(), sets[i], rtol=1e-6)

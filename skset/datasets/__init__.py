@@ -1,5 +1,6 @@
 """Data sets: the bundled Japanese Vowels data, a ``.ts`` reader and synthetic set generators."""
 
+from ._sequences import make_motif_order
 from ._synthetic import make_gaussian_mixture_sets, make_max_regression, make_normal_var
 from ._ts import load_japanese_vowels, read_ts
 
@@ -7,6 +8,7 @@ __all__ = [
     "load_japanese_vowels",
     "make_gaussian_mixture_sets",
     "make_max_regression",
+    "make_motif_order",
     "make_normal_var",
     "read_ts",
 ]
