@@ -386,7 +386,8 @@ class _BaseSupervisedOTK(ClassNamePrefixFeaturesOutMixin, TorchStateMixin, BaseE
             if self.learning_rate != "adaptive":
                 return
             monitored = val_loss[0] if self.early_stopping else epoch_loss
-            if monitored < plateau["best"]:
+            # progress = a decrease beyond tol (relative), not a change in the last rounding bits
+            if monitored < plateau["best"] - self.tol * abs(plateau["best"]):
                 plateau["best"], plateau["bad"] = monitored, 0
             else:
                 plateau["bad"] += 1
