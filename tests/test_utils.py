@@ -120,7 +120,8 @@ def test_streaming_memory_is_bounded(on_disk, otk):
         _, peak_full = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    print(f"streaming peak {peak_stream / 1e6:.2f} MB, full {peak_full / 1e6:.2f} MB, data {n_bytes / 1e6:.2f} MB")
+    print(f"streaming peak {peak_stream / 1e6:.2f} MB, full {peak_full / 1e6:.2f} MB, "
+          f"data {n_bytes / 1e6:.2f} MB")
     assert n == len(on_disk) and np.isfinite(total)
     assert peak_stream < 0.15 * n_bytes, (peak_stream, n_bytes)
     assert peak_stream < 0.25 * peak_full, (peak_stream, peak_full)
