@@ -4,6 +4,7 @@ A *set* is a variable-size collection of feature vectors, given as an ``(n_i, d)
 collection of sets is a list of such arrays (or a 3-D array when all sets have one size).
 """
 
+from ._persist import load, save
 from .embedding import OTKEmbedding
 from .kernel_approximation import NystromFeatures
 from .neural_network import (
@@ -27,4 +28,6 @@ __all__ = [
     "SetTransformerClassifier",
     "SetTransformerRegressor",
     "__version__",
+    "load",
+    "save",
 ]

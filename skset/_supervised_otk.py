@@ -25,7 +25,14 @@ from sklearn.base import (
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from ._sets import check_set_labels, check_sets, kmer_windows, length_batches, pack
+from ._sets import (
+    check_finite_output,
+    check_set_labels,
+    check_sets,
+    kmer_windows,
+    length_batches,
+    pack,
+)
 from ._torch import TorchStateMixin, make_generator, resolve_device, resolve_dtype
 from ._training import check_training_params, epoch_batches, split_validation, train_module
 from .embedding import OTKEmbedding
@@ -235,11 +242,13 @@ class _BaseSupervisedOTK(ClassNamePrefixFeaturesOutMixin, TorchStateMixin, BaseE
                     out = torch.empty((len(sets),) + tuple(res.shape[1:]), dtype=res.dtype,
                                       device=res.device)
                 out[torch.as_tensor(idx, device=res.device)] = res
+        check_finite_output(out, type(self).__name__, self.dtype_)
         return out
 
     def _check_predict_X(self, X):
         check_is_fitted(self, "module_")
-        return check_sets(X, n_features=self.n_features_in_, min_elements=self.window).sets
+        return check_sets(X, n_features=self.n_features_in_, min_elements=self.window,
+                          compute_dtype=self.dtype_).sets
 
     # -- initialisation -------------------------------------------------------------------------
     def _initial_module(self, sets, n_outputs: int, rng) -> _OTKNetwork:
@@ -288,7 +297,7 @@ class _BaseSupervisedOTK(ClassNamePrefixFeaturesOutMixin, TorchStateMixin, BaseE
         """
         self._check_params()
         name = type(self).__name__
-        coll = check_sets(X, min_elements=self.window)
+        coll = check_sets(X, min_elements=self.window, compute_dtype=resolve_dtype(self.dtype))
         sets = coll.sets
         warm = bool(self.warm_start) and hasattr(self, "module_")
         if warm and coll.n_features != self.n_features_in_:
@@ -377,7 +386,8 @@ class _BaseSupervisedOTK(ClassNamePrefixFeaturesOutMixin, TorchStateMixin, BaseE
             if self.learning_rate != "adaptive":
                 return
             monitored = val_loss[0] if self.early_stopping else epoch_loss
-            if monitored < plateau["best"]:
+            # progress = a decrease beyond tol (relative), not a change in the last rounding bits
+            if monitored < plateau["best"] - self.tol * abs(plateau["best"]):
                 plateau["best"], plateau["bad"] = monitored, 0
             else:
                 plateau["bad"] += 1

@@ -11,8 +11,14 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.cluster import KMeans
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._sets import check_sets, kmer_windows
-from ._torch import resolve_device, resolve_dtype, seed_from_random_state, to_numpy
+from ._sets import check_finite_output, check_sets, kmer_windows
+from ._torch import (
+    TorchStateMixin,
+    resolve_device,
+    resolve_dtype,
+    seed_from_random_state,
+    to_numpy,
+)
 from .nn.nystrom import gaussian_kernel, inv_sqrt_psd, nystrom_map
 
 __all__ = ["NystromFeatures"]
@@ -23,7 +29,8 @@ def _check_param(cond: bool, msg: str):
         raise ValueError(msg)
 
 
-class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchStateMixin,
+                      BaseEstimator):
     r"""Nystrom approximation of a Gaussian kernel, applied to every element (or k-mer) of sets.
 
     Each element :math:`x` (after optional per-feature standardisation, k-mer concatenation and
@@ -183,10 +190,11 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         ) or hasattr(X, "iloc"):
             arr = validate_data(self, X, reset=fitting, dtype=[np.float64, np.float32],
                                 ensure_min_samples=self.window)
-            coll = check_sets(arr, allow_pool=True, min_elements=self.window,
+            coll = check_sets(arr, allow_pool=True, min_elements=self.window, compute_dtype=self.dtype,
                               n_features=None if fitting else self.n_features_in_)
         else:
-            coll = check_sets(X, n_features=None if fitting else self.n_features_in_)
+            coll = check_sets(X, n_features=None if fitting else self.n_features_in_,
+                              compute_dtype=self.dtype)
             if fitting:
                 self.n_features_in_ = coll.n_features
                 if hasattr(self, "feature_names_in_"):
@@ -308,6 +316,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             for i in range(0, xs.shape[0], step):
                 out[i : i + step] = nystrom_map(xs[i : i + step], anchors, norm, self.bandwidth_,
                                                 normalize=self.normalize, keep_norm=self.keep_norm)
+        check_finite_output(out, type(self).__name__, tdtype)
         out = to_numpy(out)
         return coll.wrap(np.split(out, np.cumsum(n_out)[:-1]))
 

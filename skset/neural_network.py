@@ -21,7 +21,7 @@ from sklearn.base import (
 )
 from sklearn.utils.validation import check_is_fitted
 
-from ._sets import check_set_labels, check_sets, length_batches, pack
+from ._sets import check_finite_output, check_set_labels, check_sets, length_batches, pack
 from ._torch import (
     TorchStateMixin,
     make_generator,
@@ -109,11 +109,12 @@ class _BaseSetNetwork(ClassNamePrefixFeaturesOutMixin, TorchStateMixin, BaseEsti
                 if out is None:
                     out = np.empty((len(sets),) + res.shape[1:], dtype=res.dtype)
                 out[idx] = res
+        check_finite_output(out, type(self).__name__, self.dtype_)
         return out
 
     def _validate_predict_input(self, X):
         check_is_fitted(self, "module_")
-        return check_sets(X, n_features=self.n_features_in_).sets
+        return check_sets(X, n_features=self.n_features_in_, compute_dtype=self.dtype_).sets
 
     def _encode_targets(self, y, n_sets: int, first_fit: bool):
         """Return targets as a tensor-ready numpy array and the number of outputs."""
@@ -135,7 +136,7 @@ class _BaseSetNetwork(ClassNamePrefixFeaturesOutMixin, TorchStateMixin, BaseEsti
         self
         """
         self._check_params()
-        sets = check_sets(X).sets
+        sets = check_sets(X, compute_dtype=resolve_dtype(self.dtype)).sets
         warm = bool(self.warm_start) and hasattr(self, "module_")
         if warm and sets[0].shape[1] != self.n_features_in_:
             raise ValueError(f"X has {sets[0].shape[1]} features, but {type(self).__name__} was "

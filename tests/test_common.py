@@ -25,8 +25,16 @@ from sklearn.utils.estimator_checks import (
 )
 
 import skset
-from skset import (DeepSetsClassifier, DeepSetsRegressor, NystromFeatures, OTKClassifier,
-                   OTKEmbedding, OTKRegressor, SetTransformerClassifier, SetTransformerRegressor)
+from skset import (
+    DeepSetsClassifier,
+    DeepSetsRegressor,
+    NystromFeatures,
+    OTKClassifier,
+    OTKEmbedding,
+    OTKRegressor,
+    SetTransformerClassifier,
+    SetTransformerRegressor,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 

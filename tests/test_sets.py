@@ -129,3 +129,19 @@ def test_inputs_not_modified(rng):
     kmer_windows(coll.sets, 2)
     for a, b in zip(sets, before):
         np.testing.assert_array_equal(a, b)
+
+
+def test_padding_tolerance_bounds_waste(rng):
+    lengths = rng.integers(50, 1001, 1000)
+    plain = length_batches(lengths, max_elements=131072)
+    tight = length_batches(lengths, max_elements=131072, padding_tolerance=0.25)
+    np.testing.assert_array_equal(np.sort(np.concatenate(tight)), np.arange(1000))
+
+    def ratio(bs):
+        return sum(len(b) * lengths[b].max() for b in bs) / lengths.sum()
+
+    assert ratio(tight) < 1.25 < ratio(plain) or ratio(tight) < ratio(plain)
+    for b in tight:
+        padded = len(b) * lengths[b].max()
+        assert padded <= 131072 and (padded <= 1.25 * lengths[b].sum() or padded <= 131072 // 16
+                                     or len(b) == 1)
