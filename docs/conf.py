@@ -98,7 +98,8 @@ html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
     "navbar_align": "left",
-    "secondary_sidebar_items": ["page-toc"],
+    "secondary_sidebar_items": {"*": ["page-toc"], "user_guide/*": ["page-toc"],
+                                "generated/*": ["page-toc"], "auto_examples/*": []},
     "footer_start": ["copyright"],
     "footer_end": [],
 }
