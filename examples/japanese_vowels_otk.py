@@ -1,6 +1,6 @@
 """
 Japanese Vowels: Nystrom features + OTK embedding + logistic regression
-======================================================================
+=======================================================================
 
 The main job of skset: speaker recognition on the bundled Japanese Vowels data (9 speakers, each
 utterance a set of 7-29 frames of 12 LPC coefficients). Each frame is mapped by a Nystrom

@@ -689,6 +689,20 @@ OTKRegressor.__doc__ = (
     See Also
     --------
     OTKClassifier : the classifier.
+    OTKEmbedding, NystromFeatures : the unsupervised pipeline this model starts from.
 """
     + _DOC_REFS
+    + """
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skset import OTKRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = [rng.normal(size=(n, 3)) for n in rng.integers(5, 15, size=30)]
+    >>> y = np.array([s[:, 0].max() for s in X])
+    >>> reg = OTKRegressor(n_components=8, n_supports=3, max_iter=2, random_state=0,
+    ...                    device="cpu").fit(X, y)
+    >>> reg.predict(X[:3]).shape
+    (3,)
+"""
 )

@@ -80,7 +80,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchState
 
     Attributes
     ----------
-    references_ : ndarray of shape (n_references, n_supports, n_features_in_)
+    references_ : ndarray of shape (n_references, n_supports, n_features)
         The references ``z``.
     mean_ : ndarray of shape (n_features_out,)
         Mean training embedding (zeros when ``center=False``).

@@ -86,11 +86,11 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchSt
 
     Attributes
     ----------
-    anchors_ : ndarray of shape (n_components_, window * n_features_in_)
-        The anchors ``w`` (unit norm when ``normalize``).
-    normalization_ : ndarray of shape (n_components_, n_components_)
+    anchors_ : ndarray of shape (k, window * n_features)
+        The anchors ``w`` (unit norm when ``normalize``); ``k = n_components_``.
+    normalization_ : ndarray of shape (k, k)
         ``kappa(w, w)^{-1/2}``.
-    mean_, scale_ : ndarray of shape (n_features_in_,)
+    mean_, scale_ : ndarray of shape (n_features,)
         Standardisation (zeros and ones when ``standardize=False``).
     bandwidth_ : float
         The bandwidth the kernel uses.

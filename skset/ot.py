@@ -215,6 +215,30 @@ def sinkhorn(
     Tensor of shape (B, n_max, p)
         The plan: column sums ``1/p`` exactly, row sums ``1/n_b`` once converged, padded rows 0.
         Differentiable with respect to ``similarity``.
+
+    See Also
+    --------
+    sinkhorn_log, sinkhorn_exp : the two solvers.
+    skset.nn.otk_plans : plans of padded sets onto references, with positional weights.
+
+    References
+    ----------
+    M. Cuturi. Sinkhorn Distances: Lightspeed Computation of Optimal Transport. NeurIPS 2013.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skset.ot import sinkhorn
+    >>> K = torch.randn(2, 5, 3, generator=torch.Generator().manual_seed(0))
+    >>> mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])  # set 1 has 3 elements
+    >>> P = sinkhorn(K, mask, epsilon=0.5, n_iter=50)
+    >>> P.shape
+    torch.Size([2, 5, 3])
+    >>> P.sum(1).round(decimals=3)  # columns: 1/p
+    tensor([[0.3330, 0.3330, 0.3330],
+            [0.3330, 0.3330, 0.3330]])
+    >>> P[1, 3:].abs().max().item()  # padded rows get no mass
+    0.0
     """
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}, got {method!r}")

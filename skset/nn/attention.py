@@ -268,6 +268,16 @@ class SetTransformer(nn.Module):
     residual : {"original", "clean"}, default="original"
     n_decoder_layers : int, default=1
         Hidden Linear-ReLU layers of the decoder.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skset.nn import SetTransformer
+    >>> net = SetTransformer(in_dim=3, dim=16, out_dim=2, n_inducing=4, norm="set",
+    ...                      residual="clean")  # Set Transformer++
+    >>> x = torch.randn(2, 7, 3); mask = torch.arange(7) < torch.tensor([[7], [5]])
+    >>> net(x, mask).shape, net.embed(x, mask).shape
+    (torch.Size([2, 2]), torch.Size([2, 16]))
     """
 
     def __init__(self, in_dim: int, dim: int, out_dim: int, n_layers: int = 2, n_heads: int = 4,

@@ -142,6 +142,15 @@ class DeepSets(nn.Module):
     ----------
     Zaheer et al. "Deep Sets", NeurIPS 2017. Zhang, Tozzo, Higgins, Ranganath. "Set Norm and
     Equivariant Skip Connections: Putting the Deep in Deep Sets", ICML 2022.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skset.nn import DeepSets
+    >>> net = DeepSets(in_dim=3, dim=16, out_dim=1, n_layers=4, norm="set", residual="clean")
+    >>> x = torch.randn(2, 6, 3); mask = torch.arange(6) < torch.tensor([[6], [4]])
+    >>> net(x, mask).shape  # Deep Sets++: one output per set
+    torch.Size([2, 1])
     """
 
     def __init__(self, in_dim: int, dim: int, out_dim: int, n_layers: int = 2, *,

@@ -158,6 +158,16 @@ class NystromLayer(nn.Module):
     layer built by :meth:`from_estimator` gives exactly the estimator's numbers.
 
     Shapes: ``forward(x (B, n, d), mask (B, n))`` -> ``(B, n - window + 1, k)``, new mask.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skset.nn import NystromLayer
+    >>> layer = NystromLayer(in_features=4, n_components=8, window=3)
+    >>> x = torch.randn(2, 10, 4); mask = torch.arange(10) < torch.tensor([[10], [6]])
+    >>> out, out_mask = layer(x, mask)
+    >>> out.shape, out_mask.sum(1).tolist()  # 3-mers: n - 2 per set
+    (torch.Size([2, 8, 8]), [8, 4])
     """
 
     def __init__(
