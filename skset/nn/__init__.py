@@ -5,14 +5,28 @@ No numpy, no scikit-learn: these modules can be used inside any network.
 
 from .nystrom import NystromLayer, gaussian_kernel, inv_sqrt_psd, kmer_unfold, nystrom_map
 from .otk import OTKLayer, otk_plans, otk_pool
+from .spectral import (
+    batched_kmeans,
+    eigengap_n_clusters,
+    laplacian_eigh,
+    normalized_laplacian,
+    spectral_cluster,
+    spectral_embedding,
+)
 
 __all__ = [
     "NystromLayer",
     "OTKLayer",
+    "batched_kmeans",
+    "eigengap_n_clusters",
     "gaussian_kernel",
     "inv_sqrt_psd",
     "kmer_unfold",
+    "laplacian_eigh",
+    "normalized_laplacian",
     "nystrom_map",
     "otk_plans",
     "otk_pool",
+    "spectral_cluster",
+    "spectral_embedding",
 ]
