@@ -3,6 +3,9 @@
 No numpy, no scikit-learn: these modules can be used inside any network.
 """
 
+from .attention import ISAB, MAB, PMA, SAB, MultiheadAttention, SetTransformer
+from .deep_sets import DeepSets, DeepSetsBlock, DeepSetsEncoder, masked_pool
+from .norm import SetNorm, set_norm
 from .nystrom import NystromLayer, gaussian_kernel, inv_sqrt_psd, kmer_unfold, nystrom_map
 from .otk import OTKLayer, otk_plans, otk_pool
 from .spectral import (
@@ -15,6 +18,18 @@ from .spectral import (
 )
 
 __all__ = [
+    "ISAB",
+    "MAB",
+    "MultiheadAttention",
+    "PMA",
+    "SAB",
+    "SetNorm",
+    "SetTransformer",
+    "DeepSets",
+    "DeepSetsBlock",
+    "DeepSetsEncoder",
+    "masked_pool",
+    "set_norm",
     "NystromLayer",
     "OTKLayer",
     "batched_kmeans",

@@ -1,0 +1,298 @@
+r"""Masked attention blocks of the Set Transformer and Set Transformer++.
+
+Every block works on padded batches ``x`` of shape ``(B, n, D)`` with a boolean ``mask`` of shape
+``(B, n)`` (``True`` on real elements). Padded elements get no attention weight (they are masked
+out of the keys, and their values are zeroed so that even non-finite padding cannot leak through a
+zero weight) and no share of any set-norm statistic, so a set gives the same output whatever else
+is in its batch.
+
+Two residual arrangements (Zhang et al., 2022, Section 4):
+
+``residual="original"`` (the Set Transformer's post-norm MAB, Lee et al., 2019)::
+
+    H   = Norm(X + Multihead(X, Y, Y))
+    out = Norm(H + relu(W H))
+
+``residual="clean"`` (the clean path of ST++, eq. 21-24: nothing but the addition on the residual
+path, normalisation off it)::
+
+    H   = X + Multihead(Norm(X), Norm(Y), Y)      # Norm(X) skipped when X are learned points
+    out = H + W relu(Norm(H))
+
+``norm`` is ``"layer"`` (per element), ``"set"`` (:class:`~skset.nn.SetNorm`, per set) or ``None``.
+
+Multi-head attention scales the scores by ``1/sqrt(head_dim)`` (the width of one head, not of the
+whole model), and concatenated heads go through an output projection, as in Vaswani et al. (2017).
+
+References
+----------
+Lee, Lee, Kim, Kosiorek, Choi, Teh. "Set Transformer: A Framework for Attention-based
+Permutation-Invariant Neural Networks", ICML 2019.
+Zhang, Tozzo, Higgins, Ranganath. "Set Norm and Equivariant Skip Connections: Putting the Deep in
+Deep Sets", ICML 2022.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .norm import make_norm
+
+__all__ = ["MultiheadAttention", "MAB", "SAB", "ISAB", "PMA", "SetTransformer"]
+
+_RESIDUALS = ("original", "clean")
+
+
+def _check_options(dim: int, n_heads: int, norm, residual) -> None:
+    if dim % n_heads:
+        raise ValueError(f"dim={dim} must be divisible by n_heads={n_heads}.")
+    if residual not in _RESIDUALS:
+        raise ValueError(f"residual={residual!r} is not supported; use 'original' or 'clean'.")
+    if norm not in ("layer", "set", None):
+        raise ValueError(f"norm={norm!r} is not supported; use 'layer', 'set' or None.")
+
+
+def _zero_padding(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    if mask is None:
+        return x
+    return torch.where(mask.unsqueeze(-1), x, torch.zeros((), dtype=x.dtype, device=x.device))
+
+
+class MultiheadAttention(nn.Module):
+    r"""Multi-head scaled dot-product attention with a key mask.
+
+    ``Attn(q, k, v) = concat_h softmax(q W_q^h (k W_k^h)^T / sqrt(D/K)) v W_v^h`` followed by the
+    output projection ``W_o``. Queries, keys and values are passed separately so that keys can be
+    normalised while values are not (ST++ eq. 22).
+
+    Parameters
+    ----------
+    dim : int
+        Model width ``D`` (input and output features).
+    n_heads : int
+        Number of heads ``K``; ``dim`` must be divisible by it.
+    bias : bool, default=True
+        Biases in the four projections.
+    """
+
+    def __init__(self, dim: int, n_heads: int, bias: bool = True):
+        super().__init__()
+        if dim % n_heads:
+            raise ValueError(f"dim={dim} must be divisible by n_heads={n_heads}.")
+        self.dim = int(dim)
+        self.n_heads = int(n_heads)
+        self.head_dim = self.dim // self.n_heads
+        self.q_proj = nn.Linear(dim, dim, bias=bias)
+        self.k_proj = nn.Linear(dim, dim, bias=bias)
+        self.v_proj = nn.Linear(dim, dim, bias=bias)
+        self.out_proj = nn.Linear(dim, dim, bias=bias)
+
+    def _heads(self, t: torch.Tensor) -> torch.Tensor:
+        B, n, _ = t.shape
+        return t.view(B, n, self.n_heads, self.head_dim).transpose(1, 2)  # (B, K, n, D/K)
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        key_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """``query (B, n_q, D)``, ``key``/``value`` ``(B, n_k, D)``, ``key_mask (B, n_k)``."""
+        B, n_q, _ = query.shape
+        q = self._heads(self.q_proj(query))
+        k = self._heads(self.k_proj(key))
+        v = self.v_proj(value)
+        attn_mask = None
+        if key_mask is not None:
+            v = _zero_padding(v, key_mask)
+            attn_mask = key_mask[:, None, None, :]  # (B, 1, 1, n_k), True = may attend
+        v = self._heads(v)
+        # SDPA's default scale is 1/sqrt(head_dim), the per-head width
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask,
+                                           scale=1.0 / math.sqrt(self.head_dim))
+        o = o.transpose(1, 2).reshape(B, n_q, self.dim)
+        return self.out_proj(o)
+
+
+class MAB(nn.Module):
+    """Multihead attention block ``MAB(X, Y)``: the elements of ``X`` attend to those of ``Y``.
+
+    Parameters
+    ----------
+    dim : int
+        Width ``D`` of ``X``, ``Y`` and the output.
+    n_heads : int
+        Number of attention heads.
+    norm : {"layer", "set", None}, default="layer"
+        Normalisation layer.
+    residual : {"original", "clean"}, default="original"
+        Post-norm Set Transformer block or clean-path ST++ block (see the module docstring).
+    norm_query : bool, default=True
+        In the clean block, normalise the queries ``X`` before attention (eq. 24); ``False`` for
+        learned queries such as inducing points and seeds (eq. 22).
+    """
+
+    def __init__(self, dim: int, n_heads: int, *, norm: str | None = "layer",
+                 residual: str = "original", norm_query: bool = True):
+        super().__init__()
+        _check_options(dim, n_heads, norm, residual)
+        self.residual = residual
+        self.attn = MultiheadAttention(dim, n_heads)
+        self.ff = nn.Linear(dim, dim)
+        if residual == "original":
+            self.norm0 = make_norm(norm, dim)
+            self.norm1 = make_norm(norm, dim)
+        else:
+            self.norm_q = make_norm(norm if norm_query else None, dim)
+            self.norm_k = make_norm(norm, dim)
+            self.norm_ff = make_norm(norm, dim)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        x_mask: torch.Tensor | None = None,
+        y_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """``x (B, n_x, D)`` queries, ``y (B, n_y, D)`` keys/values, with their masks."""
+        if self.residual == "original":
+            h = self.norm0(x + self.attn(x, y, y, y_mask), x_mask)
+            return self.norm1(h + F.relu(self.ff(h)), x_mask)
+        h = x + self.attn(self.norm_q(x, x_mask), self.norm_k(y, y_mask), y, y_mask)
+        return h + self.ff(F.relu(self.norm_ff(h, x_mask)))
+
+
+class SAB(nn.Module):
+    """Set attention block ``SAB(X) = MAB(X, X)``: O(n^2) self-attention within each set."""
+
+    def __init__(self, dim: int, n_heads: int, *, norm: str | None = "layer",
+                 residual: str = "original"):
+        super().__init__()
+        self.mab = MAB(dim, n_heads, norm=norm, residual=residual)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self.mab(x, x, mask, mask)
+
+
+class ISAB(nn.Module):
+    """Induced set attention block: ``H = MAB(I, X)``, ``ISAB(X) = MAB(X, H)``; O(n m) per set.
+
+    Parameters
+    ----------
+    dim, n_heads, norm, residual
+        As in :class:`MAB`.
+    n_inducing : int
+        Number ``m`` of learned inducing points ``I`` (a Parameter of shape ``(m, dim)``).
+        With ``residual="clean"`` this is ISAB++ (Zhang et al., eq. 25-26).
+    """
+
+    def __init__(self, dim: int, n_heads: int, n_inducing: int, *, norm: str | None = "layer",
+                 residual: str = "original"):
+        super().__init__()
+        if int(n_inducing) < 1:
+            raise ValueError(f"n_inducing={n_inducing} must be a positive integer.")
+        self.inducing = nn.Parameter(torch.empty(int(n_inducing), dim))
+        nn.init.xavier_uniform_(self.inducing)
+        self.mab1 = MAB(dim, n_heads, norm=norm, residual=residual, norm_query=False)
+        self.mab2 = MAB(dim, n_heads, norm=norm, residual=residual)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        ind = self.inducing.unsqueeze(0).expand(x.shape[0], -1, -1)
+        h = self.mab1(ind, x, None, mask)
+        return self.mab2(x, h, mask, None)
+
+
+class PMA(nn.Module):
+    """Pooling by multihead attention: ``PMA_k(Z) = MAB(S, rFF(Z))`` with ``k`` learned seeds ``S``.
+
+    The row-wise feed-forward ``rFF`` before pooling is ``relu(W z)`` in the original block and the
+    clean-path ``W relu(Norm(z))`` (norm-relu-weight, as closing a pre-norm stack) in the clean one.
+
+    Parameters
+    ----------
+    dim, n_heads, norm, residual
+        As in :class:`MAB`.
+    n_seeds : int, default=1
+        Number ``k`` of seed vectors; the output has shape ``(B, k, dim)``.
+    """
+
+    def __init__(self, dim: int, n_heads: int, n_seeds: int = 1, *, norm: str | None = "layer",
+                 residual: str = "original"):
+        super().__init__()
+        if int(n_seeds) < 1:
+            raise ValueError(f"n_seeds={n_seeds} must be a positive integer.")
+        _check_options(dim, n_heads, norm, residual)
+        self.residual = residual
+        self.seeds = nn.Parameter(torch.empty(int(n_seeds), dim))
+        nn.init.xavier_uniform_(self.seeds)
+        self.ff = nn.Linear(dim, dim)
+        self.ff_norm = make_norm(norm if residual == "clean" else None, dim)
+        self.mab = MAB(dim, n_heads, norm=norm, residual=residual, norm_query=False)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        if self.residual == "original":
+            z = F.relu(self.ff(x))
+        else:
+            z = self.ff(F.relu(self.ff_norm(x, mask)))
+        seeds = self.seeds.unsqueeze(0).expand(x.shape[0], -1, -1)
+        return self.mab(seeds, z, None, mask)
+
+
+class SetTransformer(nn.Module):
+    """Set Transformer network: input layer, SAB/ISAB encoder, PMA pooling, MLP decoder.
+
+    ``residual="clean", norm="set"`` with ``n_inducing`` set gives Set Transformer++ (ISAB++).
+
+    Parameters
+    ----------
+    in_dim : int
+        Features per element.
+    dim : int
+        Model width ``D``.
+    out_dim : int
+        Outputs of the decoder.
+    n_layers : int, default=2
+        Encoder blocks.
+    n_heads : int, default=4
+        Attention heads.
+    n_inducing : int or None, default=None
+        ``None``: SAB blocks (O(n^2)); an int ``m``: ISAB blocks with ``m`` inducing points.
+    n_seeds : int, default=1
+        PMA seeds; the pooled representation has ``n_seeds * dim`` features.
+    norm : {"layer", "set", None}, default="layer"
+    residual : {"original", "clean"}, default="original"
+    n_decoder_layers : int, default=1
+        Hidden Linear-ReLU layers of the decoder.
+    """
+
+    def __init__(self, in_dim: int, dim: int, out_dim: int, n_layers: int = 2, n_heads: int = 4,
+                 *, n_inducing: int | None = None, n_seeds: int = 1, norm: str | None = "layer",
+                 residual: str = "original", n_decoder_layers: int = 1):
+        super().__init__()
+        from .deep_sets import mlp_head
+
+        _check_options(dim, n_heads, norm, residual)
+        self.input = nn.Linear(in_dim, dim)
+        if n_inducing is None:
+            blocks = [SAB(dim, n_heads, norm=norm, residual=residual) for _ in range(n_layers)]
+        else:
+            blocks = [ISAB(dim, n_heads, n_inducing, norm=norm, residual=residual)
+                      for _ in range(n_layers)]
+        self.blocks = nn.ModuleList(blocks)
+        self.pool = PMA(dim, n_heads, n_seeds, norm=norm, residual=residual)
+        self.decoder = mlp_head(int(n_seeds) * dim, dim, out_dim, n_decoder_layers)
+
+    def embed(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The pooled representation ``(B, n_seeds * dim)``."""
+        h = self.input(_zero_padding(x, mask))
+        for blk in self.blocks:
+            h = blk(h, mask)
+        return self.pool(h, mask).flatten(1)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self.decoder(self.embed(x, mask))

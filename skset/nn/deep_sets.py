@@ -1,0 +1,162 @@
+r"""Deep Sets and Deep Sets++: per-element encoder, masked pooling, decoder.
+
+``rho(pool_i phi(x_i))`` (Zaheer et al., 2017). The encoder ``phi`` is an input layer followed by
+``n_layers`` blocks of width ``D``, chosen by ``residual``:
+
+* ``None`` - the plain Deep Sets MLP: ``x <- W relu(x)`` (no residual; ``norm`` ignored);
+* ``"original"`` - non-clean-path residual block (ResNet order, eq. 17):
+  ``x <- relu(x + Norm(W relu(Norm(W x))))``;
+* ``"clean"`` - the Deep Sets++ block (Zhang et al., 2022, Section 4.3):
+  ``x <- x + Norm(W relu(Norm(W x)))``; the input layer has no bias and the encoder ends with a
+  norm-relu-weight ``W relu(Norm(x))``.
+
+DS++ is ``residual="clean", norm="set"``. Pooling (``"sum"``, ``"mean"``, ``"max"``) only sees the
+real elements of each set.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .norm import make_norm
+
+__all__ = ["masked_pool", "DeepSetsBlock", "DeepSetsEncoder", "DeepSets", "mlp_head"]
+
+_POOLS = ("sum", "mean", "max")
+
+
+def masked_pool(x: torch.Tensor, mask: torch.Tensor | None, how: str = "sum") -> torch.Tensor:
+    """Pool ``x (B, n, D)`` over the real elements of each set: ``"sum"``, ``"mean"`` or ``"max"``.
+
+    Returns a ``(B, D)`` tensor; padded elements contribute nothing (not even to a max).
+    """
+    if how not in _POOLS:
+        raise ValueError(f"pooling={how!r} is not supported; use 'sum', 'mean' or 'max'.")
+    if mask is None:
+        if how == "sum":
+            return x.sum(1)
+        if how == "mean":
+            return x.mean(1)
+        return x.amax(1)
+    m = mask.unsqueeze(-1)
+    if how == "max":
+        fill = torch.finfo(x.dtype).min
+        return torch.where(m, x, torch.full((), fill, dtype=x.dtype, device=x.device)).amax(1)
+    s = torch.where(m, x, torch.zeros((), dtype=x.dtype, device=x.device)).sum(1)
+    if how == "sum":
+        return s
+    return s / mask.sum(1, keepdim=True).clamp_min(1).to(x.dtype)
+
+
+def mlp_head(in_dim: int, hidden: int, out_dim: int, n_hidden: int) -> nn.Sequential:
+    """``n_hidden`` Linear-ReLU layers of width ``hidden``, then a Linear to ``out_dim``."""
+    layers: list[nn.Module] = []
+    d = in_dim
+    for _ in range(n_hidden):
+        layers += [nn.Linear(d, hidden), nn.ReLU()]
+        d = hidden
+    layers.append(nn.Linear(d, out_dim))
+    return nn.Sequential(*layers)
+
+
+class DeepSetsBlock(nn.Module):
+    """One encoder block of width ``dim`` (see the module docstring for the three forms)."""
+
+    def __init__(self, dim: int, *, norm: str | None = None, residual: str | None = None):
+        super().__init__()
+        if residual not in (None, "original", "clean"):
+            raise ValueError(f"residual={residual!r} is not supported; use None, 'original' or "
+                             "'clean'.")
+        self.residual = residual
+        if residual is None:
+            self.lin = nn.Linear(dim, dim)
+        else:
+            self.lin1 = nn.Linear(dim, dim)
+            self.norm1 = make_norm(norm, dim)
+            self.lin2 = nn.Linear(dim, dim)
+            self.norm2 = make_norm(norm, dim)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        if self.residual is None:
+            return self.lin(F.relu(x))
+        f = self.norm2(self.lin2(F.relu(self.norm1(self.lin1(x), mask))), mask)
+        if self.residual == "clean":
+            return x + f
+        return F.relu(x + f)
+
+
+class DeepSetsEncoder(nn.Module):
+    """Per-element encoder ``phi``: input layer, ``n_layers`` blocks, (clean) norm-relu-weight.
+
+    Parameters
+    ----------
+    in_dim : int
+        Features per element.
+    dim : int
+        Hidden width ``D``.
+    n_layers : int
+        Number of blocks.
+    norm : {"layer", "set", None}
+        Normalisation inside residual blocks.
+    residual : {None, "original", "clean"}
+        Block form.
+    """
+
+    def __init__(self, in_dim: int, dim: int, n_layers: int, *, norm: str | None = None,
+                 residual: str | None = None):
+        super().__init__()
+        self.residual = residual
+        self.input = nn.Linear(in_dim, dim, bias=residual != "clean")
+        self.blocks = nn.ModuleList(
+            DeepSetsBlock(dim, norm=norm, residual=residual) for _ in range(int(n_layers))
+        )
+        if residual == "clean":
+            self.final_norm = make_norm(norm, dim)
+            self.final = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        h = self.input(x if mask is None else x.masked_fill(~mask.unsqueeze(-1), 0.0))
+        for blk in self.blocks:
+            h = blk(h, mask)
+        if self.residual == "clean":
+            h = self.final(F.relu(self.final_norm(h, mask)))
+        return h
+
+
+class DeepSets(nn.Module):
+    """Deep Sets network ``rho(pool(phi(x)))`` on padded batches with a mask.
+
+    Parameters
+    ----------
+    in_dim, dim, n_layers, norm, residual
+        The encoder, see :class:`DeepSetsEncoder`.
+    out_dim : int
+        Outputs of the decoder ``rho``.
+    pooling : {"sum", "mean", "max"}, default="sum"
+    n_decoder_layers : int, default=2
+        Hidden Linear-ReLU layers of the decoder.
+
+    References
+    ----------
+    Zaheer et al. "Deep Sets", NeurIPS 2017. Zhang, Tozzo, Higgins, Ranganath. "Set Norm and
+    Equivariant Skip Connections: Putting the Deep in Deep Sets", ICML 2022.
+    """
+
+    def __init__(self, in_dim: int, dim: int, out_dim: int, n_layers: int = 2, *,
+                 norm: str | None = None, residual: str | None = None, pooling: str = "sum",
+                 n_decoder_layers: int = 2):
+        super().__init__()
+        if pooling not in _POOLS:
+            raise ValueError(f"pooling={pooling!r} is not supported; use 'sum', 'mean' or 'max'.")
+        self.pooling = pooling
+        self.encoder = DeepSetsEncoder(in_dim, dim, n_layers, norm=norm, residual=residual)
+        self.decoder = mlp_head(dim, dim, out_dim, n_decoder_layers)
+
+    def embed(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The pooled representation ``(B, dim)``."""
+        return masked_pool(self.encoder(x, mask), mask, self.pooling)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self.decoder(self.embed(x, mask))
