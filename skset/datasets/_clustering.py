@@ -62,7 +62,7 @@ def make_circles_instances(
     --------
     >>> from skset.datasets import make_circles_instances
     >>> X, y = make_circles_instances(3, 50, random_state=0)
-    >>> len(X), X[0].shape, sorted(set(y[0]))
+    >>> len(X), X[0].shape, sorted(set(y[0].tolist()))
     (3, (50, 2), [0, 1, 2, 3])
     """
     n_instances = _check_int(n_instances, "n_instances", 0)

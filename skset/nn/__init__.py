@@ -3,6 +3,7 @@
 No numpy, no scikit-learn: these modules can be used inside any network.
 """
 
+from .abc import ABCKernel, abc_affinity, abc_loss, same_cluster_matrix
 from .attention import ISAB, MAB, PMA, SAB, MultiheadAttention, SetTransformer
 from .deep_sets import DeepSets, DeepSetsBlock, DeepSetsEncoder, masked_pool
 from .norm import SetNorm, set_norm
@@ -18,6 +19,10 @@ from .spectral import (
 )
 
 __all__ = [
+    "ABCKernel",
+    "abc_affinity",
+    "abc_loss",
+    "same_cluster_matrix",
     "ISAB",
     "MAB",
     "MultiheadAttention",
