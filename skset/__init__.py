@@ -4,13 +4,14 @@ A *set* is a variable-size collection of feature vectors, given as an ``(n_i, d)
 collection of sets is a list of such arrays (or a 3-D array when all sets have one size).
 """
 
-from .cluster import EigengapSpectralClustering, estimate_n_clusters
+from .cluster import ABCClusterer, EigengapSpectralClustering, estimate_n_clusters
 from .embedding import OTKEmbedding
 from .kernel_approximation import NystromFeatures
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ABCClusterer",
     "EigengapSpectralClustering",
     "NystromFeatures",
     "OTKEmbedding",

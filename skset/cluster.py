@@ -4,6 +4,8 @@
   matrix or (batched in torch) for many.
 * :class:`EigengapSpectralClustering`: scikit-learn style spectral clustering of one data set, with
   ``n_clusters=None`` meaning "estimate it".
+* :class:`ABCClusterer`: Attention-Based Clustering, a kernel learned from labelled instances
+  and applied to many new instances at once.
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ from sklearn.cluster import spectral_clustering
 from sklearn.metrics.pairwise import rbf_kernel
 from sklearn.neighbors import kneighbors_graph
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._sets import length_batches
+from ._torch import TorchStateMixin, make_generator, seed_from_random_state
+from ._training import check_training_params
 from .nn.spectral import eigengap_n_clusters, laplacian_eigh
 
-__all__ = ["estimate_n_clusters", "EigengapSpectralClustering"]
+__all__ = ["estimate_n_clusters", "EigengapSpectralClustering", "ABCClusterer"]
 
 
 def _check_affinity(A, where: str = "affinity") -> np.ndarray:
@@ -105,8 +109,9 @@ def estimate_n_clusters(affinity, max_clusters: int | None = None):
     Parameters
     ----------
     affinity : array-like of shape (n, n), or a list / 3-D array of such matrices
-        Symmetric, non-negative affinities. A list (or 3-D array) is processed in batches with one
-        ``torch.linalg.eigvalsh`` call per batch of similar sizes.
+        Symmetric, non-negative affinities. A list of 2-D arrays (or a 3-D array) is processed in
+        batches with one ``torch.linalg.eigvalsh`` call per batch of similar sizes; a list of
+        lists of numbers is one matrix.
     max_clusters : int or None, default=None
         Largest ``k`` considered; ``None`` means ``n``.
 
@@ -133,7 +138,7 @@ def estimate_n_clusters(affinity, max_clusters: int | None = None):
     """
     max_clusters = _check_max_clusters(max_clusters)
     single = False
-    if isinstance(affinity, (list, tuple)):
+    if isinstance(affinity, (list, tuple)) and len(affinity) and np.ndim(affinity[0]) == 2:
         mats = [_check_affinity(a, f"affinity {i}") for i, a in enumerate(affinity)]
     else:
         arr = affinity
@@ -304,4 +309,517 @@ class EigengapSpectralClustering(ClusterMixin, BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.pairwise = self.affinity == "precomputed"
+        return tags
+
+
+def _check_instance_labels(y, sets, name: str = "y") -> list[np.ndarray]:
+    if y is None:
+        raise ValueError(f"{name} is None; ABCClusterer needs one label array per instance.")
+    if isinstance(y, np.ndarray) and y.dtype != object and y.ndim == 2:
+        y = list(y)
+    try:
+        n_y = len(y)
+    except TypeError:
+        raise TypeError(f"{name} must be a list of label arrays, one per instance.") from None
+    if n_y != len(sets):
+        raise ValueError(f"{name} holds {n_y} label arrays but X holds {len(sets)} instances; give "
+                         "one label array per instance.")
+    out = []
+    for i, (lab, s) in enumerate(zip(y, sets, strict=True)):
+        lab = np.asarray(lab)
+        if lab.ndim != 1:
+            raise ValueError(f"{name}: the labels of instance {i} must be 1-D, got shape "
+                             f"{lab.shape}.")
+        if len(lab) != len(s):
+            raise ValueError(f"{name}: instance {i} has {len(s)} elements but {len(lab)} labels.")
+        if lab.dtype.kind == "f" and not np.isfinite(lab).all():
+            raise ValueError(f"{name}: the labels of instance {i} contain NaN or infinity.")
+        out.append(np.unique(lab, return_inverse=True)[1].astype(np.int64).ravel())
+    return out
+
+
+def _pack_labels(labels: list[np.ndarray], n: int) -> torch.Tensor:
+    buf = np.full((len(labels), n), -1, dtype=np.int64)
+    for r, lab in enumerate(labels):
+        buf[r, :len(lab)] = lab
+    return torch.from_numpy(buf)
+
+
+class ABCClusterer(TorchStateMixin, BaseEstimator):
+    r"""Attention-Based Clustering: a learned, context-dependent kernel + spectral clustering.
+
+    A network (:class:`skset.nn.ABCKernel`: element-wise ``tanh`` embedding, a stack of masked
+    SABs, a symmetric sigmoid compatibility) maps an instance of ``n`` elements to an ``n x n``
+    affinity in ``[0, 1]``; it is trained on labelled instances to predict the same-cluster matrix
+    (mean binary cross-entropy over real pairs). New instances -- possibly of classes never seen in
+    training -- are clustered by spectral clustering of their affinity, the number of clusters
+    coming from the eigengap (:func:`estimate_n_clusters`) unless given.
+
+    Training data is either
+
+    * a list of instances ``(n_i, d)`` with one label array per instance: each optimisation step
+      takes the next ``batch_size`` instances of a shuffled pass over the list, or
+    * one labelled pool ``(N, d)`` + ``(N,)``: each step draws ``batch_size`` fresh instances of
+      ``instance_size`` elements as in the paper's Appendix B (a number of clusters uniform in
+      ``instance_n_clusters``, classes without replacement, random cluster sizes >= 1).
+
+    Prediction is batched: instances are padded into length batches; the affinity, the Laplacian
+    eigendecomposition (one ``torch.linalg.eigh`` per batch), the eigengap, the normalised spectral
+    embedding and k-means (batched Lloyd with k-means++ seeding) all run on the whole batch.
+
+    Parameters
+    ----------
+    compatibility : {"multiplicative", "additive"}, default="multiplicative"
+        Form of the compatibility ``c(z_i, z_j)`` (scaled dot product, or ``v^T tanh(W_q z_i +
+        W_k z_j)``).
+    dim : int, default=128
+        Width of the embedding and the SABs.
+    n_blocks : int, default=2
+        Number of SABs (0: the pairwise, context-free ablation).
+    n_heads : int, default=4
+        Attention heads.
+    compat_dim : int or None, default=None
+        Width of the compatibility's projections (``None``: ``dim``; the additive form costs
+        ``n^2 * compat_dim`` memory per instance).
+    norm : {"layer", "set", None}, default="layer"
+    residual : {"original", "clean"}, default="original"
+    class_weight : None, "balanced" or (float, float), default=None
+        Weights of the BCE terms: ``None`` weighs every pair the same (the paper's mean BCE);
+        ``"balanced"`` gives positives and negatives half the weight each per instance;
+        ``(w_neg, w_pos)`` fixes them. (The reference code weights positives by #neg/#pos; that
+        lowers the pressure on cross-cluster pairs, whose affinities must be near 0 for the
+        eigengap to find ``k``, so it is not the default.)
+    standardize : bool, default=True
+        Standardise each feature by the mean and standard deviation of the training elements.
+    instance_size : int, default=100
+        Elements per sampled training instance (pool input only).
+    instance_n_clusters : int or (int, int), default=(2, 6)
+        Number of clusters of sampled training instances, or its inclusive range (pool only).
+    max_iter : int, default=1000
+        Number of optimisation steps (one step = one batch of ``batch_size`` instances).
+    batch_size : int, default=32
+        Instances per step.
+    learning_rate_init : float, default=1e-3
+    weight_decay : float, default=0.0
+    optimizer : {"adam", "adamw"}, default="adam"
+    eval_every : int, default=50
+        Steps between two entries of ``loss_curve_`` / validations; the stopping rules count in
+        these units.
+    early_stopping : bool, default=False
+        Hold out a validation part (``validation_fraction`` of the instances, or of each class's
+        elements of the pool, from which ``n_validation_instances`` fixed instances are drawn),
+        stop when its BCE has not improved by ``tol`` for ``n_iter_no_change`` checks and restore
+        the best weights.
+    validation_fraction : float, default=0.1
+    n_validation_instances : int, default=64
+        Validation instances drawn from a held-out pool.
+    n_iter_no_change : int, default=10
+    tol : float, default=1e-4
+    max_clusters : int or None, default=None
+        Largest number of clusters the eigengap may return at prediction.
+    n_init : int, default=10
+        k-means restarts at prediction.
+    assign_labels : {"kmeans", "sklearn"}, default="kmeans"
+        ``"kmeans"``: the batched torch path; ``"sklearn"``: each instance's affinity goes to
+        :func:`sklearn.cluster.spectral_clustering` (a Python loop; the reference).
+    max_elements : int, default=200000
+        Budget of padded elements ``B * n_max`` per prediction batch (the affinity and its
+        eigendecomposition take ``B * n_max^2`` numbers).
+    warm_start : bool, default=False
+    device : str, default="auto"
+    random_state : int, RandomState or None, default=None
+    verbose : int, default=0
+
+    Attributes
+    ----------
+    module_ : ABCKernel
+    n_features_in_ : int
+    loss_curve_ : list of float
+        Mean training BCE of each block of ``eval_every`` steps.
+    validation_scores_ : list of float
+        Negative validation BCE at each check (with ``early_stopping``).
+    n_iter_ : int
+        Optimisation steps run.
+    device_ : torch.device
+
+    See Also
+    --------
+    EigengapSpectralClustering, estimate_n_clusters
+    skset.datasets.make_circles_instances, skset.datasets.sample_clustering_instances
+
+    References
+    ----------
+    Coward, Visse-Martindale, Ramesh. "Attention-Based Clustering: Learning a Kernel from Context"
+    (arXiv 2010.01040, 2020).
+
+    Examples
+    --------
+    >>> from skset import ABCClusterer
+    >>> from skset.datasets import make_circles_instances
+    >>> X, y = make_circles_instances(64, 40, random_state=0)
+    >>> abc = ABCClusterer(dim=16, n_heads=2, max_iter=5, batch_size=8, random_state=0)
+    >>> labels = abc.fit(X, y).predict(X[:2], n_clusters=4)
+    >>> [lab.shape for lab in labels]
+    [(40,), (40,)]
+    """
+
+    def __init__(self, compatibility="multiplicative", *, dim=128, n_blocks=2, n_heads=4,
+                 compat_dim=None, norm="layer", residual="original", class_weight=None,
+                 standardize=True, instance_size=100, instance_n_clusters=(2, 6), max_iter=1000,
+                 batch_size=32, learning_rate_init=1e-3, weight_decay=0.0, optimizer="adam",
+                 eval_every=50, early_stopping=False, validation_fraction=0.1,
+                 n_validation_instances=64, n_iter_no_change=10, tol=1e-4, max_clusters=None,
+                 n_init=10, assign_labels="kmeans", max_elements=200_000, warm_start=False,
+                 device="auto", random_state=None, verbose=0):
+        self.compatibility = compatibility
+        self.dim = dim
+        self.n_blocks = n_blocks
+        self.n_heads = n_heads
+        self.compat_dim = compat_dim
+        self.norm = norm
+        self.residual = residual
+        self.class_weight = class_weight
+        self.standardize = standardize
+        self.instance_size = instance_size
+        self.instance_n_clusters = instance_n_clusters
+        self.max_iter = max_iter
+        self.batch_size = batch_size
+        self.learning_rate_init = learning_rate_init
+        self.weight_decay = weight_decay
+        self.optimizer = optimizer
+        self.eval_every = eval_every
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_validation_instances = n_validation_instances
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
+        self.max_clusters = max_clusters
+        self.n_init = n_init
+        self.assign_labels = assign_labels
+        self.max_elements = max_elements
+        self.warm_start = warm_start
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # ------------------------------------------------------------------ validation
+    def _validate_params(self):
+        check_training_params(self, with_early_stopping=self.early_stopping)
+        name = type(self).__name__
+
+        def _int(attr, low, allow_none=False):
+            v = getattr(self, attr)
+            if allow_none and v is None:
+                return
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < low:
+                raise ValueError(f"{name}: {attr}={v!r} must be an int >= {low}.")
+
+        if self.compatibility not in ("multiplicative", "additive"):
+            raise ValueError(f"{name}: compatibility={self.compatibility!r} must be "
+                             "'multiplicative' or 'additive'.")
+        for attr, low in (("dim", 1), ("n_blocks", 0), ("n_heads", 1), ("instance_size", 2),
+                          ("eval_every", 1), ("n_validation_instances", 1), ("n_init", 1),
+                          ("max_elements", 1)):
+            _int(attr, low)
+        _int("compat_dim", 1, allow_none=True)
+        if self.dim % self.n_heads:
+            raise ValueError(f"{name}: dim={self.dim} must be divisible by n_heads="
+                             f"{self.n_heads}.")
+        cw = self.class_weight
+        if not (cw is None or (isinstance(cw, str) and cw == "balanced")):
+            try:
+                ok = len(cw) == 2 and all(float(v) >= 0 for v in cw)
+            except (TypeError, ValueError):
+                ok = False
+            if not ok:
+                raise ValueError(f"{name}: class_weight={cw!r} must be None, 'balanced' or a "
+                                 "pair (w_neg, w_pos) of non-negative numbers.")
+        if self.assign_labels not in ("kmeans", "sklearn"):
+            raise ValueError(f"{name}: assign_labels={self.assign_labels!r} must be 'kmeans' or "
+                             "'sklearn'.")
+        _check_max_clusters(self.max_clusters)
+
+    def _is_pool(self, X, y) -> bool:
+        if isinstance(X, torch.Tensor):
+            X = X.detach().cpu().numpy()
+        if hasattr(X, "to_numpy") and not isinstance(X, np.ndarray):
+            X = X.to_numpy()
+        if not (isinstance(X, np.ndarray) and X.dtype != object and X.ndim == 2):
+            return False
+        y = np.asarray(y, dtype=object) if y is not None else None
+        return y is not None and y.ndim == 1
+
+    # ------------------------------------------------------------------ fitting
+    def _scale(self, sets):
+        if not self.standardize:
+            return sets
+        return [(s - self.mean_) / self.scale_ for s in sets]
+
+    def fit(self, X, y):
+        """Train the kernel on labelled instances or on a labelled pool.
+
+        Parameters
+        ----------
+        X : list of array-like of shape (n_i, d), or ndarray of shape (N, d)
+            Training instances (each with at least 2 elements), or one pool of elements.
+        y : list of array-like of shape (n_i,), or array-like of shape (N,)
+            The cluster of each element of each instance, or the class of each pool element.
+
+        Returns
+        -------
+        self
+        """
+        from ._sets import check_sets, pack
+        from ._torch import resolve_device
+        from ._training import split_validation, train_module
+        from .datasets._clustering import (
+            _check_cluster_range,
+            _sample_instance,
+        )
+        from .nn.abc import ABCKernel, abc_loss
+
+        self._validate_params()
+        name = type(self).__name__
+        pool = self._is_pool(X, y)
+        if pool:
+            coll = check_sets(X, name="X", allow_pool=True, min_elements=2)
+            Xp = coll.sets[0]
+            yp = np.asarray(y)
+            if len(yp) != len(Xp):
+                raise ValueError(f"y has {len(yp)} labels but the pool X has {len(Xp)} elements.")
+            if yp.dtype.kind == "f" and not np.isfinite(yp).all():
+                raise ValueError("y contains NaN or infinity.")
+            classes, yi = np.unique(yp, return_inverse=True)
+            by_class = [np.flatnonzero(yi == c) for c in range(len(classes))]
+            k_lo, k_hi = _check_cluster_range(self.instance_n_clusters, len(classes),
+                                              self.instance_size)
+            d = Xp.shape[1]
+            elements = Xp
+        else:
+            coll = check_sets(X, name="X", min_elements=2)
+            sets = coll.sets
+            labels = _check_instance_labels(y, sets)
+            d = coll.n_features
+            elements = np.concatenate(sets, axis=0)
+        if self.warm_start and hasattr(self, "module_") and d != self.n_features_in_:
+            raise ValueError(f"{name}: warm_start with {d} features, but the model was fitted on "
+                             f"{self.n_features_in_}.")
+
+        seed = seed_from_random_state(self.random_state)
+        rng = np.random.RandomState(seed % (2**31 - 1))
+        dev = resolve_device(self.device)
+        self.device_ = dev
+        gen = make_generator(seed, "cpu")
+        warm = self.warm_start and hasattr(self, "module_")
+        if not warm:
+            self.n_features_in_ = d
+            if self.standardize:
+                self.mean_ = elements.mean(0)
+                sd = elements.std(0)
+                self.scale_ = np.where(sd > 1e-12, sd, 1.0)
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed)
+                self.module_ = ABCKernel(
+                    d, self.dim, self.n_blocks, self.n_heads, compatibility=self.compatibility,
+                    compat_dim=self.compat_dim, norm=self.norm, residual=self.residual,
+                ).to(dev)
+            self._optimizer_state = None
+            self.loss_curve_, self.validation_scores_, self.n_iter_ = [], [], 0
+        cw = self.class_weight
+        if cw is not None and not isinstance(cw, str):
+            cw = tuple(float(v) for v in cw)
+
+        def to_batch(xs, labs):
+            Xb, Mb = pack(self._scale(xs), device=dev)
+            return Xb, Mb, _pack_labels(labs, Xb.shape[1]).to(dev)
+
+        val_batch = None
+        if pool:
+            if self.early_stopping:
+                tr, va = split_validation(len(Xp), self.validation_fraction, y=yi, stratify=True,
+                                          seed=seed)
+                tr_by = [tr[yi[tr] == c] for c in range(len(classes))]
+                va_by = [va[yi[va] == c] for c in range(len(classes))]
+                if min(len(v) for v in va_by) == 0 or min(len(t) for t in tr_by) == 0:
+                    raise ValueError(f"{name}: validation_fraction={self.validation_fraction} "
+                                     "leaves a class without training or validation elements.")
+                vx, vy = [], []
+                for _ in range(self.n_validation_instances):
+                    idx, lab = _sample_instance(rng, va_by, self.instance_size, k_lo, k_hi)
+                    vx.append(Xp[idx])
+                    vy.append(lab)
+                val_batch = (vx, vy)
+            else:
+                tr_by = by_class
+
+            def draw():
+                xs, labs = [], []
+                for _ in range(self.batch_size):
+                    idx, lab = _sample_instance(rng, tr_by, self.instance_size, k_lo, k_hi)
+                    xs.append(Xp[idx])
+                    labs.append(lab)
+                return to_batch(xs, labs)
+        else:
+            if self.early_stopping:
+                tr, va = split_validation(len(sets), self.validation_fraction, seed=seed)
+                val_batch = ([sets[i] for i in va], [labels[i] for i in va])
+            else:
+                tr = np.arange(len(sets))
+            state = {"order": np.empty(0, dtype=np.int64), "pos": 0}
+
+            def draw():
+                take = []
+                while len(take) < min(self.batch_size, len(tr)):
+                    if state["pos"] >= len(state["order"]):
+                        state["order"] = tr[torch.randperm(len(tr), generator=gen).numpy()]
+                        state["pos"] = 0
+                    take.append(state["order"][state["pos"]])
+                    state["pos"] += 1
+                return to_batch([sets[i] for i in take], [labels[i] for i in take])
+
+        max_steps = int(self.max_iter)
+        every = int(self.eval_every)
+        n_chunks = -(-max_steps // every)
+
+        def batches(chunk):
+            for _ in range(min(every, max_steps - chunk * every)):
+                yield draw()
+
+        def loss_fn(module, batch):
+            Xb, Mb, Yb = batch
+            return abc_loss(module(Xb, Mb), Yb, Mb, class_weight=cw), Xb.shape[0]
+
+        validation = None
+        if val_batch is not None:
+            val_parts = []
+            vlen = np.array([len(s) for s in val_batch[0]])
+            for idx in length_batches(vlen, max_elements=self.max_elements):
+                val_parts.append(to_batch([val_batch[0][i] for i in idx],
+                                          [val_batch[1][i] for i in idx]))
+
+            def validation(module):
+                tot = sum(float(abc_loss(module(Xb, Mb), Yb, Mb, class_weight=cw)) * len(Xb)
+                          for Xb, Mb, Yb in val_parts)
+                return -tot / len(vlen)
+
+        result = train_module(
+            self.module_, loss_fn, batches, validation=validation, optimizer=self.optimizer,
+            learning_rate_init=self.learning_rate_init, weight_decay=self.weight_decay,
+            max_iter=n_chunks, tol=self.tol, early_stopping=self.early_stopping,
+            n_iter_no_change=self.n_iter_no_change, optimizer_state=self._optimizer_state,
+            verbose=self.verbose, name=name, warn_convergence=False,
+        )
+        self._optimizer_state = result.optimizer_state
+        self.loss_curve_ = list(self.loss_curve_) + list(result.loss_curve)
+        self.validation_scores_ = list(self.validation_scores_) + list(result.validation_scores)
+        self.n_iter_ = int(self.n_iter_) + min(result.n_iter * every, max_steps)
+        return self
+
+    # ------------------------------------------------------------------ inference
+    def _check_X(self, X):
+        from ._sets import check_sets
+
+        check_is_fitted(self, "module_")
+        return check_sets(X, name="X", n_features=self.n_features_in_)
+
+    def _affinity_batches(self, sets):
+        """Yield ``(indices, A (B, n, n) float64, mask)`` for the length batches of ``sets``."""
+        from ._sets import iter_packed
+        from .nn.abc import abc_affinity
+
+        self.module_.eval()
+        with torch.no_grad():
+            for idx, Xb, Mb in iter_packed(self._scale(sets), device=self.device_,
+                                           max_elements=self.max_elements):
+                A = abc_affinity(self.module_(Xb, Mb), Mb).to(torch.float64)
+                # the encoder sees a padded batch; exact symmetry for the eigensolver
+                yield idx, 0.5 * (A + A.transpose(1, 2)), Mb
+
+    def affinity(self, X) -> list[np.ndarray]:
+        """The learned affinity of each instance.
+
+        Parameters
+        ----------
+        X : list of array-like of shape (n_i, d)
+
+        Returns
+        -------
+        list of ndarray of shape (n_i, n_i)
+            Symmetric, entries in ``[0, 1]`` (float64).
+        """
+        coll = self._check_X(X)
+        out = [None] * len(coll)
+        lengths = coll.lengths
+        for idx, A, _ in self._affinity_batches(coll.sets):
+            A = A.cpu().numpy()
+            for r, i in enumerate(idx):
+                m = lengths[i]
+                out[i] = A[r, :m, :m]
+        return out
+
+    def _n_clusters_arg(self, n_clusters, n_sets):
+        if n_clusters is None:
+            return None
+        arr = np.asarray(n_clusters)
+        if arr.ndim == 0:
+            arr = np.full(n_sets, int(arr))
+        if arr.shape != (n_sets,) or arr.dtype.kind not in "iu" or (arr < 1).any():
+            raise ValueError(f"n_clusters must be None, an int >= 1 or one int >= 1 per instance "
+                             f"({n_sets}), got {n_clusters!r}.")
+        return arr.astype(np.int64)
+
+    def predict(self, X, n_clusters=None) -> list[np.ndarray]:
+        """Cluster each instance.
+
+        Parameters
+        ----------
+        X : list of array-like of shape (n_i, d)
+            Instances (an instance of one element gets the single label 0).
+        n_clusters : None, int or array-like of int of shape (n_instances,), default=None
+            Number of clusters (capped at ``n_i``); ``None`` estimates it per instance by the
+            eigengap (bounded by ``max_clusters``).
+
+        Returns
+        -------
+        list of ndarray of shape (n_i,)
+            Labels ``0 .. k_i - 1`` of each instance.
+        """
+        from .nn.spectral import spectral_cluster
+
+        coll = self._check_X(X)
+        ks = self._n_clusters_arg(n_clusters, len(coll))
+        lengths = coll.lengths
+        out = [None] * len(coll)
+        gen = make_generator(seed_from_random_state(self.random_state), "cpu")
+        for idx, A, M in self._affinity_batches(coll.sets):
+            A, M = A.cpu(), M.cpu()
+            k_b = None if ks is None else torch.from_numpy(ks[idx])
+            if self.assign_labels == "kmeans":
+                labels, _, _ = spectral_cluster(A, M, k_b, max_clusters=self.max_clusters,
+                                                n_init=self.n_init, generator=gen)
+                labels = labels.numpy()
+                for r, i in enumerate(idx):
+                    lab = labels[r, :lengths[i]]
+                    out[i] = np.unique(lab, return_inverse=True)[1].astype(np.int64)
+            else:
+                An = A.numpy()
+                if k_b is None:
+                    w = laplacian_eigh(A, M, eigenvectors=False)
+                    k_b = eigengap_n_clusters(w, M.sum(1), self.max_clusters)
+                for r, i in enumerate(idx):
+                    m = lengths[i]
+                    k = min(int(k_b[r]), int(m))
+                    if k == 1:
+                        out[i] = np.zeros(m, dtype=np.int64)
+                        continue
+                    lab = spectral_clustering(An[r, :m, :m], n_clusters=k, n_init=self.n_init,
+                                              random_state=int(gen.initial_seed() % 2**31))
+                    out[i] = np.unique(lab, return_inverse=True)[1].astype(np.int64)
+        return out
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.two_d_array = False
+        tags.input_tags.three_d_array = True
+        tags.non_deterministic = False
         return tags
