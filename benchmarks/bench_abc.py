@@ -157,7 +157,7 @@ def speed(args):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for a, k in zip(A, ks, strict=True):
-            ref.append(SpectralClustering(max(k, 2), affinity="precomputed",
+            ref.append(SpectralClustering(k, affinity="precomputed",
                                           random_state=0).fit_predict(a))
     t_sk = time.perf_counter() - t0
     agree = _mean(adjusted_rand_score, ref, labels)
