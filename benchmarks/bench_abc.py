@@ -4,6 +4,8 @@ Run (2-core CPU; keep each command bounded)::
 
     OMP_WAIT_POLICY=PASSIVE python benchmarks/bench_abc.py circles --steps 1500 --save circles.pkl
     OMP_WAIT_POLICY=PASSIVE python benchmarks/bench_abc.py digits --steps 1500 --save digits.pkl
+    OMP_WAIT_POLICY=PASSIVE python benchmarks/bench_abc.py circles --model circles.pkl --resume \
+        --steps 4000 --train-seed 1 --save circles8000.pkl      # 4000 more steps, fresh instances
     OMP_WAIT_POLICY=PASSIVE python benchmarks/bench_abc.py speed --model circles.pkl
     python benchmarks/bench_abc.py circles --quick      # smoke run (seconds)
 
@@ -56,7 +58,20 @@ def _tune_gamma(Xs, ys, ks, score):
 def _train(args, X, y, **kw):
     if args.model:
         with open(args.model, "rb") as f:
-            return pickle.load(f), float("nan")
+            abc = pickle.load(f)
+        if not args.resume:
+            return abc, float("nan")
+        # continue training the loaded model for --steps more steps (warm start)
+        n_before = abc.n_iter_
+        abc.set_params(warm_start=True, max_iter=args.steps, verbose=args.verbose)
+        t0 = time.perf_counter()
+        abc.fit(X, y)
+        minutes = (time.perf_counter() - t0) / 60
+        print(f"  resumed from {n_before} steps; {minutes:.1f} min for {args.steps} more")
+        if args.save:
+            with open(args.save, "wb") as f:
+                pickle.dump(abc, f)
+        return abc, minutes
     abc = ABCClusterer(args.compatibility, dim=args.dim, n_blocks=args.blocks,
                        n_heads=args.heads, compat_dim=args.compat_dim, max_iter=args.steps,
                        batch_size=args.batch_size, learning_rate_init=args.lr,
@@ -72,8 +87,10 @@ def _train(args, X, y, **kw):
 
 
 def circles(args):
-    n_train = args.steps * args.batch_size if not args.model else 0
-    X, y = make_circles_instances(n_train, args.points, random_state=args.seed)
+    n_train = args.steps * args.batch_size if (not args.model or args.resume) else 0
+    # training instances: seed --seed (as the test set's seed + 1 never is), or 1000 + --train-seed
+    train_seed = args.seed if args.train_seed is None else 1000 + args.train_seed
+    X, y = make_circles_instances(n_train, args.points, random_state=train_seed)
     Xt, yt = make_circles_instances(args.test, args.points, random_state=args.seed + 1)
     Xv, yv = make_circles_instances(args.test, args.points, random_state=args.seed + 2)
     abc, minutes = _train(args, X, y, instance_n_clusters=4)
@@ -189,9 +206,13 @@ def main():
     p.add_argument("--kmin", type=int, default=2)
     p.add_argument("--kmax", type=int, default=6)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the test/tuning instances")
+    p.add_argument("--train-seed", type=int, default=None,
+                   help="seed of the training instances (circles; default --seed)")
     p.add_argument("--model", default=None, help="load a pickled ABCClusterer instead of training")
     p.add_argument("--save", default=None, help="pickle the trained ABCClusterer here")
+    p.add_argument("--resume", action="store_true",
+                   help="with --model: train the loaded model for --steps more steps")
     p.add_argument("--verbose", type=int, default=0)
     p.add_argument("--quick", action="store_true", help="tiny smoke run")
     args = p.parse_args()
