@@ -190,11 +190,13 @@ def batched_kmeans(X: torch.Tensor, mask: torch.Tensor | None, n_clusters: torch
     BR = B * R
     valid_c = torch.arange(k_max, device=dev)[None, :] < kr[:, None]  # (BR, k_max)
     rows = torch.arange(BR, device=dev)
-    x2 = (Xr * Xr).sum(-1)  # (BR, n)
+    inf = torch.tensor(float("inf"), device=dev, dtype=dt)
 
-    def sqdist(C):
-        d = x2[:, :, None] - 2 * Xr @ C.transpose(1, 2) + (C * C).sum(-1)[:, None, :]
-        return d.clamp_min(0.0)
+    def scores(C, Xs, valid):
+        # ||c||^2 - 2 <x, c>: the squared distance up to ||x||^2, which does not change argmin;
+        # centres j >= k_b get +inf. One fused baddbmm on (rows, n, k_max).
+        cn = torch.where(valid, (C * C).sum(-1), inf)
+        return torch.baddbmm(cn[:, None, :], Xs, C.transpose(1, 2), alpha=-2.0)
 
     # k-means++ seeding (one greedy candidate per step)
     w = Mr.to(dt)
@@ -211,23 +213,30 @@ def batched_kmeans(X: torch.Tensor, mask: torch.Tensor | None, n_clusters: torch
         C[:, j] = Xr[rows, pick]
         closest = torch.minimum(closest, ((Xr - C[:, j:j + 1]) ** 2).sum(-1))
 
-    inf = torch.tensor(float("inf"), device=dev, dtype=dt)
+    # Lloyd iterations on the runs whose assignment still changes (most converge in a few steps,
+    # so the active set shrinks fast)
+    Xw = Xr * w[:, :, None]
     labels = torch.full((BR, n), -1, device=dev, dtype=torch.long)
+    act = rows
     for _ in range(int(max_iter)):
-        D = torch.where(valid_c[:, None, :], sqdist(C), inf)
-        new = D.argmin(-1)
-        new = torch.where(Mr, new, torch.full_like(new, -1))
-        if torch.equal(new, labels):
+        Xa, Ma, Ca = Xr[act], Mr[act], C[act]
+        new = torch.where(Ma, scores(Ca, Xa, valid_c[act]).argmin(-1), -1)
+        changed = (new != labels[act]).any(1)
+        labels[act] = new
+        act, new = act[changed], new[changed]
+        if act.numel() == 0:
             break
-        labels = new
-        onehot = torch.nn.functional.one_hot(labels.clamp_min(0), k_max).to(dt) * w[:, :, None]
-        counts = onehot.sum(1)  # (BR, k_max)
-        sums = onehot.transpose(1, 2) @ Xr
+        lab0 = new.clamp_min(0)
+        wa = w[act]
+        counts = torch.zeros(len(act), k_max, device=dev, dtype=dt).scatter_add_(1, lab0, wa)
+        sums = torch.zeros(len(act), k_max, p, device=dev, dtype=dt).scatter_add_(
+            1, lab0[:, :, None].expand(-1, -1, p), Xw[act])
         # an emptied cluster keeps its previous centre
-        C = torch.where(counts[:, :, None] > 0, sums / counts.clamp_min(1)[:, :, None], C)
-    D = torch.where(valid_c[:, None, :], sqdist(C), inf)
-    dmin, labels = D.min(-1)
-    labels = torch.where(Mr, labels, torch.full_like(labels, -1))
+        C[act] = torch.where(counts[:, :, None] > 0, sums / counts.clamp_min(1)[:, :, None],
+                             Ca[changed])
+    smin, labels = scores(C, Xr, valid_c).min(-1)
+    labels = torch.where(Mr, labels, -1)
+    dmin = (smin + (Xr * Xr).sum(-1)).clamp_min(0.0)
     inertia = (dmin * w).sum(1).view(B, R)
     best = inertia.argmin(1)
     pick = torch.arange(B, device=dev) * R + best
