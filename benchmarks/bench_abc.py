@@ -88,7 +88,8 @@ def _train(args, X, y, **kw):
 
 def circles(args):
     n_train = args.steps * args.batch_size if (not args.model or args.resume) else 0
-    # training instances: seed --seed (as the test set's seed + 1 never is), or 1000 + --train-seed
+    # training instances: seed --seed (test and tuning sets use --seed + 1, + 2), or
+    # 1000 + --train-seed for the fresh instances of a resumed run
     train_seed = args.seed if args.train_seed is None else 1000 + args.train_seed
     X, y = make_circles_instances(n_train, args.points, random_state=train_seed)
     Xt, yt = make_circles_instances(args.test, args.points, random_state=args.seed + 1)
