@@ -4,17 +4,34 @@ A *set* is a variable-size collection of feature vectors, given as an ``(n_i, d)
 collection of sets is a list of such arrays (or a 3-D array when all sets have one size).
 """
 
+from ._persist import load, save
 from .cluster import ABCClusterer, EigengapSpectralClustering, estimate_n_clusters
 from .embedding import OTKEmbedding
 from .kernel_approximation import NystromFeatures
+from .neural_network import (
+    DeepSetsClassifier,
+    DeepSetsRegressor,
+    OTKClassifier,
+    OTKRegressor,
+    SetTransformerClassifier,
+    SetTransformerRegressor,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ABCClusterer",
+    "DeepSetsClassifier",
+    "DeepSetsRegressor",
     "EigengapSpectralClustering",
     "NystromFeatures",
+    "OTKClassifier",
     "OTKEmbedding",
+    "OTKRegressor",
+    "SetTransformerClassifier",
+    "SetTransformerRegressor",
     "__version__",
     "estimate_n_clusters",
+    "load",
+    "save",
 ]

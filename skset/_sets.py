@@ -28,6 +28,8 @@ __all__ = [
     "SetCollection",
     "check_sets",
     "check_set_labels",
+    "check_finite_output",
+    "max_abs_value",
     "pack",
     "unpack",
     "length_batches",
@@ -108,7 +110,19 @@ def _as_float_array(x, where: str, dtype) -> np.ndarray:
     return arr.astype(target, copy=False)
 
 
-def _check_one(arr: np.ndarray, where: str, min_elements: int) -> np.ndarray:
+#: Largest magnitude accepted when computing in a dtype: about sqrt(finfo.max) / 1e4, so that sums
+#: of squares and inner products over thousands of features and elements stay finite.
+MAX_ABS_VALUE = {"float32": 1e15, "float64": 1e150}
+
+
+def max_abs_value(compute_dtype) -> float:
+    """The largest input magnitude the estimators accept when computing in ``compute_dtype``."""
+    name = str(compute_dtype).replace("torch.", "")
+    return MAX_ABS_VALUE.get(name, MAX_ABS_VALUE["float32"])
+
+
+def _check_one(arr: np.ndarray, where: str, min_elements: int,
+               limit: float | None = None, compute_dtype=None) -> np.ndarray:
     if arr.ndim == 1:
         raise ValueError(
             f"{where} is 1-D with shape {arr.shape}; each set must be a 2-D array (n_elements, "
@@ -126,10 +140,18 @@ def _check_one(arr: np.ndarray, where: str, min_elements: int) -> np.ndarray:
                              f"{min_elements} element(s).")
         raise ValueError(f"{where} has {arr.shape[0]} element(s); at least {min_elements} are "
                          "needed.")
-    if not np.isfinite(arr).all():
+    # min and max read the data once without a temporary (a memmap stays cheap) and carry NaN
+    lo, hi = arr.min(), arr.max()
+    if not (np.isfinite(lo) and np.isfinite(hi)):
         bad = "NaN" if np.isnan(arr).any() else "infinity"
         raise ValueError(f"{where} contains {bad}; skset needs finite values (impute or drop "
                          "them first).")
+    if limit is not None and max(-float(lo), float(hi)) > limit:
+        raise ValueError(
+            f"{where} holds values as large as {max(-float(lo), float(hi)):.3g} in magnitude, too "
+            f"large for {str(compute_dtype).replace('torch.', '')} computations (the limit is "
+            f"{limit:.0e}); rescale the features (e.g. standardise them) or use dtype='float64'."
+        )
     return arr
 
 
@@ -142,6 +164,7 @@ def check_sets(
     n_features: int | None = None,
     allow_pool: bool = False,
     min_sets: int = 1,
+    compute_dtype=None,
 ) -> SetCollection:
     """Validate a collection of sets.
 
@@ -163,6 +186,10 @@ def check_sets(
         Accept a 2-D array as one pool of elements.
     min_sets : int
         Fewest sets the collection may hold.
+    compute_dtype : str, numpy or torch dtype, or None
+        The dtype the estimator computes in: values larger in magnitude than
+        :func:`max_abs_value` of it (1e15 for float32, 1e150 for float64) are refused with a
+        ``ValueError``, as they would overflow to infinity or NaN inside. ``None``: no limit.
 
     Returns
     -------
@@ -212,15 +239,23 @@ def check_sets(
             raise ValueError(f"{name} is an object array of shape {X.shape}; expected a 1-D "
                              "object array holding one 2-D array per set.")
         form, sets = "object", list(X)
-    elif isinstance(X, Sequence) or hasattr(X, "__len__") and hasattr(X, "__getitem__"):
+    elif isinstance(X, Sequence):
         form, sets = "list", list(X)
+    elif hasattr(X, "__len__") and hasattr(X, "__getitem__") and not isinstance(X, dict):
+        # a lazily loading collection (set i read on demand): index it, do not iterate it
+        form, sets = "list", [X[i] for i in range(len(X))]
     else:
+        hint = (" For a stream of sets (a generator or iterator), use "
+                "skset.utils.iter_transform(estimator, stream, chunk_size=...) to transform it "
+                "chunk by chunk, or list(stream) if it fits in memory."
+                if hasattr(X, "__iter__") or hasattr(X, "__next__") else "")
         raise TypeError(f"{name} must be a list of 2-D arrays or a 3-D array, got "
-                        f"{_describe(X)}.")
+                        f"{_describe(X)}.{hint}")
 
     if len(sets) < min_sets:
         raise ValueError(f"{name} holds {len(sets)} set(s); at least {min_sets} needed.")
 
+    limit = None if compute_dtype is None else max_abs_value(compute_dtype)
     out = []
     d0 = n_features
     for i, s in enumerate(sets):
@@ -230,7 +265,8 @@ def check_sets(
                 f"{where} is a scalar; expected a 2-D array (n_elements, n_features). A flat list "
                 "of numbers is not a collection of sets."
             )
-        arr = _check_one(_as_float_array(s, where, dtype), where, min_elements)
+        arr = _check_one(_as_float_array(s, where, dtype), where, min_elements, limit,
+                         compute_dtype)
         if d0 is None:
             d0 = arr.shape[1]
         elif arr.shape[1] != d0:
@@ -309,6 +345,7 @@ def length_batches(
     max_elements: int | None = 131072,
     max_sets: int | None = None,
     sort: bool = True,
+    padding_tolerance: float | None = None,
 ) -> list[np.ndarray]:
     """Cut set indices into batches of similar lengths under a budget of padded elements.
 
@@ -316,6 +353,12 @@ def length_batches(
     ``len(batch) * longest_in_batch <= max_elements`` and ``len(batch) <= max_sets``. A set longer
     than the budget gets a batch of its own. With ``sort=False`` the order is kept (the naive
     scheme the benchmarks compare against).
+
+    With ``padding_tolerance`` a batch also stops growing once its padded size would exceed
+    ``(1 + padding_tolerance)`` times its real elements, unless it is still small (under
+    ``max_elements / 16`` padded elements, where per-batch overhead dominates). Filling batches to
+    the budget alone pads the short sets of a wide length range to the longest of a big first batch;
+    inference paths use 0.1 (training keeps ``batch_size`` batches and passes ``None``).
     """
     lengths = np.asarray(lengths, dtype=np.int64)
     order = np.argsort(lengths, kind="stable") if sort else np.arange(len(lengths))
@@ -324,17 +367,24 @@ def length_batches(
     batches = []
     start = 0
     n = len(order)
+    min_fill = (max_elements if max_elements is not None else 1 << 20) // 16
     while start < n:
         stop = start + 1
         longest = lengths[order[start]]
+        real = longest
         while stop < n:
-            cand = max(longest, lengths[order[stop]])
+            nxt = lengths[order[stop]]
+            cand = max(longest, nxt)
             size = stop - start + 1
             if max_sets is not None and size > max_sets:
                 break
             if max_elements is not None and size * cand > max_elements:
                 break
+            if (padding_tolerance is not None and size * cand > min_fill
+                    and size * cand > (1.0 + padding_tolerance) * (real + nxt)):
+                break
             longest = cand
+            real += nxt
             stop += 1
         batches.append(order[start:stop])
         start = stop
@@ -349,10 +399,14 @@ def iter_packed(
     max_elements: int | None = 131072,
     max_sets: int | None = None,
     sort: bool = True,
+    padding_tolerance: float | None = 0.1,
 ) -> Iterator[tuple[np.ndarray, torch.Tensor, torch.Tensor]]:
-    """Yield ``(indices, X, mask)`` for each length batch of ``sets``."""
+    """Yield ``(indices, X, mask)`` for each length batch of ``sets`` (see :func:`length_batches`)."""
     lengths = np.fromiter((s.shape[0] for s in sets), dtype=np.int64, count=len(sets))
-    for idx in length_batches(lengths, max_elements=max_elements, max_sets=max_sets, sort=sort):
+    if not sort:
+        padding_tolerance = None
+    for idx in length_batches(lengths, max_elements=max_elements, max_sets=max_sets, sort=sort,
+                              padding_tolerance=padding_tolerance):
         X, M = pack([sets[i] for i in idx], device=device, dtype=dtype)
         yield idx, X, M
 
@@ -382,3 +436,21 @@ def kmer_windows(sets: Sequence[np.ndarray], window: int, *, name: str = "X") ->
     gathered = flat[starts[:, None] + np.arange(window)[None, :]]  # (N_out, window, d)
     gathered = gathered.reshape(len(starts), -1)
     return np.split(gathered, np.cumsum(n_out)[:-1])
+
+
+def check_finite_output(out, name: str, dtype) -> None:
+    """Raise a clear ``ValueError`` when an estimator's output holds NaN or infinity.
+
+    Inputs are checked for NaN/infinity and magnitude up front; this is the safety net for an
+    overflow inside the computation, so that no NaN is ever returned silently.
+    """
+    if isinstance(out, torch.Tensor):
+        ok = bool(torch.isfinite(out).all())
+    else:
+        ok = bool(np.isfinite(out).all())
+    if not ok:
+        raise ValueError(
+            f"{name} produced non-finite values from finite inputs (a numerical overflow): the "
+            f"inputs are too large for {str(dtype).replace('torch.', '')} computations; rescale "
+            "the features (e.g. standardise them) or use dtype='float64'."
+        )

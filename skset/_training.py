@@ -242,6 +242,9 @@ def train_module(
     verbose: int = 0,
     name: str = "",
     warn_convergence: bool = True,
+    on_epoch_start: Callable[[int, torch.nn.Module, torch.optim.Optimizer], None] | None = None,
+    on_epoch_end: Callable[[int, torch.nn.Module, torch.optim.Optimizer, float, float | None],
+                           None] | None = None,
 ) -> TrainResult:
     """Train ``module`` with Adam/AdamW for up to ``max_iter`` epochs; the shared skset loop.
 
@@ -293,6 +296,12 @@ def train_module(
         Prefix of the progress lines (e.g. the estimator's class name).
     warn_convergence : bool
         Emit a ``ConvergenceWarning`` when ``max_iter`` is reached before a stopping rule fired.
+    on_epoch_start : callable ``(epoch, module, optimizer) -> None`` or None
+        Called before each epoch's batches (e.g. to refit a linear head in closed form between
+        epochs, as in the alternating scheme of supervised CKN / OTK).
+    on_epoch_end : callable ``(epoch, module, optimizer, epoch_loss, score) -> None`` or None
+        Called after each epoch's validation (``score`` is None without ``validation``), before
+        the stopping rules (e.g. to halve the learning rate on a plateau).
 
     Returns
     -------
@@ -319,6 +328,8 @@ def train_module(
     prefix = f"{name}: " if name else ""
     for epoch in range(int(max_iter)):
         t0 = time.perf_counter()
+        if on_epoch_start is not None:
+            on_epoch_start(epoch, module, opt)
         module.train()
         total, weight_sum = 0.0, 0.0
         for batch in _progress(batches(epoch), verbose >= 2, f"{prefix}epoch {epoch + 1}"):
@@ -345,6 +356,8 @@ def train_module(
             with torch.no_grad():
                 score = float(validation(module))
             result.validation_scores.append(score)
+        if on_epoch_end is not None:
+            on_epoch_end(epoch, module, opt, epoch_loss, score)
         if verbose:
             msg = f"{prefix}epoch {epoch + 1}, loss = {epoch_loss:.6g}"
             if score is not None:

@@ -11,7 +11,7 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.cluster import KMeans
 from sklearn.utils.validation import check_is_fitted
 
-from ._sets import check_sets, iter_packed
+from ._sets import check_finite_output, check_sets, iter_packed
 from ._torch import TorchStateMixin, resolve_device, resolve_dtype, seed_from_random_state, to_numpy
 from .nn.otk import otk_plans, otk_pool
 from .ot import sinkhorn, transport_similarity
@@ -172,7 +172,8 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchState
                              f"{self.sinkhorn_method!r}")
 
     def _check_X(self, X, fitting=False):
-        coll = check_sets(X, n_features=None if fitting else self.n_features_in_)
+        coll = check_sets(X, n_features=None if fitting else self.n_features_in_,
+                          compute_dtype=self._tdtype)
         return coll.sets
 
     @property
@@ -321,6 +322,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchState
         if self.normalize:
             norms = np.linalg.norm(emb, axis=1, keepdims=True)
             emb = emb * (math.sqrt(emb.shape[1]) / np.maximum(norms, 1e-12))
+        check_finite_output(emb, type(self).__name__, self._tdtype)
         return emb
 
     def transport_plan(self, X) -> list[np.ndarray]:

@@ -11,8 +11,14 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.cluster import KMeans
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._sets import check_sets, kmer_windows
-from ._torch import resolve_device, resolve_dtype, seed_from_random_state, to_numpy
+from ._sets import check_finite_output, check_sets, kmer_windows
+from ._torch import (
+    TorchStateMixin,
+    resolve_device,
+    resolve_dtype,
+    seed_from_random_state,
+    to_numpy,
+)
 from .nn.nystrom import gaussian_kernel, inv_sqrt_psd, nystrom_map
 
 __all__ = ["NystromFeatures"]
@@ -23,7 +29,8 @@ def _check_param(cond: bool, msg: str):
         raise ValueError(msg)
 
 
-class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchStateMixin,
+                      BaseEstimator):
     r"""Nystrom approximation of a Gaussian kernel, applied to every element (or k-mer) of sets.
 
     Each element :math:`x` (after optional per-feature standardisation, k-mer concatenation and
@@ -44,9 +51,10 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     ----------
     n_components : int, default=128
         Number of anchors ``k`` (output features per element).
-    bandwidth : float, default=0.6
+    bandwidth : float, default=0.5
         Kernel bandwidth ``sigma``. With ``normalize=True`` elements live on the unit sphere and
-        the bandwidth is in those units (0.5-0.6 in the paper); otherwise it is relative to the
+        the bandwidth is in those units (0.5-0.6 in the paper, 0.5 best on Japanese Vowels in
+        BENCHMARKS.md); otherwise it is relative to the
         data: the kernel uses ``bandwidth * scale`` with ``scale`` the median distance between
         sampled training elements divided by sqrt(2) (the distance of orthogonal unit vectors).
     window : int, default=1
@@ -56,9 +64,10 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         Standardise each input feature by its mean and standard deviation over training elements.
     normalize : bool, default=True
         Project each element / k-mer on the unit sphere before the kernel (as in CKN).
-    keep_norm : bool, default=False
+    keep_norm : bool, default=True
         With ``normalize``, multiply each output back by the element's norm (CKN's homogeneous
-        kernel ``||x|| ||x'|| kappa(x/||x||, x'/||x'||)``).
+        kernel ``||x|| ||x'|| kappa(x/||x||, x'/||x'||)``), so that the size of an element still
+        counts; ``False`` keeps only its direction.
     anchors : {"kmeans", "random"}, default="kmeans"
         Anchors are k-means centroids of (a sample of) training elements, or random elements.
     max_samples : int, default=100000
@@ -121,11 +130,11 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         self,
         n_components: int = 128,
         *,
-        bandwidth: float = 0.6,
+        bandwidth: float = 0.5,
         window: int = 1,
         standardize: bool = True,
         normalize: bool = True,
-        keep_norm: bool = False,
+        keep_norm: bool = True,
         anchors: str = "kmeans",
         max_samples: int = 100_000,
         eigenvalue_floor: float = 1e-4,
@@ -168,14 +177,24 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
 
     def _elements(self, X, *, fitting: bool):
         """Validate X; return (collection, per-set element arrays after k-mer windows)."""
-        if isinstance(X, np.ndarray) and X.dtype != object and X.ndim == 2:
+        if not isinstance(X, (list, tuple, np.ndarray)) and hasattr(X, "__array__"):
+            X = np.asarray(X)
+        elif isinstance(X, (list, tuple)) and len(X) and np.ndim(X[0]) == 1:
+            # a nested list of rows is one pool of elements (as scikit-learn reads it)
+            try:
+                X = np.asarray(X, dtype=float)
+            except ValueError:
+                pass  # ragged: check_sets names the offending set
+        if (isinstance(X, np.ndarray) and X.ndim in (1, 2) and X.dtype != object) or (
+            isinstance(X, np.ndarray) and X.ndim == 2
+        ) or hasattr(X, "iloc"):
             arr = validate_data(self, X, reset=fitting, dtype=[np.float64, np.float32],
                                 ensure_min_samples=self.window)
-            coll = check_sets(arr, allow_pool=True, min_elements=self.window,
+            coll = check_sets(arr, allow_pool=True, min_elements=self.window, compute_dtype=self.dtype,
                               n_features=None if fitting else self.n_features_in_)
         else:
-            coll = check_sets(X, min_elements=self.window,
-                              n_features=None if fitting else self.n_features_in_)
+            coll = check_sets(X, n_features=None if fitting else self.n_features_in_,
+                              compute_dtype=self.dtype)
             if fitting:
                 self.n_features_in_ = coll.n_features
                 if hasattr(self, "feature_names_in_"):
@@ -297,6 +316,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             for i in range(0, xs.shape[0], step):
                 out[i : i + step] = nystrom_map(xs[i : i + step], anchors, norm, self.bandwidth_,
                                                 normalize=self.normalize, keep_norm=self.keep_norm)
+        check_finite_output(out, type(self).__name__, tdtype)
         out = to_numpy(out)
         return coll.wrap(np.split(out, np.cumsum(n_out)[:-1]))
 

@@ -418,3 +418,13 @@ def test_abc_bad_inputs(blob_instances):
         fitted.predict([np.zeros((5, 3))])
     with pytest.raises(ValueError, match="n_clusters"):
         fitted.predict(X[:2], n_clusters=[2])
+
+
+@pytest.mark.parametrize("check_name", ["check_parameters_default_constructible",
+                                        "check_no_attributes_set_in_init",
+                                        "check_get_params_invariance", "check_set_params",
+                                        "check_estimator_repr"])
+def test_abc_data_free_sklearn_checks(check_name):
+    from sklearn.utils import estimator_checks
+
+    getattr(estimator_checks, check_name)("ABCClusterer", ABCClusterer())

@@ -28,13 +28,69 @@ def gaussian_kernel(x: torch.Tensor, w: torch.Tensor, bandwidth: float) -> torch
     return torch.exp(-sq.clamp_min(0.0) / (2.0 * bandwidth**2))
 
 
+class _InvSqrtPSD(torch.autograd.Function):
+    """``K^{-1/2}`` by ``eigh`` with a relative eigenvalue floor, and a stable backward.
+
+    The backward is the Daleckii-Krein formula ``dF = U (D o (U^T dK U)) U^T`` with ``D`` the
+    divided differences of ``f(l) = max(l, c)^{-1/2}``, written without subtractions of nearly
+    equal numbers. Autograd through ``eigh`` divides by eigenvalue gaps instead, which blows up
+    (or gives NaN) when anchors nearly coincide or when many eigenvalues sit at the floor, exactly
+    the cases a trained anchor set runs into. The floor ``c = floor * max(l)`` moves with the top
+    eigenvalue; that dependence is in the backward too.
+    """
+
+    @staticmethod
+    def forward(ctx, K, eigenvalue_floor):
+        K = 0.5 * (K + K.transpose(-1, -2))
+        evals, evecs = torch.linalg.eigh(K)
+        top = evals.amax(-1, keepdim=True).clamp_min(torch.finfo(K.dtype).tiny)
+        c = eigenvalue_floor * top
+        lam = torch.maximum(evals, c)
+        ctx.save_for_backward(evals, evecs, c)
+        ctx.eigenvalue_floor = eigenvalue_floor
+        return (evecs * lam.rsqrt().unsqueeze(-2)) @ evecs.transpose(-1, -2)
+
+    @staticmethod
+    def backward(ctx, grad):
+        evals, evecs, c = ctx.saved_tensors
+        floored = evals < c
+        lam = torch.maximum(evals, c)
+        s = lam.sqrt()
+        li, lj = lam.unsqueeze(-1), lam.unsqueeze(-2)
+        si, sj = s.unsqueeze(-1), s.unsqueeze(-2)
+        # both above the floor: (li^-1/2 - lj^-1/2) / (li - lj) = -1 / (si sj (si + sj))
+        D = -1.0 / (si * sj * (si + sj))
+        # one floored (raw eigenvalue e_j < c <= l_i): the chord from (e_j, c^-1/2) to
+        # (l_i, l_i^-1/2)
+        # = slope(l_i, c) * (l_i - c) / (l_i - e_j), the last factor in [0, 1]
+        ei, ej = evals.unsqueeze(-1), evals.unsqueeze(-2)
+        fi, fj = floored.unsqueeze(-1), floored.unsqueeze(-2)
+        gap_j = (li - c.unsqueeze(-1)) / (li - ej).clamp_min(torch.finfo(lam.dtype).tiny)
+        gap_i = (lj - c.unsqueeze(-1)) / (lj - ei).clamp_min(torch.finfo(lam.dtype).tiny)
+        D = torch.where(fj & ~fi, D * gap_j.clamp(0, 1), D)
+        D = torch.where(fi & ~fj, D * gap_i.clamp(0, 1), D)
+        D = torch.where(fi & fj, torch.zeros_like(D), D)
+        G = 0.5 * (grad + grad.transpose(-1, -2))
+        Gt = evecs.transpose(-1, -2) @ G @ evecs
+        inner = D * Gt
+        # floored eigenvalues follow c = floor * l_max: d f / d l_max = -c^-3/2 floor / 2 each
+        top_idx = evals.argmax(-1, keepdim=True)
+        dtop = (torch.diagonal(Gt, dim1=-2, dim2=-1) * floored).sum(-1, keepdim=True)
+        dtop = dtop * (-0.5) * ctx.eigenvalue_floor * c.pow(-1.5)
+        onehot = torch.zeros_like(evals).scatter(-1, top_idx, 1.0)
+        inner = inner + torch.diag_embed(onehot * dtop)
+        gK = evecs @ inner @ evecs.transpose(-1, -2)
+        return 0.5 * (gK + gK.transpose(-1, -2)), None
+
+
 def inv_sqrt_psd(K: torch.Tensor, eigenvalue_floor: float = 1e-4) -> torch.Tensor:
-    """Symmetric inverse square root of a PSD matrix, eigenvalues floored relative to the largest."""
-    K = 0.5 * (K + K.transpose(-1, -2))
-    evals, evecs = torch.linalg.eigh(K)
-    floor = eigenvalue_floor * evals.amax(-1, keepdim=True).clamp_min(torch.finfo(K.dtype).tiny)
-    evals = torch.maximum(evals, floor)
-    return (evecs * evals.rsqrt().unsqueeze(-2)) @ evecs.transpose(-1, -2)
+    """Symmetric inverse square root of a PSD matrix, eigenvalues floored relative to the largest.
+
+    Computed in float64 (the matrix is small; float32 ``eigh`` loses digits at a 1e-4 floor) and
+    returned in ``K``'s dtype. Differentiable, with a backward that stays finite when eigenvalues
+    coincide (see :class:`_InvSqrtPSD`).
+    """
+    return _InvSqrtPSD.apply(K.double(), float(eigenvalue_floor)).to(K.dtype)
 
 
 def _unit(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

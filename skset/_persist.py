@@ -1,0 +1,402 @@
+"""Saving and loading fitted estimators without pickle: :func:`save` and :func:`load`.
+
+``pickle`` (and ``joblib``) files can run arbitrary code when they are loaded, so a model file from
+an untrusted source must never be unpickled. :func:`save` writes only data: the estimator's class
+name, its parameters (as JSON), and its fitted attributes as tensors, numbers, strings, lists and
+dicts; torch modules are stored as their ``state_dict`` and rebuilt from the estimator's parameters
+on load. :func:`load` reads the file with ``torch.load(weights_only=True)``, whose unpickler only
+creates tensors and plain containers and refuses everything else, accepts only the public skset
+estimator classes, and checks the format and skset versions.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import warnings
+from typing import Any
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator
+
+__all__ = ["save", "load", "FORMAT_VERSION"]
+
+FORMAT_VERSION = 1
+_FORMAT = "skset-estimator"
+_TAG = "__skset__"
+_ATTR_NAME = re.compile(r"^_?[A-Za-z][A-Za-z0-9_]*$")
+
+
+def _skset_version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def _allowed_classes() -> dict[str, type]:
+    """The public skset estimator classes, by name (read from ``skset.__all__``)."""
+    import skset
+
+    out = {}
+    for name in skset.__all__:
+        obj = getattr(skset, name, None)
+        if isinstance(obj, type) and issubclass(obj, BaseEstimator):
+            out[name] = obj
+    return out
+
+
+# -- encoding ------------------------------------------------------------------------------------
+def _encode(v: Any, where: str):
+    if v is None or isinstance(v, (bool, str)):
+        return v
+    if isinstance(v, (int, float)) and type(v) in (int, float):
+        return v
+    if isinstance(v, np.generic):
+        if v.dtype.kind in "biuf":
+            return {_TAG: "np_scalar", "dtype": v.dtype.str, "value": v.item()}
+        if v.dtype.kind == "U":
+            return str(v)
+        raise TypeError(f"{where}: cannot save a numpy scalar of dtype {v.dtype}.")
+    if isinstance(v, torch.Tensor):
+        return {_TAG: "tensor", "data": v.detach().cpu().clone()}
+    if isinstance(v, np.ndarray):
+        if v.dtype.kind in "biuf" and v.dtype.byteorder in ("=", "|", "<"):
+            return {_TAG: "ndarray", "data": torch.from_numpy(np.ascontiguousarray(v).copy())}
+        if v.dtype.kind == "U":
+            return {_TAG: "ndarray_str", "dtype": v.dtype.str, "shape": list(v.shape),
+                    "items": [str(x) for x in v.ravel().tolist()]}
+        if v.dtype == object:
+            return {_TAG: "ndarray_object", "shape": list(v.shape),
+                    "items": [_encode(x, where) for x in v.ravel().tolist()]}
+        raise TypeError(f"{where}: cannot save an array of dtype {v.dtype}.")
+    if isinstance(v, torch.device):
+        return {_TAG: "device", "value": str(v)}
+    if isinstance(v, torch.dtype):
+        return {_TAG: "torch_dtype", "value": str(v).replace("torch.", "")}
+    if isinstance(v, torch.nn.Module):
+        return {_TAG: "module", "class": type(v).__name__,
+                "state": {k: t.detach().cpu().clone() for k, t in v.state_dict().items()}}
+    if isinstance(v, BaseEstimator):
+        return {_TAG: "estimator", **_encode_estimator(v)}
+    if isinstance(v, tuple):
+        return {_TAG: "tuple", "items": [_encode(x, where) for x in v]}
+    if isinstance(v, list):
+        return [_encode(x, where) for x in v]
+    if isinstance(v, dict):
+        keys = list(v.keys())
+        for k in keys:
+            if not isinstance(k, (str, int)) or isinstance(k, bool):
+                raise TypeError(f"{where}: cannot save a dict key of type {type(k).__name__}.")
+        return {_TAG: "dict", "keys": keys, "values": [_encode(v[k], where) for k in keys]}
+    raise TypeError(f"{where}: cannot save a value of type {type(v).__name__} without pickle.")
+
+
+def _json_param(name: str, value, cls_name: str):
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, (np.bool_,)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        if not math.isfinite(value):
+            raise TypeError(f"{cls_name}: parameter {name}={value!r} is not finite; it cannot be "
+                            "saved.")
+        return value
+    if isinstance(value, torch.device):  # nested estimators get their parent's device_
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return [_json_param(name, x, cls_name) for x in value]
+    if name == "random_state":
+        warnings.warn(f"{cls_name}: random_state={type(value).__name__} cannot be saved; it is "
+                      "stored as None (only a refit uses it).", UserWarning, stacklevel=4)
+        return None
+    raise TypeError(f"{cls_name}: parameter {name} of type {type(value).__name__} cannot be "
+                    "saved (only None, bool, int, float, str and lists of them).")
+
+
+def _encode_estimator(est) -> dict:
+    cls_name = type(est).__name__
+    allowed = _allowed_classes()
+    if allowed.get(cls_name) is not type(est):
+        raise TypeError(f"skset.save saves the public skset estimators ({', '.join(sorted(allowed))})"
+                        f"; got {type(est).__module__}.{cls_name}.")
+    params = {k: _json_param(k, v, cls_name) for k, v in est.get_params(deep=False).items()}
+    attrs = {}
+    for k, v in vars(est).items():
+        if k in params or k.startswith("__"):
+            continue
+        attrs[k] = _encode(v, f"{cls_name}.{k}")
+    return {"class": cls_name, "params": json.dumps(params, sort_keys=True), "attributes": attrs}
+
+
+# -- decoding ------------------------------------------------------------------------------------
+class _FormatError(ValueError):
+    pass
+
+
+def _decode(v: Any, where: str):
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, torch.Tensor):
+        raise _FormatError(f"{where}: untagged tensor.")
+    if isinstance(v, list):
+        return [_decode(x, where) for x in v]
+    if not isinstance(v, dict) or not isinstance(v.get(_TAG), str):
+        raise _FormatError(f"{where}: unexpected {type(v).__name__}.")
+    kind = v[_TAG]
+    if kind == "tensor":
+        return _tensor(v, "data", where)
+    if kind == "ndarray":
+        return _tensor(v, "data", where).numpy()
+    if kind == "np_scalar":
+        return np.dtype(_str(v, "dtype", where)).type(v["value"])
+    if kind == "ndarray_str":
+        dtype = np.dtype(_str(v, "dtype", where))
+        if dtype.kind != "U":
+            raise _FormatError(f"{where}: bad string array dtype {dtype}.")
+        return np.array([str(x) for x in v["items"]], dtype=dtype).reshape(v["shape"])
+    if kind == "ndarray_object":
+        items = [_decode(x, where) for x in v["items"]]
+        arr = np.empty(len(items), dtype=object)
+        arr[:] = items
+        return arr.reshape(v["shape"])
+    if kind == "device":
+        return torch.device(_str(v, "value", where))
+    if kind == "torch_dtype":
+        dt = getattr(torch, _str(v, "value", where), None)
+        if not isinstance(dt, torch.dtype):
+            raise _FormatError(f"{where}: unknown torch dtype {v['value']!r}.")
+        return dt
+    if kind == "tuple":
+        return tuple(_decode(x, where) for x in v["items"])
+    if kind == "dict":
+        keys, values = v["keys"], v["values"]
+        if len(keys) != len(values) or not all(isinstance(k, (str, int)) for k in keys):
+            raise _FormatError(f"{where}: malformed dict.")
+        return {k: _decode(x, where) for k, x in zip(keys, values)}
+    if kind == "estimator":
+        return _decode_estimator(v, where)
+    if kind == "module":
+        raise _FormatError(f"{where}: a module may only be a fitted attribute of an estimator.")
+    raise _FormatError(f"{where}: unknown entry kind {kind!r}.")
+
+
+def _str(v, key, where) -> str:
+    s = v.get(key)
+    if not isinstance(s, str):
+        raise _FormatError(f"{where}: field {key!r} must be a string.")
+    return s
+
+
+def _tensor(v, key, where) -> torch.Tensor:
+    t = v.get(key)
+    if not isinstance(t, torch.Tensor):
+        raise _FormatError(f"{where}: field {key!r} must be a tensor.")
+    return t
+
+
+def _module_skeleton(est, name: str) -> torch.nn.Module:
+    """A freshly built module of the right architecture for fitted attribute ``name`` of ``est``."""
+    from ._supervised_otk import _BaseSupervisedOTK, _OTKNetwork
+    from .neural_network import _BaseSetNetwork
+    from .nn.nystrom import NystromLayer
+    from .nn.otk import OTKLayer
+
+    builder = getattr(est, "_persist_module", None)
+    if builder is not None:  # estimators may say how to rebuild their modules
+        return builder(name)
+    if name != "module_":
+        raise _FormatError(f"{type(est).__name__} has no torch module attribute {name!r}.")
+    n_out = len(est.classes_) if hasattr(est, "classes_") else len(est.y_mean_)
+    if isinstance(est, _BaseSetNetwork):
+        return est._build_module(est.n_features_in_, n_out)
+    if isinstance(est, _BaseSupervisedOTK):
+        nystrom = NystromLayer.from_estimator(est.nystrom_) if est.nystrom_ is not None else None
+        otk = OTKLayer.from_estimator(est.embedding_)
+        center = torch.as_tensor(est.embedding_.mean_)
+        return _OTKNetwork(nystrom, otk, est.window, center, True, n_out)
+    raise _FormatError(f"{type(est).__name__} has no torch module to rebuild.")
+
+
+def _decode_estimator(v: dict, where: str):
+    from ._torch import TorchStateMixin
+
+    cls_name = _str(v, "class", where)
+    allowed = _allowed_classes()
+    if cls_name not in allowed:
+        raise ValueError(f"{where}: {cls_name!r} is not a skset estimator that load() accepts "
+                         f"(known: {', '.join(sorted(allowed))}).")
+    cls = allowed[cls_name]
+    try:
+        params = json.loads(_str(v, "params", where))
+    except json.JSONDecodeError as exc:
+        raise _FormatError(f"{where}: the parameters are not valid JSON ({exc}).") from None
+    if not isinstance(params, dict):
+        raise _FormatError(f"{where}: the parameters must be a JSON object.")
+    valid = set(cls().get_params(deep=False))
+    unknown = set(params) - valid
+    if unknown:
+        raise ValueError(f"{where}: {cls_name} has no parameter(s) {sorted(unknown)}; the file was "
+                         "written by another version of skset.")
+    est = cls(**params)
+    attrs = v.get("attributes")
+    if not isinstance(attrs, dict):
+        raise _FormatError(f"{where}: missing fitted attributes.")
+    state, modules = {}, {}
+    for k, enc in attrs.items():
+        if not isinstance(k, str) or not _ATTR_NAME.match(k) or k.startswith("__") or k in valid:
+            raise _FormatError(f"{where}: invalid attribute name {k!r}.")
+        if isinstance(enc, dict) and enc.get(_TAG) == "module":
+            modules[k] = enc
+        else:
+            state[k] = _decode(enc, f"{where}.{k}")
+    est.__dict__.update(state)  # the module builders read the fitted attributes
+    for k, enc in modules.items():
+        sd = enc.get("state")
+        if not isinstance(sd, dict) or not all(isinstance(t, torch.Tensor) for t in sd.values()):
+            raise _FormatError(f"{where}.{k}: malformed module state.")
+        with torch.random.fork_rng(devices=[]):  # the skeleton's random init is overwritten
+            module = _module_skeleton(est, k)
+        if type(module).__name__ != enc.get("class"):
+            raise _FormatError(f"{where}.{k}: the file holds a {enc.get('class')!r} but "
+                               f"{cls_name} builds a {type(module).__name__!r}.")
+        floats = [t.dtype for t in sd.values() if t.is_floating_point()]
+        if floats:
+            module = module.to(dtype=floats[0])
+        try:
+            module.load_state_dict(sd, strict=True)
+        except RuntimeError as exc:
+            raise ValueError(f"{where}.{k}: the stored weights do not fit the architecture built "
+                             f"from the parameters: {exc}") from None
+        module.eval()
+        state[k] = module
+    if isinstance(est, TorchStateMixin):
+        est.__setstate__(state)  # device placement, CPU fallback with a warning
+    else:
+        est.__dict__.update(state)
+    return est
+
+
+# -- public API ----------------------------------------------------------------------------------
+def save(estimator, path) -> None:
+    """Save a fitted skset estimator to ``path`` without pickling any Python object.
+
+    The file holds the class name, the parameters (JSON), the fitted attributes (arrays as
+    tensors, torch modules as their ``state_dict``), the format version and the skset version, in
+    ``torch.save``'s zip format. Load it with :func:`load`.
+
+    Parameters
+    ----------
+    estimator : skset estimator
+        A public skset estimator (``skset.__all__``), fitted or not.
+    path : str, os.PathLike or binary file object
+        Where to write.
+
+    Raises
+    ------
+    TypeError
+        For an estimator that is not a public skset one, or a parameter / attribute that cannot
+        be stored as plain data (a ``RandomState`` ``random_state`` is stored as ``None`` with a
+        warning).
+
+    See Also
+    --------
+    load : read the file back.
+
+    Examples
+    --------
+    >>> import io
+    >>> import numpy as np
+    >>> import skset
+    >>> rng = np.random.default_rng(0)
+    >>> sets = [rng.normal(size=(5, 3)) for _ in range(8)]
+    >>> otk = skset.OTKEmbedding(n_supports=2, random_state=0).fit(sets)
+    >>> buf = io.BytesIO()
+    >>> skset.save(otk, buf)
+    >>> _ = buf.seek(0)
+    >>> np.array_equal(skset.load(buf).transform(sets), otk.transform(sets))
+    True
+    """
+    payload = {
+        "format": _FORMAT,
+        "format_version": FORMAT_VERSION,
+        "skset_version": _skset_version(),
+        "torch_version": str(torch.__version__),
+        "estimator": _encode_estimator(estimator),
+    }
+    if isinstance(path, (str, os.PathLike)):
+        path = os.fspath(path)
+    torch.save(payload, path)
+
+
+def load(path, *, strict_version: bool = True):
+    """Load an estimator written by :func:`save`; never runs code stored in the file.
+
+    The file is read with ``torch.load(weights_only=True)`` (tensors and plain containers only;
+    anything else in it is refused), the class must be a public skset estimator, the parameters
+    are JSON, and torch modules are rebuilt from the parameters and filled from their stored
+    weights. Tensors go to the device the model was fitted on when it is available here, else to
+    the CPU with a warning.
+
+    Parameters
+    ----------
+    path : str, os.PathLike or binary file object
+        The file.
+    strict_version : bool, default=True
+        Raise when the file was written by another skset version. ``False`` loads it anyway
+        (with a warning); the format version must match in any case.
+
+    Returns
+    -------
+    estimator
+        The estimator, as it was saved.
+
+    Raises
+    ------
+    ValueError
+        For a file that is not a skset file, holds pickled objects, was written by another format
+        or skset version, names an unknown class, or whose weights do not fit the architecture.
+
+    See Also
+    --------
+    save : write the file.
+    """
+    import pickle
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch's notes on foreign pickle protocols
+            payload = torch.load(path, map_location="cpu", weights_only=True)
+    except (FileNotFoundError, IsADirectoryError, PermissionError):
+        raise
+    except pickle.UnpicklingError as exc:
+        raise ValueError(
+            f"refusing to load {path!r}: it holds Python objects other than tensors and plain "
+            f"containers (a pickle that could run code), so it was not written by skset.save. "
+            f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+        ) from None
+    except Exception as exc:  # the restricted unpickler fails in many ways on foreign files
+        raise ValueError(f"{path!r} is not a file written by skset.save "
+                         f"({type(exc).__name__}: {exc}).") from None
+    if not isinstance(payload, dict) or payload.get("format") != _FORMAT:
+        raise ValueError(f"{path!r} is not a file written by skset.save.")
+    fv = payload.get("format_version")
+    if fv != FORMAT_VERSION:
+        raise ValueError(f"{path!r} uses skset save format version {fv!r}; this skset "
+                         f"({_skset_version()}) reads version {FORMAT_VERSION} only.")
+    sv = payload.get("skset_version")
+    if sv != _skset_version():
+        msg = (f"{path!r} was saved with skset {sv}, this is skset {_skset_version()}; fitted "
+               "state may differ between versions.")
+        if strict_version:
+            raise ValueError(msg + " Pass strict_version=False to load it anyway, or refit.")
+        warnings.warn(msg, UserWarning, stacklevel=2)
+    est = payload.get("estimator")
+    if not isinstance(est, dict):
+        raise ValueError(f"{path!r} holds no estimator.")
+    return _decode_estimator(est, "estimator")

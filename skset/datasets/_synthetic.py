@@ -1,0 +1,205 @@
+"""Synthetic set tasks of the Set Transformer and Deep Sets++ papers."""
+
+from __future__ import annotations
+
+from numbers import Integral
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+__all__ = ["make_max_regression", "make_normal_var", "make_gaussian_mixture_sets"]
+
+
+def _sizes(set_size, n_sets: int, rng, name: str = "set_size") -> np.ndarray:
+    """Set sizes: an int (all equal) or an inclusive ``(low, high)`` range drawn uniformly."""
+    if isinstance(set_size, Integral) and not isinstance(set_size, bool):
+        if set_size < 1:
+            raise ValueError(f"{name}={set_size} must be >= 1.")
+        return np.full(n_sets, int(set_size), dtype=np.int64)
+    try:
+        low, high = (int(v) for v in set_size)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}={set_size!r} must be an int or a (low, high) pair.") from None
+    if not 1 <= low <= high:
+        raise ValueError(f"{name}={set_size!r} needs 1 <= low <= high.")
+    return rng.randint(low, high + 1, size=n_sets).astype(np.int64)
+
+
+def _check_n_sets(n_sets) -> int:
+    if isinstance(n_sets, bool) or not isinstance(n_sets, Integral) or n_sets < 1:
+        raise ValueError(f"n_sets={n_sets!r} must be a positive integer.")
+    return int(n_sets)
+
+
+def make_max_regression(
+    n_sets: int = 1000,
+    *,
+    set_size=(1, 10),
+    n_features: int = 1,
+    low: float = 0.0,
+    high: float = 1.0,
+    random_state=None,
+):
+    """Sets of uniform numbers; the target is the maximum of each set.
+
+    The max-regression task of Lee et al. (2019): a pooling that averages (mean/sum) must learn
+    to approximate a max, attention pooling can select it.
+
+    Parameters
+    ----------
+    n_sets : int, default=1000
+    set_size : int or (int, int), default=(1, 10)
+        A fixed size, or an inclusive range drawn uniformly per set.
+    n_features : int, default=1
+        Features per element; the target has one maximum per feature (2-D when ``> 1``).
+    low, high : float, default=0.0, 1.0
+        Elements are drawn from ``U[low, high]``.
+    random_state : int, RandomState or None
+
+    Returns
+    -------
+    X : list of ndarray of shape (n_i, n_features)
+    y : ndarray of shape (n_sets,) or (n_sets, n_features)
+
+    Examples
+    --------
+    >>> from skset.datasets import make_max_regression
+    >>> X, y = make_max_regression(3, set_size=4, random_state=0)
+    >>> bool(y[0] == X[0].max())
+    True
+    """
+    n_sets = _check_n_sets(n_sets)
+    if isinstance(n_features, bool) or not isinstance(n_features, Integral) or n_features < 1:
+        raise ValueError(f"n_features={n_features!r} must be a positive integer.")
+    if not high > low:
+        raise ValueError(f"high={high} must be greater than low={low}.")
+    rng = check_random_state(random_state)
+    sizes = _sizes(set_size, n_sets, rng)
+    X = [rng.uniform(low, high, size=(int(n), n_features)) for n in sizes]
+    y = np.stack([x.max(0) for x in X])
+    return X, (y[:, 0] if n_features == 1 else y)
+
+
+def make_normal_var(
+    n_sets: int = 1000,
+    *,
+    set_size=1000,
+    mean_range: tuple[float, float] = (-10.0, 10.0),
+    var_range: tuple[float, float] = (0.0, 10.0),
+    ddof: int = 0,
+    random_state=None,
+):
+    """Normal Var: sets of samples of ``N(mu, sigma^2)``; the target is their empirical variance.
+
+    ``mu ~ U[-10, 10]`` and ``sigma^2 ~ U[0, 10]`` per set, as in Zhang et al. (2022), Section 6
+    (1000 samples per set, 10,000 training and 1,000 test sets in the paper).
+
+    Parameters
+    ----------
+    n_sets : int, default=1000
+    set_size : int or (int, int), default=1000
+        A fixed size or an inclusive range drawn per set. Sizes below 2 make the variance
+        meaningless with ``ddof=1``.
+    mean_range, var_range : (float, float)
+        Ranges of the uniform draws of ``mu`` and ``sigma^2``.
+    ddof : int, default=0
+        Delta degrees of freedom of the empirical variance (``np.var``).
+    random_state : int, RandomState or None
+
+    Returns
+    -------
+    X : list of ndarray of shape (n_i, 1)
+    y : ndarray of shape (n_sets,)
+        The empirical variance of each set.
+
+    References
+    ----------
+    L. H. Zhang, V. Tozzo, J. M. Higgins, R. Ranganath. Set Norm and Equivariant Skip Connections:
+    Putting the Deep in Deep Sets. ICML 2022.
+
+    Examples
+    --------
+    >>> from skset.datasets import make_normal_var
+    >>> X, y = make_normal_var(5, set_size=100, random_state=0)
+    >>> X[0].shape, y.shape
+    ((100, 1), (5,))
+    """
+    n_sets = _check_n_sets(n_sets)
+    rng = check_random_state(random_state)
+    sizes = _sizes(set_size, n_sets, rng)
+    if min(sizes) <= ddof:
+        raise ValueError(f"set sizes must exceed ddof={ddof}.")
+    if var_range[0] < 0 or var_range[1] < var_range[0]:
+        raise ValueError(f"var_range={var_range!r} must satisfy 0 <= low <= high.")
+    mu = rng.uniform(mean_range[0], mean_range[1], size=n_sets)
+    var = rng.uniform(var_range[0], var_range[1], size=n_sets)
+    X = [rng.normal(m, np.sqrt(v), size=(int(n), 1))
+         for m, v, n in zip(mu, var, sizes, strict=True)]
+    y = np.array([x[:, 0].var(ddof=ddof) for x in X])
+    return X, y
+
+
+def make_gaussian_mixture_sets(
+    n_sets: int = 1000,
+    *,
+    set_size=(100, 500),
+    n_components=4,
+    n_features: int = 2,
+    center_box: tuple[float, float] = (-4.0, 4.0),
+    cluster_std: float = 1.0,
+    return_centers: bool = False,
+    random_state=None,
+):
+    """Point sets drawn from Gaussian mixtures, one mixture per set (amortised clustering).
+
+    For each set: ``k`` centres uniform in ``center_box^n_features``, mixing weights from a flat
+    Dirichlet, isotropic components of standard deviation ``cluster_std`` (Lee et al., 2019,
+    Section 5.3).
+
+    Parameters
+    ----------
+    n_sets : int, default=1000
+    set_size : int or (int, int), default=(100, 500)
+    n_components : int or (int, int), default=4
+        Number of mixture components per set, fixed or drawn in an inclusive range.
+    n_features : int, default=2
+    center_box : (float, float), default=(-4.0, 4.0)
+    cluster_std : float, default=1.0
+    return_centers : bool, default=False
+        Also return the centres of each set.
+    random_state : int, RandomState or None
+
+    Returns
+    -------
+    X : list of ndarray of shape (n_i, n_features)
+    labels : list of ndarray of shape (n_i,)
+        The component of each element (0..k-1).
+    centers : list of ndarray of shape (k_i, n_features)
+        Only with ``return_centers=True``.
+
+    Examples
+    --------
+    >>> from skset.datasets import make_gaussian_mixture_sets
+    >>> X, labels = make_gaussian_mixture_sets(2, set_size=50, random_state=0)
+    >>> X[0].shape, labels[0].shape
+    ((50, 2), (50,))
+    """
+    n_sets = _check_n_sets(n_sets)
+    if isinstance(n_features, bool) or not isinstance(n_features, Integral) or n_features < 1:
+        raise ValueError(f"n_features={n_features!r} must be a positive integer.")
+    if not cluster_std > 0:
+        raise ValueError(f"cluster_std={cluster_std} must be positive.")
+    rng = check_random_state(random_state)
+    sizes = _sizes(set_size, n_sets, rng)
+    ks = _sizes(n_components, n_sets, rng, name="n_components")
+    X, labels, centers = [], [], []
+    for n, k in zip(sizes, ks, strict=True):
+        c = rng.uniform(center_box[0], center_box[1], size=(int(k), n_features))
+        w = rng.dirichlet(np.ones(int(k)))
+        lab = rng.choice(int(k), size=int(n), p=w)
+        X.append(c[lab] + cluster_std * rng.standard_normal((int(n), n_features)))
+        labels.append(lab)
+        centers.append(c)
+    if return_centers:
+        return X, labels, centers
+    return X, labels

@@ -1,0 +1,180 @@
+"""Utilities for running skset at scale: streaming transforms and thread limits.
+
+Streaming
+---------
+``transform``/``predict`` take a whole collection and return one array; for a collection that does
+not fit in memory use :func:`iter_transform`, which reads the sets in chunks from any iterable (a
+generator, a list of ``np.memmap`` arrays, or a lazily loading object with ``__len__`` and
+``__getitem__``) and yields the output of each chunk; only one chunk of sets and of outputs is held
+at a time. Memory-mapped sets stay memory-mapped through validation (no copy is made of a float32 or
+float64 array) until a batch is packed into a tensor.
+
+Threads inside parallel workers
+-------------------------------
+torch, and the BLAS/OpenMP libraries behind numpy and scikit-learn, each start one thread per core.
+When ``n`` workers share a machine (``GridSearchCV(n_jobs=n)``, a dask or Ray cluster) that is
+``n * n_cores`` busy threads fighting for ``n_cores`` cores, which is often slower than one worker.
+skset estimators do not change thread settings on their own; choose one of:
+
+* joblib's process backend (``loky``, the default) already caps the threads of each worker at
+  ``n_cores // n_jobs`` (its ``inner_max_num_threads``) through ``OMP_NUM_THREADS``, which torch
+  reads when it starts in the worker;
+* a ``dask.distributed`` cluster started with ``processes=True`` (``LocalCluster``, ``dask-worker``)
+  sets ``OMP_NUM_THREADS=1`` (and the MKL/OpenBLAS equivalents) in every worker process through its
+  ``distributed.nanny.pre-spawn-environ`` setting; with ``processes=False`` (threads in one
+  process) nothing is limited, so wrap the work in :func:`limit_threads` or call
+  ``client.run(skset.utils.set_worker_threads, 1)``;
+* anywhere else, :func:`limit_threads` limits torch's intra-op pool and every BLAS/OpenMP pool
+  (through ``threadpoolctl``) for a block of code and restores them afterwards.
+
+GPUs and workers
+----------------
+Give each worker its own GPU: start worker ``i`` with ``CUDA_VISIBLE_DEVICES=i`` (dask:
+``dask-cuda``'s ``LocalCUDACluster`` does that; Ray: ``ray.remote(num_gpus=1)``), and keep
+``device="auto"``, which then resolves to the one visible GPU of each worker. Workers without a GPU
+fall back to the CPU. A fitted model sent back to the client is pickled through its CPU copy, so
+the client needs no GPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+import torch
+
+__all__ = ["iter_transform", "limit_threads", "set_worker_threads"]
+
+_METHODS = ("transform", "predict", "predict_proba", "decision_function")
+
+
+def _chunks(sets, chunk_size: int) -> Iterator[list]:
+    """Lists of at most ``chunk_size`` sets, reading ``sets`` lazily."""
+    if hasattr(sets, "__len__") and hasattr(sets, "__getitem__") and not isinstance(
+        sets, (dict, str, bytes)
+    ):
+        if isinstance(sets, np.ndarray) and sets.dtype != object and sets.ndim == 3:
+            for start in range(0, sets.shape[0], chunk_size):
+                yield sets[start : start + chunk_size]  # a 3-D view: still lazy for a memmap
+            return
+        n = len(sets)
+        for start in range(0, n, chunk_size):
+            yield [sets[i] for i in range(start, min(start + chunk_size, n))]
+        return
+    try:
+        it = iter(sets)
+    except TypeError:
+        raise TypeError(f"sets must be an iterable of sets, got a {type(sets).__name__}.") from None
+    while True:
+        chunk = list(itertools.islice(it, chunk_size))
+        if not chunk:
+            return
+        yield chunk
+
+
+def iter_transform(
+    estimator,
+    sets: Iterable,
+    *,
+    chunk_size: int = 1024,
+    method: str = "transform",
+) -> Iterator:
+    """Apply a fitted estimator to a stream of sets, one chunk at a time.
+
+    Parameters
+    ----------
+    estimator : fitted skset estimator (or Pipeline)
+        Anything with the method ``method`` that takes a collection of sets.
+    sets : iterable of array-like of shape (n_i, d)
+        A generator, a list of (memory-mapped) arrays, a 3-D ``np.memmap``, or any object with
+        ``__len__`` and ``__getitem__`` that loads set ``i`` on demand. It is read once, in order.
+    chunk_size : int, default=1024
+        Sets per chunk: the memory held at a time is one chunk of sets plus its output (and the
+        estimator's own batches of at most ``max_elements`` padded elements inside it).
+    method : {"transform", "predict", "predict_proba", "decision_function"}, default="transform"
+        The method to call on each chunk.
+
+    Yields
+    ------
+    output
+        ``getattr(estimator, method)(chunk)`` for each chunk: a 2-D array for set-to-vector
+        estimators and predictions, a list of per-set arrays for :class:`NystromFeatures`.
+        ``np.concatenate(list(iter_transform(est, X)))`` equals ``est.transform(X)`` (up to
+        floating-point rounding: batches are cut differently).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skset import OTKEmbedding
+    >>> from skset.utils import iter_transform
+    >>> rng = np.random.default_rng(0)
+    >>> otk = OTKEmbedding(n_supports=3, random_state=0).fit(
+    ...     [rng.normal(size=(5, 2)) for _ in range(10)])
+    >>> stream = (rng.normal(size=(int(n), 2)) for n in rng.integers(2, 9, 25))
+    >>> [chunk.shape for chunk in iter_transform(otk, stream, chunk_size=10)]
+    [(10, 6), (10, 6), (5, 6)]
+    """
+    if method not in _METHODS:
+        raise ValueError(f"method must be one of {_METHODS}, got {method!r}.")
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}.")
+    fn = getattr(estimator, method, None)
+    if fn is None:
+        raise TypeError(f"{type(estimator).__name__} has no method {method!r}.")
+    for chunk in _chunks(sets, int(chunk_size)):
+        yield fn(chunk)
+
+
+def set_worker_threads(n_threads: int = 1) -> int:
+    """Limit torch and every BLAS/OpenMP pool of this process to ``n_threads`` threads, for good.
+
+    Meant for worker start-up, e.g. ``client.run(set_worker_threads, 1)`` on a dask cluster whose
+    workers are threads of one process, or a Ray actor's ``__init__``. Returns ``n_threads``.
+    """
+    from threadpoolctl import threadpool_limits
+
+    n = _check_threads(n_threads)
+    torch.set_num_threads(n)
+    threadpool_limits(limits=n)
+    return n
+
+
+def _check_threads(n_threads) -> int:
+    if isinstance(n_threads, bool) or not isinstance(n_threads, (int, np.integer)) or n_threads < 1:
+        raise ValueError(f"n_threads must be a positive integer, got {n_threads!r}.")
+    return int(n_threads)
+
+
+@contextlib.contextmanager
+def limit_threads(n_threads: int = 1):
+    """Limit torch's intra-op threads and every BLAS/OpenMP pool inside a ``with`` block.
+
+    The previous limits are restored on exit (also when the block raises). Use it around the work
+    of each parallel worker so that ``n_workers * n_threads`` stays within the cores.
+
+    Parameters
+    ----------
+    n_threads : int, default=1
+        Threads for torch (``torch.set_num_threads``) and for the native thread pools that
+        ``threadpoolctl`` finds (OpenBLAS, MKL, OpenMP).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skset.utils import limit_threads
+    >>> with limit_threads(1):
+    ...     torch.get_num_threads()
+    1
+    """
+    from threadpoolctl import threadpool_limits
+
+    n = _check_threads(n_threads)
+    before = torch.get_num_threads()
+    with threadpool_limits(limits=n):
+        torch.set_num_threads(n)
+        try:
+            yield n
+        finally:
+            torch.set_num_threads(before)

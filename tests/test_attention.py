@@ -1,0 +1,226 @@
+"""Tests of the pure-torch set modules: masking, SetNorm formula, scaling, gradients."""
+
+import numpy as np
+import pytest
+import torch
+
+from skset.nn import (
+    ISAB,
+    MAB,
+    PMA,
+    SAB,
+    DeepSets,
+    MultiheadAttention,
+    SetNorm,
+    SetTransformer,
+    masked_pool,
+    set_norm,
+)
+
+torch.set_num_threads(1)
+DT = torch.float64
+NORMS = ["layer", "set", None]
+RESIDUALS = ["original", "clean"]
+
+
+def _seeded(fn, seed=0):
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return fn()
+
+
+def _pair(dim, n_short=5, n_long=11, seed=0):
+    """A short set alone, and the same set padded with garbage in a batch beside a longer one."""
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(1, n_short, dim, generator=g, dtype=DT)
+    b = torch.randn(1, n_long, dim, generator=g, dtype=DT)
+    garbage = 1e3 * torch.randn(1, n_long - n_short, dim, generator=g, dtype=DT)
+    X = torch.cat([torch.cat([a, garbage], 1), b])
+    mask = torch.zeros(2, n_long, dtype=torch.bool)
+    mask[0, :n_short] = True
+    mask[1] = True
+    return a, b, X, mask
+
+
+@pytest.mark.parametrize("norm", NORMS)
+@pytest.mark.parametrize("residual", RESIDUALS)
+@pytest.mark.parametrize("kind", ["SAB", "ISAB", "PMA", "ST_SAB", "ST_ISAB"])
+def test_padding_invariance_attention(kind, norm, residual):
+    dim = 8
+    make = {
+        "SAB": lambda: SAB(dim, 2, norm=norm, residual=residual),
+        "ISAB": lambda: ISAB(dim, 2, 3, norm=norm, residual=residual),
+        "PMA": lambda: PMA(dim, 2, 2, norm=norm, residual=residual),
+        "ST_SAB": lambda: SetTransformer(dim, 8, 3, 2, 2, norm=norm, residual=residual),
+        "ST_ISAB": lambda: SetTransformer(dim, 8, 3, 2, 2, n_inducing=4, n_seeds=2, norm=norm,
+                                          residual=residual),
+    }[kind]
+    m = _seeded(make).to(DT)
+    a, b, X, mask = _pair(dim)
+    alone = m(a)
+    batched = m(X, mask)
+    n = alone.shape[1]
+    torch.testing.assert_close(batched[0, :n] if alone.dim() == 3 else batched[0], alone[0],
+                               rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(batched[1], m(b)[0], rtol=1e-10, atol=1e-10)
+    assert torch.isfinite(batched[0]).all()
+
+
+def test_padding_invariance_mab_both_masks():
+    dim = 8
+    m = _seeded(lambda: MAB(dim, 4, norm="set", residual="clean")).to(DT)
+    a, _, X, mask = _pair(dim)
+    c, _, Y, ymask = _pair(dim, 3, 7, seed=1)
+    out = m(X, Y, mask, ymask)
+    torch.testing.assert_close(out[0, :5], m(a, c)[0], rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("norm", NORMS)
+@pytest.mark.parametrize("residual", [None, "original", "clean"])
+@pytest.mark.parametrize("pooling", ["sum", "mean", "max"])
+def test_padding_invariance_deep_sets(norm, residual, pooling):
+    m = _seeded(lambda: DeepSets(4, 8, 2, 3, norm=norm, residual=residual,
+                                 pooling=pooling)).to(DT)
+    a, b, X, mask = _pair(4)
+    out = m(X, mask)
+    torch.testing.assert_close(out[0], m(a)[0], rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(out[1], m(b)[0], rtol=1e-10, atol=1e-10)
+
+
+def test_masked_pool_values():
+    x = torch.tensor([[[1.0], [5.0], [100.0]], [[2.0], [3.0], [4.0]]], dtype=DT)
+    mask = torch.tensor([[True, True, False], [True, True, True]])
+    assert masked_pool(x, mask, "sum")[:, 0].tolist() == [6.0, 9.0]
+    assert masked_pool(x, mask, "mean")[:, 0].tolist() == [3.0, 3.0]
+    assert masked_pool(x, mask, "max")[:, 0].tolist() == [5.0, 4.0]
+    with pytest.raises(ValueError, match="pooling"):
+        masked_pool(x, mask, "median")
+
+
+def test_set_norm_matches_formula_on_unpadded_sets():
+    rng = np.random.default_rng(0)
+    sets = [rng.normal(3.0, 2.0, size=(n, 4)) for n in (2, 6, 9)]
+    gamma, beta = rng.normal(size=4), rng.normal(size=4)
+    X = torch.zeros(3, 9, 4, dtype=DT) + 77.0  # padding value must not matter
+    mask = torch.zeros(3, 9, dtype=torch.bool)
+    for i, s in enumerate(sets):
+        X[i, : len(s)] = torch.from_numpy(s)
+        mask[i, : len(s)] = True
+    sn = SetNorm(4).to(DT)
+    with torch.no_grad():
+        sn.weight.copy_(torch.from_numpy(gamma))
+        sn.bias.copy_(torch.from_numpy(beta))
+    out = sn(X, mask).detach().numpy()
+    for i, s in enumerate(sets):
+        expected = (s - s.mean()) / np.sqrt(s.var() + sn.eps) * gamma + beta
+        np.testing.assert_allclose(out[i, : len(s)], expected, rtol=1e-10, atol=1e-10)
+    # statistics over all features jointly, not per feature (that would be a different norm)
+    s = sets[1]
+    assert not np.allclose(out[1, :6], (s - s.mean(0)) / s.std(0) * gamma + beta)
+
+
+def test_set_norm_unmasked_and_gradcheck():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 5, 3, generator=g, dtype=DT, requires_grad=True)
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], dtype=torch.bool)
+    w = torch.randn(3, generator=g, dtype=DT, requires_grad=True)
+    torch.autograd.gradcheck(lambda x, w: set_norm(x, mask, weight=w), (x, w))
+    full = set_norm(x[1:], None)
+    torch.testing.assert_close(full, set_norm(x[1:], mask[1:]))
+
+
+def test_attention_per_head_scaling_matches_torch_mha():
+    """Scores are scaled by 1/sqrt(head_dim) and heads go through an output projection."""
+    dim, heads = 16, 4
+    ours = _seeded(lambda: MultiheadAttention(dim, heads)).to(DT)
+    ref = torch.nn.MultiheadAttention(dim, heads, batch_first=True).to(DT)
+    with torch.no_grad():
+        ref.in_proj_weight.copy_(torch.cat([ours.q_proj.weight, ours.k_proj.weight,
+                                            ours.v_proj.weight]))
+        ref.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
+        ref.out_proj.weight.copy_(ours.out_proj.weight)
+        ref.out_proj.bias.copy_(ours.out_proj.bias)
+    g = torch.Generator().manual_seed(1)
+    q = torch.randn(2, 3, dim, generator=g, dtype=DT)
+    kv = torch.randn(2, 7, dim, generator=g, dtype=DT)
+    mask = torch.ones(2, 7, dtype=torch.bool)
+    mask[0, 4:] = False
+    expected, _ = ref(q, kv, kv, key_padding_mask=~mask)
+    torch.testing.assert_close(ours(q, kv, kv, mask), expected, rtol=1e-10, atol=1e-10)
+
+
+def test_attention_gradcheck_with_mask():
+    m = _seeded(lambda: MultiheadAttention(4, 2)).to(DT)
+    g = torch.Generator().manual_seed(2)
+    q = torch.randn(2, 2, 4, generator=g, dtype=DT, requires_grad=True)
+    kv = torch.randn(2, 3, 4, generator=g, dtype=DT, requires_grad=True)
+    mask = torch.tensor([[True, True, False], [True, True, True]])
+    torch.autograd.gradcheck(lambda q, kv: m(q, kv, kv, mask), (q, kv))
+
+
+@pytest.mark.parametrize("residual", RESIDUALS)
+def test_equivariance_and_invariance(residual):
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 9, 8, generator=g, dtype=DT)
+    perm = torch.randperm(9, generator=g)
+    sab = _seeded(lambda: SAB(8, 2, norm="set", residual=residual)).to(DT)
+    isab = _seeded(lambda: ISAB(8, 2, 4, norm="set", residual=residual)).to(DT)
+    pma = _seeded(lambda: PMA(8, 2, 3, norm="set", residual=residual)).to(DT)
+    for m in (sab, isab):
+        torch.testing.assert_close(m(x[:, perm]), m(x)[:, perm])
+    torch.testing.assert_close(pma(x[:, perm]), pma(x))
+
+
+def test_bad_options():
+    with pytest.raises(ValueError, match="divisible"):
+        SAB(10, 3)
+    with pytest.raises(ValueError, match="residual"):
+        SAB(8, 2, residual="pre")
+    with pytest.raises(ValueError, match="norm"):
+        ISAB(8, 2, 4, norm="batch")
+    with pytest.raises(ValueError, match="n_inducing"):
+        ISAB(8, 2, 0)
+    with pytest.raises(ValueError, match="n_seeds"):
+        PMA(8, 2, 0)
+
+
+def _block_grad_norms(model, x, y):
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    blocks = model.blocks if hasattr(model, "blocks") else model.encoder.blocks
+    return np.array([torch.sqrt(sum((p.grad ** 2).sum() for p in b.parameters())).item()
+                     for b in blocks])
+
+
+def test_gradient_conditioning_16_isab_layers():
+    """First/last layer gradient norm ratio at init: the clean path (ISAB++) stays near 1."""
+    g = torch.Generator().manual_seed(0)
+    x = 3 * torch.randn(16, 60, 1, generator=g, dtype=DT) + 5 * torch.randn(16, 1, 1, generator=g,
+                                                                          dtype=DT)
+    y = 10 * torch.rand(16, 1, generator=g, dtype=DT)
+    logs = {}
+    for norm, residual in [("layer", "original"), (None, "original"), ("set", "clean")]:
+        ratios = []
+        for seed in range(3):
+            m = _seeded(lambda n=norm, r=residual: SetTransformer(
+                1, 16, 1, 16, 4, n_inducing=4, norm=n, residual=r), seed).to(DT)
+            gn = _block_grad_norms(m, x, y)
+            assert np.isfinite(gn).all()
+            ratios.append(gn[0] / gn[-1])
+        logs[(norm, residual)] = np.abs(np.log(ratios))
+    clean = logs[("set", "clean")]
+    assert clean.max() < np.log(2.5)
+    assert clean.mean() < logs[("layer", "original")].mean()
+    assert clean.mean() < 0.5 * logs[(None, "original")].mean()
+
+
+def test_gradient_deep_sets_plain_vanishes_ds_pp_does_not():
+    g = torch.Generator().manual_seed(0)
+    x = 3 * torch.randn(8, 40, 1, generator=g, dtype=DT)
+    y = torch.ones(8, 1, dtype=DT)
+    plain = _seeded(lambda: DeepSets(1, 16, 1, 16)).to(DT)
+    dspp = _seeded(lambda: DeepSets(1, 16, 1, 16, norm="set", residual="clean")).to(DT)
+    gp = _block_grad_norms(plain, x, y)
+    gc = _block_grad_norms(dspp, x, y)
+    assert gp[0] / gp[-1] < 1e-2
+    assert 1 / 3 < gc[0] / gc[-1] < 3

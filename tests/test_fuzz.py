@@ -1,0 +1,225 @@
+"""Fuzzing the public estimators with hypothesis: random collections of sets.
+
+Collections of 1-4 sets of 1-200 elements with 1-64 features, in float32/float64/integer dtypes,
+with values from 1e-30 to 1e30 (and constant or zero sets), NaN/inf injected into some. Every
+estimator is fitted once per number of features (tiny budgets, cached for the module) and its
+outputs are fuzzed: the only errors allowed are clear ``ValueError``/``TypeError`` (NaN/inf must give
+one that says so; values beyond 1e15 in float32 may be refused as too large), and every output is
+finite. ``epsilon`` (1e-3..10) is fuzzed on the fitted :class:`OTKEmbedding` instances and on
+:func:`skset.ot.sinkhorn` directly. All estimators share each example (so each sees
+``N_EXAMPLES`` of them) to keep the file fast.
+
+The example database is off and generation is derandomised, so the suite is reproducible; set
+``SKSET_FUZZ_EXAMPLES`` (and ``SKSET_FUZZ_RANDOM=1``) for a longer, randomised run.
+"""
+
+import os
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from skset import (
+    DeepSetsClassifier,
+    DeepSetsRegressor,
+    NystromFeatures,
+    OTKClassifier,
+    OTKEmbedding,
+    OTKRegressor,
+    SetTransformerClassifier,
+    SetTransformerRegressor,
+)
+from skset.ot import sinkhorn
+
+N_EXAMPLES = int(os.environ.get("SKSET_FUZZ_EXAMPLES", 2000))
+FUZZ = settings(
+    max_examples=N_EXAMPLES,
+    deadline=None,
+    database=None,
+    derandomize=not os.environ.get("SKSET_FUZZ_RANDOM"),
+    suppress_health_check=list(HealthCheck),
+)
+
+NN = dict(hidden_size=8, n_layers=1, max_iter=1, batch_size=8, random_state=0)
+FACTORIES = {
+    "NystromFeatures": lambda: NystromFeatures(n_components=4, random_state=0),
+    "OTKEmbedding": lambda: OTKEmbedding(n_supports=3, random_state=0),
+    "OTKEmbedding-q2-pos": lambda: OTKEmbedding(n_supports=2, n_references=2, position_sigma=0.5,
+                                                random_state=0),
+    "SetTransformerClassifier": lambda: SetTransformerClassifier(n_heads=2, n_inducing=2, **NN),
+    "SetTransformerRegressor": lambda: SetTransformerRegressor(
+        n_heads=2, n_inducing=None, norm="set", residual="clean", **NN),
+    "DeepSetsClassifier": lambda: DeepSetsClassifier(pooling="max", **NN),
+    "DeepSetsRegressor": lambda: DeepSetsRegressor(norm="set", residual="clean", **NN),
+    "OTKClassifier": lambda: OTKClassifier(n_components=4, n_supports=2, max_iter=1,
+                                           random_state=0),
+    "OTKRegressor": lambda: OTKRegressor(n_components=None, n_supports=2, max_iter=1,
+                                         random_state=0),
+}
+_CACHE = {}
+
+SCALES = [0.0, 1e-30, 1e-10, 1e-3, 1.0, 1e3, 1e10, 1e30]
+DTYPES = ["float32", "float64", "int8", "int32", "int64"]
+# numbers of features: a menu spanning 1..64 (each needs its own fitted estimators)
+DIMS = [1, 2, 3, 5, 8, 16, 31, 64]
+
+
+def fitted(name: str, d: int):
+    """The estimator ``name`` fitted on tiny data with ``d`` features (once per module)."""
+    key = (name, d)
+    if key not in _CACHE:
+        rng = np.random.default_rng(d)
+        X = [rng.normal(size=(int(n), d)) for n in rng.integers(3, 9, 6)]
+        y = np.arange(6) % 2
+        est = FACTORIES[name]()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            est.fit(X, y.astype(float) + 0.5 if "Regressor" in name else y)
+        _CACHE[key] = est
+    return _CACHE[key]
+
+
+@st.composite
+def collections(draw, d=None):
+    """``(X, d, injected, largest)``: sets, features, NaN/inf injected?, largest finite |value|."""
+    d = draw(st.sampled_from(DIMS)) if d is None else d
+    n_sets = draw(st.integers(1, 3))
+    form = draw(st.sampled_from(["list", "list", "object", "3d"]))
+    sizes = draw(st.lists(st.integers(1, 200), min_size=n_sets, max_size=n_sets))
+    if form == "3d":
+        sizes = [sizes[0]] * n_sets
+    dtype = np.dtype(draw(st.sampled_from(DTYPES)))
+    scale = draw(st.sampled_from(SCALES))
+    offset = draw(st.sampled_from([0.0, 0.0, 1.0, -1e6]))
+    shape_kind = draw(st.sampled_from(["normal", "normal", "normal", "constant", "lognormal"]))
+    inject = draw(st.sampled_from([None] * 6 + ["nan", "inf", "-inf"]))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    X = []
+    for n in sizes:
+        if shape_kind == "constant":
+            x = np.full((n, d), rng.normal())
+        elif shape_kind == "lognormal":
+            x = rng.lognormal(sigma=3.0, size=(n, d))
+        else:
+            x = rng.normal(size=(n, d))
+        x = x * scale + offset
+        if dtype.kind == "i":
+            info = np.iinfo(dtype)
+            x = np.clip(np.round(x), info.min, info.max)
+        X.append(x.astype(dtype))
+    injected = inject is not None and dtype.kind == "f"
+    largest = max(float(np.abs(x.astype(np.float64)).max()) for x in X)
+    if injected:
+        i = int(rng.integers(n_sets))
+        X[i][rng.integers(sizes[i]), rng.integers(d)] = {"nan": np.nan, "inf": np.inf,
+                                                         "-inf": -np.inf}[inject]
+    if form == "3d":
+        X = np.stack(X)
+    elif form == "object":
+        arr = np.empty(n_sets, dtype=object)
+        arr[:] = X
+        X = arr
+    return X, d, injected, largest
+
+
+def _outputs(est, X, method):
+    if method == "predict" and hasattr(est, "predict_proba"):
+        return [est.predict_proba(X)]
+    if method == "predict" and hasattr(est, "predict"):
+        return [est.predict(X)]
+    out = est.transform(X)
+    if hasattr(est, "predict"):
+        return [out]
+    if isinstance(out, list) or (isinstance(out, np.ndarray) and out.dtype == object):
+        out = np.concatenate(list(out))
+    return [out]
+
+
+def _check(est, X, injected, largest, method="predict"):
+    n_sets = len(X)
+    try:
+        outs = _outputs(est, X, method)
+    except (ValueError, TypeError) as exc:
+        msg = str(exc)
+        # the one documented refusal of finite inputs: values too large for the compute dtype
+        # (1e15 for float32); never for moderate values
+        too_large = "too large" in msg and largest > 1e6
+        if injected:
+            assert "NaN" in msg or "infinity" in msg or too_large, msg
+            return
+        assert too_large, f"unexpected error for finite input (largest |x| {largest:g}): {msg}"
+        return
+    assert not injected, "NaN/inf in the input was not refused"
+    for out in outs:
+        assert np.isfinite(out).all(), f"non-finite output for finite input ({type(est).__name__})"
+    first = outs[0]
+    if method == "transform":
+        assert first.shape[0] == n_sets or isinstance(est, NystromFeatures)
+    elif hasattr(est, "predict_proba"):
+        assert first.shape == (n_sets, len(est.classes_))
+        np.testing.assert_allclose(first.sum(1), 1.0, rtol=1e-6)
+        assert (first >= 0).all() and (first <= 1).all()
+    elif hasattr(est, "predict"):
+        assert first.shape == (n_sets,)
+    elif isinstance(est, OTKEmbedding):
+        assert first.shape == (n_sets, est._n_features_out)
+
+
+@pytest.mark.filterwarnings("ignore")
+@FUZZ
+@given(data=collections(), method=st.sampled_from(["predict", "predict", "transform"]),
+       log_eps=st.floats(-3.0, 1.0))
+def test_fuzz_estimators(data, method, log_eps):
+    """Every estimator on the same collection: N_EXAMPLES examples for each of them.
+
+    The OTK embeddings transform with ``epsilon = 10**log_eps`` (1e-3..10; ``epsilon`` is read at
+    transform time, so the fitted references are kept).
+    """
+    X, d, injected, largest = data
+    for name in FACTORIES:
+        est = fitted(name, d)
+        if isinstance(est, OTKEmbedding):
+            est.set_params(epsilon=float(10.0**log_eps))
+        try:
+            _check(est, X, injected, largest, method)
+        except AssertionError as exc:
+            raise AssertionError(f"{name}.{method} (epsilon=10**{log_eps:.3g}): {exc}") from exc
+
+
+def test_every_public_estimator_is_fuzzed():
+    from sklearn.base import BaseEstimator
+
+    import skset
+
+    public = {n for n in skset.__all__
+              if isinstance(getattr(skset, n), type) and issubclass(getattr(skset, n), BaseEstimator)}
+    fuzzed = {type(f()).__name__ for f in FACTORIES.values()}
+    assert public <= fuzzed, f"add {sorted(public - fuzzed)} to FACTORIES"
+
+
+@settings(FUZZ, max_examples=max(N_EXAMPLES // 4, 1))
+@given(B=st.integers(1, 4), n=st.integers(1, 50), p=st.integers(1, 16),
+       log_eps=st.floats(-3.0, 1.0), log_scale=st.sampled_from([-30, -3, 0, 2, 10, 30]),
+       dtype=st.sampled_from([torch.float32, torch.float64]), seed=st.integers(0, 2**31 - 1))
+def test_fuzz_sinkhorn(B, n, p, log_eps, log_scale, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    K = torch.randn(B, n, p, generator=g, dtype=torch.float64) * 10.0**log_scale
+    K = K.clamp(-torch.finfo(dtype).max / 4, torch.finfo(dtype).max / 4).to(dtype)
+    lengths = torch.randint(1, n + 1, (B,), generator=g)
+    mask = torch.arange(n)[None, :] < lengths[:, None]
+    eps = float(10.0**log_eps)
+    P = sinkhorn(K, mask, epsilon=eps, n_iter=10)
+    assert torch.isfinite(P).all()
+    assert (P >= 0).all()
+    assert (P[~mask] == 0).all()
+    # the last update is the column one: column sums are the reference weights 1/p, as long as
+    # the potentials ~ |K|/epsilon are resolved by the dtype (beyond, the plan stays finite and
+    # non-negative but its marginals degrade: rounding of logK + f + g)
+    if float(K.abs().max()) / eps > (1e4 if dtype == torch.float32 else 1e12):
+        return
+    torch.testing.assert_close(P.sum(1).double(), torch.full((B, p), 1.0 / p, dtype=torch.float64),
+                               rtol=1e-3, atol=1e-6)

@@ -1,0 +1,165 @@
+"""The trainable layers skset.nn.NystromLayer and skset.nn.OTKLayer."""
+
+import numpy as np
+import pytest
+import torch
+
+from skset import NystromFeatures, OTKEmbedding
+from skset._sets import pack
+from skset.nn import NystromLayer, OTKLayer, gaussian_kernel, inv_sqrt_psd
+
+
+def _sets(rng, lengths, d=3):
+    return [rng.normal(size=(n, d)) for n in lengths]
+
+
+def _garbage_pack(sets, dtype=torch.float64, extra=3):
+    """Pack with NaN-free garbage (large values) in the padding, plus ``extra`` padded columns."""
+    X, M = pack(sets, dtype=dtype, n_max=max(s.shape[0] for s in sets) + extra)
+    X = torch.where(M.unsqueeze(-1), X, torch.full_like(X, 1e3))
+    return X, M
+
+
+# -- inverse square root --
+@pytest.mark.parametrize("floor", [1e-4, 1e-2])
+def test_inv_sqrt_psd_gradcheck_with_floor_active(floor):
+    g = torch.Generator().manual_seed(0)
+    w = torch.nn.functional.normalize(torch.randn(9, 3, generator=g, dtype=torch.float64), dim=1)
+    K = gaussian_kernel(w, w, 2.0)
+    evals = torch.linalg.eigvalsh(K)
+    assert (evals < floor * evals.max()).any()  # the floor is exercised
+    w.requires_grad_()
+    assert torch.autograd.gradcheck(lambda a: inv_sqrt_psd(gaussian_kernel(a, a, 2.0), floor), (w,))
+
+
+def test_inv_sqrt_psd_values_and_duplicate_anchors():
+    g = torch.Generator().manual_seed(1)
+    A = torch.randn(5, 5, generator=g, dtype=torch.float64)
+    K = A @ A.T + 0.5 * torch.eye(5, dtype=torch.float64)
+    R = inv_sqrt_psd(K, 0.0)
+    torch.testing.assert_close(R @ K @ R, torch.eye(5, dtype=torch.float64))
+    # exactly repeated anchors: the kernel matrix is singular, gradients stay finite
+    w = torch.randn(6, 3, generator=g, dtype=torch.float64)
+    w[1] = w[0]
+    w.requires_grad_()
+    inv_sqrt_psd(gaussian_kernel(w, w, 1.0)).pow(2).sum().backward()
+    assert torch.isfinite(w.grad).all() and w.grad.abs().sum() > 0
+    # float32 in, float32 out, computed in float64 inside
+    assert inv_sqrt_psd(K.float()).dtype == torch.float32
+
+
+# -- same numbers as the estimators --
+@pytest.mark.parametrize("window,normalize", [(1, True), (3, True), (2, False)])
+def test_nystrom_layer_from_estimator_matches_transform(window, normalize):
+    rng = np.random.default_rng(0)
+    sets = _sets(rng, [7, 12, 5, 9])
+    est = NystromFeatures(n_components=8, window=window, normalize=normalize, dtype="float64",
+                          random_state=0).fit(sets)
+    layer = NystromLayer.from_estimator(est)
+    assert layer.anchors.dtype == torch.float64 and layer.anchors.requires_grad
+    X, M = _garbage_pack(sets)
+    out, mask = layer(X, M)
+    expected = est.transform(sets)
+    for i, e in enumerate(expected):
+        assert int(mask[i].sum()) == e.shape[0]
+        np.testing.assert_allclose(out[i, : e.shape[0]].detach().numpy(), e, rtol=1e-10,
+                                   atol=1e-12)
+        assert (out[i, e.shape[0]:] == 0).all()  # padded windows are zero
+
+
+def test_nystrom_layer_float32_matches_estimator():
+    rng = np.random.default_rng(1)
+    sets = _sets(rng, [20, 31, 14], d=5)
+    est = NystromFeatures(n_components=16, window=2, random_state=0).fit(sets)
+    layer = NystromLayer.from_estimator(est)
+    assert layer.anchors.dtype == torch.float32
+    X, M = pack(sets, dtype=torch.float32)
+    out, _ = layer(X, M)
+    for i, e in enumerate(est.transform(sets)):
+        np.testing.assert_allclose(out[i, : e.shape[0]].detach().numpy(), e, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("n_references,position_sigma", [(1, None), (2, 0.3)])
+def test_otk_layer_from_estimator_matches_raw_transform(n_references, position_sigma):
+    rng = np.random.default_rng(2)
+    sets = _sets(rng, [6, 11, 4, 8, 9], d=4)
+    est = OTKEmbedding(n_supports=3, n_references=n_references, position_sigma=position_sigma,
+                       center=False, normalize=False, dtype="float64", random_state=0).fit(sets)
+    layer = OTKLayer.from_estimator(est)
+    assert layer.references.shape == (n_references, 3, 4) and layer.references.requires_grad
+    X, M = _garbage_pack(sets)
+    out = layer(X, M).reshape(len(sets), -1).detach().numpy()
+    np.testing.assert_allclose(out, est.transform(sets), rtol=1e-10, atol=1e-12)
+    # plans agree with the estimator's transport_plan
+    P = layer.plans(X, M).detach().numpy()
+    for i, ref in enumerate(est.transport_plan(sets)):
+        np.testing.assert_allclose(P[i, :, : sets[i].shape[0]], ref, rtol=1e-10, atol=1e-14)
+
+
+def test_stacked_layers_match_pipeline():
+    rng = np.random.default_rng(3)
+    sets = _sets(rng, [15, 9, 22, 12], d=3)
+    nf = NystromFeatures(n_components=6, window=3, dtype="float64", random_state=0).fit(sets)
+    feats = nf.transform(sets)
+    otk = OTKEmbedding(n_supports=4, position_sigma=0.5, center=False, normalize=False,
+                       dtype="float64", random_state=0).fit(feats)
+    model_n, model_o = NystromLayer.from_estimator(nf), OTKLayer.from_estimator(otk)
+    X, M = _garbage_pack(sets)
+    out = model_o(*model_n(X, M)).reshape(len(sets), -1).detach().numpy()
+    np.testing.assert_allclose(out, otk.transform(feats), rtol=1e-9, atol=1e-12)
+
+
+# -- padding invariance and gradients --
+def test_padding_invariance_and_no_gradient_to_padding():
+    torch.manual_seed(0)
+    nys = NystromLayer(3, 5, window=2).double()
+    otk = OTKLayer(5, 4, 2, epsilon=0.3, position_sigma=0.4).double()
+    rng = np.random.default_rng(4)
+    short, long = _sets(rng, [6, 30])
+    alone = otk(*nys(*pack([short], dtype=torch.float64)))
+    X, M = _garbage_pack([short, long], extra=5)
+    X.requires_grad_()
+    batch = otk(*nys(X, M))
+    torch.testing.assert_close(batch[0], alone[0], rtol=1e-10, atol=1e-12)
+    batch.sum().backward()
+    assert (X.grad[~M] == 0).all()
+    assert (X.grad[M] != 0).any()
+
+
+def test_gradcheck_reaches_anchors_and_references():
+    torch.manual_seed(0)
+    nys = NystromLayer(2, 4, window=2, bandwidth=0.8).double()
+    otk = OTKLayer(4, 3, 2, epsilon=0.5, sinkhorn_iter=5, position_sigma=0.5).double()
+    rng = np.random.default_rng(5)
+    X, M = _garbage_pack(_sets(rng, [4, 6], d=2), extra=1)
+    anchors0 = nys.anchors.detach().clone().requires_grad_()
+    refs0 = otk.references.detach().clone().requires_grad_()
+
+    def f(anchors, refs):
+        # functional call so that gradcheck differentiates through the parameters
+        feats, mask = torch.func.functional_call(nys, {"anchors": anchors}, (X, M))
+        return torch.func.functional_call(otk, {"references": refs}, (feats, mask))
+
+    assert torch.autograd.gradcheck(f, (anchors0, refs0), atol=1e-6, fast_mode=True)
+    # and a plain backward fills .grad of both Parameters
+    out = otk(*nys(X, M))
+    out.square().sum().backward()
+    assert nys.anchors.grad.abs().sum() > 0 and otk.references.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("method", ["log", "exp", "auto"])
+def test_otk_layer_methods_agree_and_mask_default(method):
+    torch.manual_seed(1)
+    layer = OTKLayer(3, 4, epsilon=0.5, method=method).double()
+    x = torch.randn(2, 7, 3, dtype=torch.float64)
+    ref = OTKLayer(3, 4, epsilon=0.5, method="log", references=layer.references.data).double()
+    torch.testing.assert_close(layer(x), ref(x))
+    assert layer(x).shape == (2, 4, 3)
+
+
+def test_layer_errors():
+    with pytest.raises(ValueError, match="references must have shape"):
+        OTKLayer(3, 4, 2, references=torch.zeros(1, 4, 3))
+    nys = NystromLayer(2, 3, window=4)
+    with pytest.raises(ValueError, match="shorter than the k-mer window"):
+        nys(torch.zeros(1, 3, 2), torch.ones(1, 3, dtype=torch.bool))

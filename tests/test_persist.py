@@ -1,0 +1,273 @@
+"""Persistence: skset.save / skset.load without pickle, and GPU-fitted models on CPU-only machines."""
+
+import io
+import os
+import pickle
+import warnings
+
+import joblib
+import numpy as np
+import pytest
+import torch
+from sklearn.base import BaseEstimator, clone, is_classifier, is_regressor
+from sklearn.exceptions import NotFittedError
+from sklearn.linear_model import LogisticRegression
+
+import skset
+from skset import (
+    DeepSetsClassifier,
+    DeepSetsRegressor,
+    NystromFeatures,
+    OTKClassifier,
+    OTKEmbedding,
+    OTKRegressor,
+    SetTransformerClassifier,
+    SetTransformerRegressor,
+)
+
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+NN = dict(hidden_size=8, n_layers=1, max_iter=2, batch_size=8, random_state=0)
+ESTIMATORS = [
+    NystromFeatures(n_components=6, random_state=0),
+    NystromFeatures(n_components=5, window=2, normalize=False, dtype="float64", random_state=0),
+    OTKEmbedding(n_supports=3, random_state=0),
+    OTKEmbedding(n_supports=3, n_references=2, fit_method="wasserstein", position_sigma=0.5,
+                 dtype="float64", random_state=0),
+    SetTransformerClassifier(n_heads=2, n_inducing=3, **NN),
+    SetTransformerRegressor(n_heads=2, n_inducing=None, norm="set", residual="clean", **NN),
+    DeepSetsClassifier(**NN),
+    DeepSetsRegressor(norm="set", residual="clean", dtype="float64", **NN),
+    OTKClassifier(n_components=6, n_supports=3, max_iter=2, random_state=0),
+    OTKRegressor(n_components=None, n_supports=3, n_references=2, window=2, max_iter=2,
+                 random_state=0),
+]
+IDS = [type(e).__name__ + str(i) for i, e in enumerate(ESTIMATORS)]
+
+
+def _data(n=20, seed=0):
+    rng = np.random.default_rng(seed)
+    X = [rng.normal(loc=i % 2, size=(int(rng.integers(3, 10)), 3)) for i in range(n)]
+    return X, np.arange(n) % 2
+
+
+def _fit(est):
+    X, y = _data()
+    if is_regressor(est):
+        y = y + 0.1 * np.arange(len(y))
+    elif is_classifier(est):
+        y = np.array(["a", "b"])[y]  # string classes must survive too
+    return clone(est).fit(X, y)
+
+
+def _outputs(est, X):
+    outs = []
+    if is_classifier(est):
+        outs += [est.predict_proba(X), est.predict(X)]
+    elif is_regressor(est):
+        outs.append(est.predict(X))
+    out = est.transform(X)
+    outs.append(np.concatenate(list(out)) if isinstance(out, list) else out)
+    return outs
+
+
+def _assert_same(a, b):
+    X, _ = _data(seed=1)
+    for u, v in zip(_outputs(a, X), _outputs(b, X)):
+        np.testing.assert_array_equal(u, v)
+
+
+def _set_device(est, device):
+    """Pretend ``est`` (and its nested estimators) was fitted on ``device``."""
+    est.device_ = torch.device(device)
+    for v in vars(est).values():
+        if isinstance(v, BaseEstimator) and hasattr(v, "device_"):
+            _set_device(v, device)
+
+
+def test_every_public_estimator_is_covered():
+    public = {n for n in skset.__all__
+              if isinstance(getattr(skset, n), type) and issubclass(getattr(skset, n), BaseEstimator)}
+    assert public <= {type(e).__name__ for e in ESTIMATORS}
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_save_load_round_trip(est, tmp_path):
+    fitted = _fit(est)
+    path = tmp_path / "model.skset"
+    skset.save(fitted, path)
+    loaded = skset.load(path)
+    assert type(loaded) is type(fitted)
+    assert loaded.get_params() == fitted.get_params()
+    _assert_same(fitted, loaded)
+    assert loaded.device_ == torch.device("cpu")
+    # the file opens with the restricted unpickler alone: it holds no pickled Python objects
+    payload = torch.load(path, weights_only=True)
+    assert payload["estimator"]["class"] == type(est).__name__
+    assert payload["skset_version"] == skset.__version__
+
+
+@pytest.mark.parametrize("est", [e for e in ESTIMATORS if hasattr(e, "warm_start")][:2]
+                         + [ESTIMATORS[-1]], ids=lambda e: type(e).__name__)
+def test_loaded_model_warm_starts_like_the_original(est):
+    fitted = _fit(est)
+    buf = io.BytesIO()
+    skset.save(fitted, buf)
+    buf.seek(0)
+    loaded = skset.load(buf)
+    X, y = _data(seed=2)
+    if is_regressor(est):
+        y = y.astype(float)
+    elif is_classifier(est):
+        y = np.array(["a", "b"])[y]
+    for m in (fitted, loaded):
+        m.set_params(warm_start=True, max_iter=1).fit(X, y)
+    _assert_same(fitted, loaded)
+
+
+def test_unfitted_estimator_round_trip(tmp_path):
+    est = OTKEmbedding(n_supports=4, epsilon=0.1)
+    skset.save(est, tmp_path / "m")
+    loaded = skset.load(tmp_path / "m")
+    assert loaded.get_params() == est.get_params()
+    with pytest.raises(NotFittedError):
+        loaded.transform(_data()[0])
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_gpu_fitted_model_unpickles_on_cpu(est, monkeypatch):
+    fitted = _fit(est)
+    expected = _outputs(fitted, _data(seed=1)[0])
+    _set_device(fitted, "cuda")  # as if fitted on a GPU: the pickle records device "cuda"
+    blob = pickle.dumps(fitted)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.warns(UserWarning, match="not available here; it is loaded on the CPU"):
+        loaded = pickle.loads(blob)
+    assert loaded.device_ == torch.device("cpu")
+    for v in vars(loaded).values():
+        if isinstance(v, torch.nn.Module):
+            assert all(p.device.type == "cpu" for p in v.parameters())
+    for u, v in zip(expected, _outputs(loaded, _data(seed=1)[0])):
+        np.testing.assert_array_equal(u, v)
+
+
+@pytest.mark.parametrize("est", ESTIMATORS[::3], ids=IDS[::3])
+def test_gpu_fitted_model_loads_on_cpu_with_skset_load(est, monkeypatch):
+    fitted = _fit(est)
+    _set_device(fitted, "cuda")
+    buf = io.BytesIO()
+    skset.save(fitted, buf)
+    buf.seek(0)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.warns(UserWarning, match="loaded on the CPU"):
+        loaded = skset.load(buf)
+    assert loaded.device_ == torch.device("cpu")
+    _set_device(fitted, "cpu")
+    _assert_same(fitted, loaded)
+
+
+class _Evil:
+    """Unpickling this creates a file: the proof that code ran."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_malicious_pickle_is_refused(tmp_path):
+    marker = tmp_path / "pwned"
+    payload = {"format": "skset-estimator", "format_version": 1,
+               "skset_version": skset.__version__, "estimator": _Evil(marker)}
+    torch_file = tmp_path / "evil.skset"
+    torch.save(payload, torch_file)
+    pickle_file = tmp_path / "evil.pkl"
+    with open(pickle_file, "wb") as f:
+        pickle.dump(_Evil(marker), f)
+    for path in (torch_file, pickle_file):
+        with pytest.raises(ValueError, match="refusing to load|not a file written by skset.save"):
+            skset.load(path)
+    assert not marker.exists()
+    # a plain pickle / joblib dump of a real skset model is refused as well
+    jl = tmp_path / "model.joblib"
+    joblib.dump(_fit(ESTIMATORS[2]), jl)
+    with pytest.raises(ValueError):
+        skset.load(jl)
+    pickle.loads(pickle.dumps(_Evil(marker)))  # sanity: the payload does run when unpickled
+    assert marker.exists()
+
+
+def _tampered(tmp_path, change):
+    path = tmp_path / "m.skset"
+    skset.save(_fit(ESTIMATORS[2]), path)
+    payload = torch.load(path, weights_only=True)
+    change(payload)
+    torch.save(payload, path)
+    return path
+
+
+def test_version_mismatch_is_a_clear_error(tmp_path):
+    path = _tampered(tmp_path, lambda p: p.update(skset_version="0.0.1"))
+    with pytest.raises(ValueError, match="saved with skset 0.0.1.*strict_version=False"):
+        skset.load(path)
+    with pytest.warns(UserWarning, match="saved with skset 0.0.1"):
+        est = skset.load(path, strict_version=False)
+    assert est.transform(_data()[0]).shape[0] == 20
+    path = _tampered(tmp_path, lambda p: p.update(format_version=99))
+    with pytest.raises(ValueError, match="format version 99"):
+        skset.load(path)
+
+
+def test_unknown_class_and_bad_attributes_are_refused(tmp_path):
+    path = _tampered(tmp_path, lambda p: p["estimator"].update({"class": "LogisticRegression"}))
+    with pytest.raises(ValueError, match="'LogisticRegression' is not a skset estimator"):
+        skset.load(path)
+    path = _tampered(tmp_path, lambda p: p["estimator"]["attributes"].update(__class__=1))
+    with pytest.raises(ValueError, match="invalid attribute name"):
+        skset.load(path)
+    path = _tampered(tmp_path, lambda p: p["estimator"].update(params='{"no_such_param": 1}'))
+    with pytest.raises(ValueError, match="no_such_param"):
+        skset.load(path)
+    not_skset = tmp_path / "x.txt"
+    not_skset.write_text("hello")
+    with pytest.raises(ValueError, match="not a file written by skset.save"):
+        skset.load(not_skset)
+
+
+def test_weights_that_do_not_fit_the_architecture_are_refused(tmp_path):
+    def shrink(p):
+        params = p["estimator"]["params"].replace('"hidden_size": 8', '"hidden_size": 4')
+        p["estimator"]["params"] = params
+
+    path = tmp_path / "ds.skset"
+    skset.save(_fit(ESTIMATORS[6]), path)
+    payload = torch.load(path, weights_only=True)
+    shrink(payload)
+    torch.save(payload, path)
+    with pytest.raises(ValueError, match="do not fit the architecture"):
+        skset.load(path)
+
+
+def test_save_refuses_what_it_cannot_store(tmp_path):
+    with pytest.raises(TypeError, match="public skset estimators"):
+        skset.save(LogisticRegression(), tmp_path / "lr")
+    est = OTKEmbedding(n_supports=2, random_state=np.random.RandomState(0)).fit(_data()[0])
+    with pytest.warns(UserWarning, match="random_state"):
+        skset.save(est, tmp_path / "rs")
+    loaded = skset.load(tmp_path / "rs")
+    assert loaded.random_state is None
+    np.testing.assert_array_equal(loaded.transform(_data()[0]), est.transform(_data()[0]))
+
+
+def test_load_missing_file_raises_file_not_found(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        skset.load(os.fspath(tmp_path / "absent.skset"))
+
+
+def test_pickle_still_works_without_warning():
+    est = _fit(ESTIMATORS[4])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        loaded = pickle.loads(pickle.dumps(est))
+    _assert_same(est, loaded)

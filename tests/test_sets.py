@@ -1,0 +1,147 @@
+import numpy as np
+import pytest
+import torch
+
+from skset._sets import (
+    check_set_labels,
+    check_sets,
+    iter_packed,
+    kmer_windows,
+    length_batches,
+    pack,
+    unpack,
+)
+
+
+def test_forms_are_detected_by_structure(rng):
+    lst = [rng.normal(size=(n, 3)) for n in (2, 5, 4)]
+    assert check_sets(lst).form == "list"
+    obj = np.empty(3, dtype=object)
+    obj[:] = lst
+    c = check_sets(obj)
+    assert c.form == "object" and [s.shape for s in c.sets] == [(2, 3), (5, 3), (4, 3)]
+    arr = rng.normal(size=(4, 6, 3))
+    c = check_sets(arr)
+    assert c.form == "3d" and len(c) == 4 and c.sets[0].shape == (6, 3)
+    # an equal-size list stays a list of sets (no silent 3-D conversion)
+    eq = [rng.normal(size=(5, 3)) for _ in range(3)]
+    assert check_sets(eq).form == "list"
+    out = check_sets(obj).wrap([s * 2 for s in c.sets[:3]])
+    assert out.dtype == object and out.shape == (3,)
+
+
+@pytest.mark.parametrize(
+    "X, match",
+    [
+        ([np.zeros((3, 2)), np.zeros((0, 2))], "set 1 is empty"),
+        ([np.zeros((3, 2)), np.array([[np.nan, 1.0]])], "set 1 contains NaN"),
+        ([np.zeros((3, 2)), np.array([[np.inf, 1.0]])], "set 1 contains infinity"),
+        ([np.zeros((3, 2)), np.zeros((3, 4))], "set 1 has 4 features but set 0 has 2"),
+        ([np.zeros((3, 2)), np.zeros(3)], "set 1 is 1-D"),
+        ([1.0, 2.0, 3.0], "set 0 is a scalar"),
+        (np.zeros(5), "1-D array"),
+        (np.zeros((2, 3, 4, 5)), "4 dimensions"),
+        (np.zeros((4, 3)), "2-D array of shape"),
+        ([], "0 set"),
+    ],
+)
+def test_bad_inputs_name_the_set(X, match):
+    with pytest.raises(ValueError, match=match):
+        check_sets(X)
+
+
+def test_type_errors():
+    with pytest.raises(TypeError):
+        check_sets("abc")
+    with pytest.raises(TypeError, match="strings"):
+        check_sets([np.array([["a", "b"]])])
+    with pytest.raises(TypeError):
+        check_sets(None)
+
+
+def test_n_features_mismatch_with_fit():
+    with pytest.raises(ValueError, match="fitted on 3 features"):
+        check_sets([np.zeros((2, 4))], n_features=3)
+
+
+def test_labels():
+    assert check_set_labels([1, 2, 3], 3).shape == (3,)
+    with pytest.raises(ValueError, match="2 entries but X holds 3 sets"):
+        check_set_labels([1, 2], 3)
+    with pytest.raises(ValueError, match="shape"):
+        check_set_labels(np.zeros((3, 2)), 3)
+    assert check_set_labels(np.zeros((3, 2)), 3, multi_output=True).shape == (3, 2)
+    with pytest.raises(ValueError, match="NaN"):
+        check_set_labels([1.0, np.nan, 2.0], 3)
+
+
+def test_pack_unpack_roundtrip(rng):
+    sets = [rng.normal(size=(n, 3)) for n in (4, 1, 7)]
+    X, M = pack(sets, dtype=torch.float64)
+    assert X.shape == (3, 7, 3) and M.sum(1).tolist() == [4, 1, 7]
+    assert torch.all(X[~M] == 0)
+    for a, b in zip(unpack(X, M), sets):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_length_batches_budget_and_cover(rng):
+    lengths = rng.integers(1, 300, 500)
+    batches = length_batches(lengths, max_elements=2000)
+    allidx = np.sort(np.concatenate(batches))
+    np.testing.assert_array_equal(allidx, np.arange(500))
+    for b in batches:
+        assert len(b) * lengths[b].max() <= 2000 or len(b) == 1
+    # a set longer than the budget gets its own batch
+    b = length_batches(np.array([5, 5000, 3]), max_elements=100)
+    assert any(len(x) == 1 and x[0] == 1 for x in b)
+    # sorting keeps padding waste low compared with input order
+    def waste(bs):
+        return sum(len(x) * lengths[x].max() - lengths[x].sum() for x in bs)
+    assert waste(batches) < 0.2 * waste(length_batches(lengths, max_elements=2000, sort=False))
+
+
+def test_iter_packed_covers_all(rng):
+    sets = [rng.normal(size=(n, 2)) for n in rng.integers(1, 40, 50)]
+    seen = []
+    for idx, X, _ in iter_packed(sets, max_elements=100):
+        assert X.shape[0] * X.shape[1] <= max(100, X.shape[1])
+        for b, i in enumerate(idx):
+            np.testing.assert_allclose(X[b, : len(sets[i])].numpy(), sets[i], rtol=1e-6)
+        seen.extend(idx)
+    assert sorted(seen) == list(range(50))
+
+
+def test_kmer_windows_matches_naive_loop(rng):
+    sets = [rng.normal(size=(n, 2)) for n in (3, 6, 4)]
+    out = kmer_windows(sets, 3)
+    for s, o in zip(sets, out):
+        naive = np.stack([s[i : i + 3].reshape(-1) for i in range(len(s) - 2)])
+        np.testing.assert_array_equal(o, naive)
+    with pytest.raises(ValueError, match="set 0 has 3 elements, fewer than the k-mer window"):
+        kmer_windows(sets, 4)
+
+
+def test_inputs_not_modified(rng):
+    sets = [rng.normal(size=(n, 3)) for n in (4, 5)]
+    before = [s.copy() for s in sets]
+    coll = check_sets(sets, dtype=np.float32)
+    pack(coll.sets)
+    kmer_windows(coll.sets, 2)
+    for a, b in zip(sets, before):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_padding_tolerance_bounds_waste(rng):
+    lengths = rng.integers(50, 1001, 1000)
+    plain = length_batches(lengths, max_elements=131072)
+    tight = length_batches(lengths, max_elements=131072, padding_tolerance=0.25)
+    np.testing.assert_array_equal(np.sort(np.concatenate(tight)), np.arange(1000))
+
+    def ratio(bs):
+        return sum(len(b) * lengths[b].max() for b in bs) / lengths.sum()
+
+    assert ratio(tight) < 1.25 < ratio(plain) or ratio(tight) < ratio(plain)
+    for b in tight:
+        padded = len(b) * lengths[b].max()
+        assert padded <= 131072 and (padded <= 1.25 * lengths[b].sum() or padded <= 131072 // 16
+                                     or len(b) == 1)

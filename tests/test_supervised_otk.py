@@ -1,0 +1,250 @@
+"""OTKClassifier / OTKRegressor: supervised end-to-end OTK."""
+
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.linear_model import LogisticRegression
+
+from skset import OTKClassifier, OTKRegressor
+from skset._supervised_otk import _OTKNetwork
+from skset.datasets import make_motif_order
+from skset.nn import NystromLayer, OTKLayer
+
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+SMALL = dict(n_components=8, window=3, n_supports=3, position_sigma=0.5, max_iter=3, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def motif_data():
+    X, y = make_motif_order(n_samples=60, min_length=20, max_length=40, motif_length=3,
+                            random_state=0)
+    return X, y
+
+
+def _sets(rng, n, d=3, lo=4, hi=12):
+    return [rng.normal(size=(int(k), d)) for k in rng.integers(lo, hi, size=n)]
+
+
+# -- the model starts from the unsupervised pipeline, then learns --
+def test_initialisation_is_the_unsupervised_pipeline(motif_data):
+    X, y = motif_data
+    # a vanishing learning rate: the network stays at its initialisation
+    clf = OTKClassifier(**{**SMALL, "max_iter": 1}, learning_rate_init=1e-12, alpha=1e-2,
+                        random_state=0).fit(X, y)
+    feats = clf.embedding_.transform(clf.nystrom_.transform(X))
+    np.testing.assert_allclose(clf.transform(X), feats, rtol=1e-4, atol=1e-4)
+    # the head is the L2-regularised logistic regression on those features (C = 1 / (alpha n))
+    # (binary: softmax over two rows halves the penalty on their difference, hence C * 2)
+    lr = LogisticRegression(C=2 / (1e-2 * len(X)), tol=1e-10, max_iter=10_000).fit(feats, y)
+    np.testing.assert_allclose(clf.predict_proba(X), lr.predict_proba(feats), atol=2e-3)
+
+
+def test_supervised_beats_its_unsupervised_initialisation():
+    # order of two motifs decides the class; few anchors, so the unsupervised k-means anchors
+    # describe the background and the motifs poorly: training must move them
+    X, y = make_motif_order(n_samples=400, min_length=150, max_length=300, motif_length=6,
+                            mutation_rate=0.1, random_state=1)
+    Xtr, ytr, Xte, yte = X[:200], y[:200], X[200:], y[200:]
+    clf = OTKClassifier(n_components=16, window=6, n_supports=4, position_sigma=0.3,
+                        max_iter=8, random_state=0, device="cpu").fit(Xtr, ytr)
+    ftr = clf.embedding_.transform(clf.nystrom_.transform(Xtr))
+    fte = clf.embedding_.transform(clf.nystrom_.transform(Xte))
+    unsup = LogisticRegression(C=1 / (clf.alpha * len(Xtr)), max_iter=5000).fit(ftr, ytr)
+    acc_unsup = unsup.score(fte, yte)
+    acc_sup = clf.score(Xte, yte)
+    assert acc_sup >= acc_unsup + 0.1, (acc_sup, acc_unsup)
+    # anchors and references moved away from their initialisation
+    assert not np.allclose(clf.module_.nystrom.anchors.detach().numpy(), clf.nystrom_.anchors_)
+    assert not np.allclose(clf.module_.otk.references.detach().numpy(),
+                           clf.embedding_.references_)
+
+
+@pytest.mark.parametrize("solver", ["alternating", "adam"])
+def test_gradients_reach_anchors_and_references(motif_data, solver):
+    X, y = motif_data
+    clf = OTKClassifier(**SMALL, solver=solver, random_state=0).fit(X, y)
+    m = clf.module_
+    assert all(p.requires_grad for p in m.parameters())
+    from skset._sets import pack
+
+    Xb, Mb = pack(X[:5])
+    loss = torch.nn.functional.cross_entropy(m(Xb, Mb), torch.as_tensor(y[:5]))
+    loss.backward()
+    assert m.nystrom.anchors.grad.abs().sum() > 0
+    assert m.otk.references.grad.abs().sum() > 0
+    assert len(clf.loss_curve_) == clf.n_iter_ == 3
+
+
+def test_network_gradcheck_small_doubles():
+    torch.manual_seed(0)
+    nys = NystromLayer(2, 3, window=2).double()
+    otk = OTKLayer(3, 2, epsilon=0.5, sinkhorn_iter=4, position_sigma=0.5).double()
+    net = _OTKNetwork(nys, otk, 2, torch.zeros(6, dtype=torch.float64), True, 2).double()
+    X = torch.randn(2, 5, 2, dtype=torch.float64)
+    M = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
+    a0 = nys.anchors.detach().clone().requires_grad_()
+    r0 = otk.references.detach().clone().requires_grad_()
+
+    def f(a, r):
+        return torch.func.functional_call(net, {"nystrom.anchors": a, "otk.references": r},
+                                          (X, M))
+
+    assert torch.autograd.gradcheck(f, (a0, r0), fast_mode=True)
+
+
+# -- sklearn contract --
+def test_determinism_and_random_state(motif_data):
+    X, y = motif_data
+    p1 = OTKClassifier(**SMALL, random_state=3).fit(X, y).predict_proba(X)
+    p2 = OTKClassifier(**SMALL, random_state=3).fit(X, y).predict_proba(X)
+    np.testing.assert_array_equal(p1, p2)
+    p3 = OTKClassifier(**SMALL, random_state=4).fit(X, y).predict_proba(X)
+    assert not np.allclose(p1, p3)
+    # the global torch RNG is left alone
+    torch.manual_seed(123)
+    before = torch.rand(1)
+    torch.manual_seed(123)
+    OTKClassifier(**SMALL, random_state=3).fit(X, y)
+    assert torch.equal(torch.rand(1), before)
+
+
+def test_pickle_clone_and_padding_invariance(motif_data):
+    X, y = motif_data
+    clf = OTKClassifier(**SMALL, random_state=0).fit(X, y)
+    clf2 = pickle.loads(pickle.dumps(clf))
+    np.testing.assert_array_equal(clf.predict_proba(X), clf2.predict_proba(X))
+    np.testing.assert_array_equal(clf.transform(X), clf2.transform(X))
+    c = clone(clf)
+    assert c.get_params() == clf.get_params() and not hasattr(c, "module_")
+    # a set alone gives the same output as inside a batch with a much longer set
+    short = X[0][:10]
+    long = np.tile(X[1], (4, 1))
+    alone = clf.predict_proba([short])
+    together = clf.predict_proba([short, long])
+    np.testing.assert_allclose(alone[0], together[0], rtol=1e-5, atol=1e-6)
+    # inputs are not modified
+    X_copy = [s.copy() for s in X]
+    clf.predict(X)
+    assert all(np.array_equal(a, b) for a, b in zip(X, X_copy, strict=True))
+
+
+def test_predict_proba_and_string_labels(motif_data):
+    X, y = motif_data
+    labels = np.array(["first", "second"])[y]
+    clf = OTKClassifier(**SMALL, random_state=0).fit(X, labels)
+    assert clf.classes_.tolist() == ["first", "second"]
+    proba = clf.predict_proba(X)
+    assert proba.shape == (len(X), 2)
+    np.testing.assert_allclose(proba.sum(1), 1.0, rtol=1e-12)
+    pred = clf.predict(X)
+    assert set(pred) <= {"first", "second"}
+    np.testing.assert_array_equal(pred, clf.classes_[proba.argmax(1)])
+    assert 0.0 <= clf.score(X, labels) <= 1.0
+    assert clf.decision_function(X).shape == (len(X), 2)
+    emb = clf.transform(X)
+    assert emb.shape == (len(X), 3 * 8) and emb.dtype == np.float32
+    assert len(clf.get_feature_names_out()) == emb.shape[1]
+
+
+def test_three_classes_without_nystrom_and_early_stopping():
+    rng = np.random.default_rng(0)
+    X = _sets(rng, 90)
+    y = rng.integers(0, 3, size=90)
+    X = [s + 1.5 * np.eye(3)[c] for s, c in zip(X, y, strict=True)]  # class shifts one feature
+    clf = OTKClassifier(n_components=None, n_supports=4, max_iter=4, early_stopping=True,
+                        validation_fraction=0.2, n_iter_no_change=2, random_state=0,
+                        device="cpu").fit(X, y)
+    assert clf.nystrom_ is None and clf.module_.nystrom is None
+    assert len(clf.validation_scores_) == clf.n_iter_ >= 1
+    assert clf.best_validation_score_ == max(clf.validation_scores_)
+    assert clf.score(X, y) > 0.8
+    assert clf.predict_proba(X).shape == (90, 3)
+
+
+def test_warm_start_continues_and_learning_rate_halving(motif_data):
+    X, y = motif_data
+    clf = OTKClassifier(**{**SMALL, "max_iter": 2}, warm_start=True, random_state=0).fit(X, y)
+    anchors_after_2 = clf.module_.nystrom.anchors.detach().clone()
+    clf.fit(X, y)
+    assert clf.n_iter_ == 4 and len(clf.loss_curve_) == 4
+    assert not torch.equal(anchors_after_2, clf.module_.nystrom.anchors.detach())
+    # adaptive learning rate: halved after 5 epochs without decrease (a tiny lr never improves)
+    clf = OTKClassifier(**{**SMALL, "max_iter": 7}, learning_rate_init=1e-14, tol=0.0,
+                        n_iter_no_change=50, solver="adam", random_state=0).fit(X, y)
+    lrs = clf.learning_rates_
+    assert lrs[0] == 1e-14 and lrs[-1] < lrs[0]
+
+
+def test_regressor_learns_and_has_closed_form_head():
+    rng = np.random.default_rng(1)
+    X = _sets(rng, 80, d=2, lo=5, hi=15)
+    y = np.array([s[:, 0].mean() * 3.0 + 10.0 for s in X])
+    for solver in ("alternating", "adam"):
+        reg = OTKRegressor(n_components=12, n_supports=3, max_iter=3, solver=solver,
+                           random_state=0, device="cpu").fit(X, y)
+        pred = reg.predict(X)
+        assert pred.shape == (80,)
+        assert reg.score(X, y) > 0.7
+    y2 = np.stack([y, -y], 1)
+    reg = OTKRegressor(n_components=12, n_supports=3, max_iter=2, random_state=0,
+                       device="cpu").fit(X, y2)
+    assert reg.predict(X).shape == (80, 2)
+
+
+# -- errors --
+@pytest.mark.parametrize("param,value,match", [
+    ("n_components", -1, "n_components"),
+    ("n_components", 2.5, "n_components"),
+    ("window", 0, "window"),
+    ("n_supports", 0, "n_supports"),
+    ("epsilon", 0.0, "epsilon"),
+    ("bandwidth", -1.0, "bandwidth"),
+    ("position_sigma", -0.1, "position_sigma"),
+    ("solver", "sgd", "solver"),
+    ("learning_rate", "invscaling", "learning_rate"),
+    ("max_iter", 0, "max_iter"),
+    ("learning_rate_init", 0.0, "learning_rate_init"),
+    ("alpha", -1.0, "alpha"),
+    ("fit_method", "em", "fit_method"),
+    ("warm_start", "yes", "warm_start"),
+])
+def test_bad_parameters(motif_data, param, value, match):
+    X, y = motif_data
+    with pytest.raises(ValueError, match=match):
+        OTKClassifier(**{**SMALL, param: value}).fit(X, y)
+
+
+def test_bad_inputs(motif_data):
+    X, y = motif_data
+    clf = OTKClassifier(**SMALL, random_state=0)
+    with pytest.raises(NotFittedError):
+        clf.predict(X)
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        clf.fit(X, np.zeros(len(X)))
+    with pytest.raises(ValueError, match="one target per set"):
+        clf.fit(X, y[:-1])
+    with pytest.raises(ValueError, match="set 1"):
+        clf.fit([X[0], X[1][:2]] + X[2:], y)  # shorter than the k-mer window
+    with pytest.raises(ValueError, match="NaN"):
+        bad = [s.copy() for s in X]
+        bad[3][0, 0] = np.nan
+        clf.fit(bad, y)
+    clf.fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        clf.predict([np.zeros((10, 5))])
+    with pytest.raises(ValueError, match="numeric targets"):
+        OTKRegressor(**SMALL).fit(X, np.array(["a"] * len(X)))
+
+
+def test_convergence_warning_when_max_iter_reached(motif_data):
+    X, y = motif_data
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        OTKClassifier(**{**SMALL, "max_iter": 1}, random_state=0).fit(X, y)
+    assert any(issubclass(w.category, ConvergenceWarning) for w in rec)

@@ -1,0 +1,174 @@
+"""Tests of the shared training loop and its helpers."""
+
+import numpy as np
+import pytest
+import torch
+from sklearn.exceptions import ConvergenceWarning
+
+from skset._training import (
+    check_training_params,
+    epoch_batches,
+    make_optimizer,
+    split_validation,
+    train_module,
+)
+
+torch.set_num_threads(1)
+
+
+def _problem(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    X = torch.randn(64, 3, generator=g)
+    w = torch.tensor([[1.0], [-2.0], [0.5]])
+    y = X @ w
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        module = torch.nn.Linear(3, 1)
+    gen = torch.Generator().manual_seed(seed)
+
+    def batches(epoch):
+        perm = torch.randperm(64, generator=gen)
+        for i in range(0, 64, 16):
+            yield X[perm[i:i + 16]], y[perm[i:i + 16]]
+
+    def loss_fn(m, batch):
+        xb, yb = batch
+        return torch.nn.functional.mse_loss(m(xb), yb), len(yb)
+
+    return module, loss_fn, batches
+
+
+def test_loss_decreases_and_result_fields():
+    module, loss_fn, batches = _problem()
+    res = train_module(module, loss_fn, batches, max_iter=30, learning_rate_init=0.05,
+                       warn_convergence=False)
+    assert res.n_iter == len(res.loss_curve) <= 30
+    assert res.loss_curve[-1] < 0.05 * res.loss_curve[0]
+    assert res.validation_scores == []
+    assert "state" in res.optimizer_state
+    assert not module.training
+
+
+def test_stops_on_training_loss_plateau():
+    module, loss_fn, batches = _problem()
+    res = train_module(module, loss_fn, batches, max_iter=500, learning_rate_init=0.05,
+                       tol=1e-3, n_iter_no_change=3)
+    assert res.converged and res.n_iter < 500
+
+
+def test_early_stopping_restores_best_weights():
+    module, loss_fn, batches = _problem()
+    scores = iter([0.1, 0.5, 0.3, 0.2, 0.25, 0.1, 0.0])
+    states = []
+
+    def validation(m):
+        states.append({k: v.clone() for k, v in m.state_dict().items()})
+        return next(scores)
+
+    res = train_module(module, loss_fn, batches, validation=validation, early_stopping=True,
+                       max_iter=10, n_iter_no_change=3, tol=0.0)
+    assert res.n_iter == 5  # best at epoch 2, then 3 epochs without improvement
+    assert res.validation_scores == [0.1, 0.5, 0.3, 0.2, 0.25]
+    assert res.best_score == 0.5
+    for k, v in module.state_dict().items():
+        torch.testing.assert_close(v, states[1][k])
+    assert not torch.equal(module.weight, states[-1]["weight"])
+
+
+def test_early_stopping_needs_validation():
+    module, loss_fn, batches = _problem()
+    with pytest.raises(ValueError, match="validation"):
+        train_module(module, loss_fn, batches, early_stopping=True)
+
+
+def test_warm_start_optimizer_state_resumes():
+    module, loss_fn, batches = _problem()
+    r1 = train_module(module, loss_fn, batches, max_iter=3, warn_convergence=False)
+    r2 = train_module(module, loss_fn, batches, max_iter=3, optimizer_state=r1.optimizer_state,
+                      warn_convergence=False)
+    step = next(iter(r2.optimizer_state["state"].values()))["step"]
+    assert float(step) == 24  # 2 calls x 3 epochs x 4 batches: the Adam state carried over
+
+
+def test_nan_loss_raises_clearly():
+    module, _, batches = _problem()
+    with pytest.raises(FloatingPointError, match="learning_rate_init"):
+        train_module(module, lambda m, b: m(b[0]).sum() * float("nan"), batches, max_iter=2)
+
+
+def test_convergence_warning_and_verbose(capsys):
+    module, loss_fn, batches = _problem()
+    with pytest.warns(ConvergenceWarning, match="maximum iterations"):
+        train_module(module, loss_fn, batches, max_iter=2, verbose=1, name="Net")
+    out = capsys.readouterr().out
+    assert out.count("Net: epoch") == 2 and "loss =" in out
+
+
+def test_optimizers():
+    p = [torch.nn.Parameter(torch.zeros(2))]
+    assert isinstance(make_optimizer(p, "adam"), torch.optim.Adam)
+    assert isinstance(make_optimizer(p, "adamw", weight_decay=0.1), torch.optim.AdamW)
+    with pytest.raises(ValueError, match="optimizer"):
+        make_optimizer(p, "sgd")
+
+
+def test_epoch_batches_cover_budget_and_determinism():
+    lengths = np.array([5, 100, 7, 50, 50, 3, 90, 8, 8, 8])
+    b1 = epoch_batches(lengths, batch_size=3, max_elements=200,
+                       generator=torch.Generator().manual_seed(0))
+    b2 = epoch_batches(lengths, batch_size=3, max_elements=200,
+                       generator=torch.Generator().manual_seed(0))
+    assert [b.tolist() for b in b1] == [b.tolist() for b in b2]
+    assert sorted(np.concatenate(b1).tolist()) == list(range(10))
+    for b in b1:
+        assert len(b) <= 3 and (len(b) == 1 or len(b) * lengths[b].max() <= 200)
+    # equal lengths get different companions from epoch to epoch
+    gen = torch.Generator().manual_seed(0)
+    same = np.full(12, 10)
+    e1 = [tuple(sorted(b)) for b in epoch_batches(same, batch_size=4, max_elements=None,
+                                                  generator=gen)]
+    e2 = [tuple(sorted(b)) for b in epoch_batches(same, batch_size=4, max_elements=None,
+                                                  generator=gen)]
+    assert set(e1) != set(e2)
+
+
+def test_split_validation():
+    y = np.array([0] * 30 + [1] * 10)
+    tr, va = split_validation(40, 0.25, y=y, stratify=True, seed=0)
+    assert len(va) == 10 and len(tr) == 30 and not set(tr) & set(va)
+    assert (y[va] == 1).sum() in (2, 3)  # stratified: a quarter of the 10 minority sets
+    tr2, va2 = split_validation(40, 0.25, y=y, stratify=True, seed=0)
+    assert np.array_equal(va, va2)
+    # a class too rare to stratify: falls back to a plain split
+    y_rare = np.array([0] * 39 + [1])
+    tr, va = split_validation(40, 0.1, y=y_rare, stratify=True, seed=0)
+    assert len(va) == 4
+    with pytest.raises(ValueError, match="empty"):
+        split_validation(1, 0.5)
+
+
+class _Est:
+    max_iter = 10
+    batch_size = 4
+    learning_rate_init = 1e-3
+    tol = 1e-4
+    n_iter_no_change = 5
+    alpha = 0.0
+    validation_fraction = 0.1
+    optimizer = "adam"
+    verbose = 0
+
+
+@pytest.mark.parametrize("attr, value, match", [
+    ("max_iter", 0, "max_iter"), ("batch_size", 1.5, "batch_size"),
+    ("learning_rate_init", 0.0, "learning_rate_init"), ("tol", -1, "tol"),
+    ("alpha", float("nan"), "alpha"), ("validation_fraction", 1.0, "validation_fraction"),
+    ("optimizer", "sgd", "optimizer"), ("verbose", -1, "verbose"),
+    ("n_iter_no_change", 0, "n_iter_no_change"),
+])
+def test_check_training_params(attr, value, match):
+    est = _Est()
+    check_training_params(est)
+    setattr(est, attr, value)
+    with pytest.raises(ValueError, match=match):
+        check_training_params(est)
