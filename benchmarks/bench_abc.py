@@ -55,10 +55,17 @@ def _tune_gamma(Xs, ys, ks, score):
     return best, res
 
 
+def _load(path):
+    with open(path, "rb") as f:
+        abc = pickle.load(f)
+    if not hasattr(abc, "max_pairs"):  # pickled before the parameter existed
+        abc.set_params(max_pairs=10_000_000)
+    return abc
+
+
 def _train(args, X, y, **kw):
     if args.model:
-        with open(args.model, "rb") as f:
-            abc = pickle.load(f)
+        abc = _load(args.model)
         if not args.resume:
             return abc, float("nan")
         # continue training the loaded model for --steps more steps (warm start)
@@ -153,8 +160,7 @@ def digits(args):
 def speed(args):
     X, _ = make_circles_instances(args.test, args.points, random_state=args.seed + 3)
     if args.model:
-        with open(args.model, "rb") as f:
-            abc = pickle.load(f)
+        abc = _load(args.model)
     else:
         Xtr, ytr = make_circles_instances(64, args.points, random_state=args.seed)
         abc = ABCClusterer(dim=args.dim, max_iter=20, batch_size=16, random_state=0).fit(Xtr,

@@ -422,9 +422,9 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
     assign_labels : {"kmeans", "sklearn"}, default="kmeans"
         ``"kmeans"``: the batched torch path; ``"sklearn"``: each instance's affinity goes to
         :func:`sklearn.cluster.spectral_clustering` (a Python loop; the reference).
-    max_elements : int, default=200000
-        Budget of padded elements ``B * n_max`` per prediction batch (the affinity and its
-        eigendecomposition take ``B * n_max^2`` numbers).
+    max_pairs : int, default=10_000_000
+        Budget of padded pairs ``B * n_max^2`` per prediction batch (the affinity, the attention
+        maps and the eigendecomposition all scale with it).
     warm_start : bool, default=False
     device : str, default="auto"
     random_state : int, RandomState or None, default=None
@@ -469,7 +469,7 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
                  batch_size=32, learning_rate_init=1e-3, weight_decay=0.0, optimizer="adam",
                  eval_every=50, early_stopping=False, validation_fraction=0.1,
                  n_validation_instances=64, n_iter_no_change=10, tol=1e-4, max_clusters=None,
-                 n_init=10, assign_labels="kmeans", max_elements=200_000, warm_start=False,
+                 n_init=10, assign_labels="kmeans", max_pairs=10_000_000, warm_start=False,
                  device="auto", random_state=None, verbose=0):
         self.compatibility = compatibility
         self.dim = dim
@@ -496,7 +496,7 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
         self.max_clusters = max_clusters
         self.n_init = n_init
         self.assign_labels = assign_labels
-        self.max_elements = max_elements
+        self.max_pairs = max_pairs
         self.warm_start = warm_start
         self.device = device
         self.random_state = random_state
@@ -519,7 +519,7 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
                              "'multiplicative' or 'additive'.")
         for attr, low in (("dim", 1), ("n_blocks", 0), ("n_heads", 1), ("instance_size", 2),
                           ("eval_every", 1), ("n_validation_instances", 1), ("n_init", 1),
-                          ("max_elements", 1)):
+                          ("max_pairs", 1)):
             _int(attr, low)
         _int("compat_dim", 1, allow_none=True)
         if self.dim % self.n_heads:
@@ -693,7 +693,7 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
         if val_batch is not None:
             val_parts = []
             vlen = np.array([len(s) for s in val_batch[0]])
-            for idx in length_batches(vlen, max_elements=self.max_elements):
+            for idx in length_batches(vlen**2, max_elements=self.max_pairs):
                 val_parts.append(to_batch([val_batch[0][i] for i in idx],
                                           [val_batch[1][i] for i in idx]))
 
@@ -724,13 +724,15 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
 
     def _affinity_batches(self, sets):
         """Yield ``(indices, A (B, n, n) float32, mask)`` for the length batches of ``sets``."""
-        from ._sets import iter_packed
+        from ._sets import pack
         from .nn.abc import abc_affinity
 
         self.module_.eval()
+        lengths = np.array([len(s) for s in sets], dtype=np.int64)
+        sets = self._scale(sets)
         with torch.no_grad():
-            for idx, Xb, Mb in iter_packed(self._scale(sets), device=self.device_,
-                                           max_elements=self.max_elements):
+            for idx in length_batches(lengths**2, max_elements=self.max_pairs):
+                Xb, Mb = pack([sets[i] for i in idx], device=self.device_)
                 # exactly symmetric: sigmoid(C) + sigmoid(C^T) is the same sum both ways
                 yield idx, abc_affinity(self.module_(Xb, Mb), Mb), Mb
 
