@@ -546,8 +546,13 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
             X = X.to_numpy()
         if not (isinstance(X, np.ndarray) and X.dtype != object and X.ndim == 2):
             return False
-        y = np.asarray(y, dtype=object) if y is not None else None
-        return y is not None and y.ndim == 1
+        if y is None:
+            return False
+        try:
+            y = np.asarray(y)
+        except ValueError:  # a ragged list of label arrays
+            return False
+        return y.ndim == 1 and y.dtype != object
 
     # ------------------------------------------------------------------ fitting
     def _scale(self, sets):
