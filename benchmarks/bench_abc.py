@@ -59,7 +59,7 @@ def _load(path):
     with open(path, "rb") as f:
         abc = pickle.load(f)
     if not hasattr(abc, "max_pairs"):  # pickled before the parameter existed
-        abc.set_params(max_pairs=10_000_000)
+        abc.max_pairs = 10_000_000
     return abc
 
 
@@ -70,7 +70,12 @@ def _train(args, X, y, **kw):
             return abc, float("nan")
         # continue training the loaded model for --steps more steps (warm start)
         n_before = abc.n_iter_
-        abc.set_params(warm_start=True, max_iter=args.steps, verbose=args.verbose)
+        abc.set_params(warm_start=True, max_iter=args.steps, verbose=args.verbose,
+                       n_iter_no_change=args.patience, tol=args.tol)
+        if args.lr != abc.learning_rate_init:
+            # a new learning rate needs a fresh optimizer (a restored Adam state keeps the old one)
+            abc.set_params(learning_rate_init=args.lr)
+            abc._optimizer_state = None
         t0 = time.perf_counter()
         abc.fit(X, y)
         minutes = (time.perf_counter() - t0) / 60
@@ -83,6 +88,7 @@ def _train(args, X, y, **kw):
                        n_heads=args.heads, compat_dim=args.compat_dim, max_iter=args.steps,
                        batch_size=args.batch_size, learning_rate_init=args.lr,
                        eval_every=args.eval_every, random_state=args.seed,
+                       n_iter_no_change=args.patience, tol=args.tol,
                        verbose=args.verbose, **kw)
     t0 = time.perf_counter()
     abc.fit(X, y)
@@ -208,6 +214,9 @@ def main():
     p.add_argument("--compatibility", default="multiplicative")
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--eval-every", type=int, default=50)
+    p.add_argument("--patience", type=int, default=10,
+                   help="n_iter_no_change, in blocks of --eval-every steps")
+    p.add_argument("--tol", type=float, default=1e-4)
     p.add_argument("--points", type=int, default=100)
     p.add_argument("--test", type=int, default=None)
     p.add_argument("--kmin", type=int, default=2)
