@@ -581,7 +581,7 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
             _check_cluster_range,
             _sample_instance,
         )
-        from .nn.abc import ABCKernel, abc_loss
+        from .nn.abc import abc_loss
 
         self._validate_params()
         name = type(self).__name__
@@ -624,10 +624,7 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
                 self.scale_ = np.where(sd > 1e-12, sd, 1.0)
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(seed)
-                self.module_ = ABCKernel(
-                    d, self.dim, self.n_blocks, self.n_heads, compatibility=self.compatibility,
-                    compat_dim=self.compat_dim, norm=self.norm, residual=self.residual,
-                ).to(dev)
+                self.module_ = self._build_module(d).to(dev)
             self._optimizer_state = None
             self.loss_curve_, self.validation_scores_, self.n_iter_ = [], [], 0
         cw = self.class_weight
@@ -719,6 +716,19 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
         self.validation_scores_ = list(self.validation_scores_) + list(result.validation_scores)
         self.n_iter_ = int(self.n_iter_) + min(result.n_iter * every, max_steps)
         return self
+
+    def _build_module(self, n_features: int):
+        from .nn.abc import ABCKernel
+
+        return ABCKernel(n_features, self.dim, self.n_blocks, self.n_heads,
+                         compatibility=self.compatibility, compat_dim=self.compat_dim,
+                         norm=self.norm, residual=self.residual)
+
+    def _persist_module(self, name: str):
+        """The untrained architecture of fitted module ``name`` (for :func:`skset.load`)."""
+        if name != "module_":
+            raise ValueError(f"ABCClusterer has no torch module attribute {name!r}.")
+        return self._build_module(self.n_features_in_)
 
     # ------------------------------------------------------------------ inference
     def _check_X(self, X):

@@ -5,6 +5,8 @@ import pickle
 import numpy as np
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from scipy.linalg import block_diag
 from sklearn.base import clone
 from sklearn.cluster import spectral_clustering
@@ -390,6 +392,22 @@ def test_abc_clone_pickle_determinism(fitted, blob_instances):
     assert m1.n_iter_ == 8
 
 
+def test_abc_skset_save_load(fitted, blob_instances, tmp_path):
+    import skset
+
+    X, _ = blob_instances
+    path = tmp_path / "abc.skset"
+    skset.save(fitted, path)
+    loaded = skset.load(path)
+    for a, b in zip(loaded.affinity(X[:3]), fitted.affinity(X[:3]), strict=True):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(loaded.predict(X[:3]), fitted.predict(X[:3]), strict=True):
+        np.testing.assert_array_equal(a, b)
+    est = EigengapSpectralClustering(random_state=0).fit(X[0])
+    skset.save(est, path)
+    np.testing.assert_array_equal(skset.load(path).labels_, est.labels_)
+
+
 def test_abc_bad_inputs(blob_instances):
     X, y = blob_instances
     abc = ABCClusterer(dim=8, n_heads=2, max_iter=2, batch_size=4)
@@ -428,3 +446,39 @@ def test_abc_data_free_sklearn_checks(check_name):
     from sklearn.utils import estimator_checks
 
     getattr(estimator_checks, check_name)("ABCClusterer", ABCClusterer())
+
+
+_FUZZ_MODEL = {}
+
+
+def _fuzz_model():
+    if "m" not in _FUZZ_MODEL:
+        X, y = make_circles_instances(16, 20, random_state=0)
+        _FUZZ_MODEL["m"] = ABCClusterer(dim=8, n_heads=2, max_iter=4, batch_size=4,
+                                        random_state=0).fit(X, y)
+    return _FUZZ_MODEL["m"]
+
+
+@settings(max_examples=60, deadline=None, database=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
+@given(sizes=st.lists(st.integers(1, 40), min_size=1, max_size=4),
+       log_scale=st.sampled_from([-30, -3, 0, 3, 10, 30]),
+       dtype=st.sampled_from(["float32", "float64", "int32"]),
+       inject=st.sampled_from([None, np.nan, np.inf]), seed=st.integers(0, 2**31 - 1))
+def test_fuzz_abc_predict_and_affinity(sizes, log_scale, dtype, inject, seed):
+    """Random instances at extreme scales: clear errors for NaN/inf, otherwise valid outputs."""
+    abc = _fuzz_model()
+    rng = np.random.default_rng(seed)
+    X = [(rng.normal(size=(n, 2)) * 10.0**log_scale).astype(dtype) for n in sizes]
+    if inject is not None and dtype != "int32":
+        X[0][0, 0] = inject
+        with pytest.raises(ValueError, match="NaN|infinity"):
+            abc.predict(X)
+        return
+    for A, n in zip(abc.affinity(X), sizes, strict=True):
+        assert A.shape == (n, n) and np.isfinite(A).all()
+        assert A.min() >= 0 and A.max() <= 1
+        np.testing.assert_allclose(A, A.T)
+    for lab, n in zip(abc.predict(X), sizes, strict=True):
+        assert lab.shape == (n,) and lab.min() == 0 and lab.max() < n
+        assert set(np.unique(lab)) == set(range(lab.max() + 1))
