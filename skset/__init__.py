@@ -5,6 +5,7 @@ collection of sets is a list of such arrays (or a 3-D array when all sets have o
 """
 
 from ._persist import load, save
+from .cluster import ABCClusterer, EigengapSpectralClustering, estimate_n_clusters
 from .embedding import OTKEmbedding
 from .kernel_approximation import NystromFeatures
 from .neural_network import (
@@ -19,8 +20,10 @@ from .neural_network import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "ABCClusterer",
     "DeepSetsClassifier",
     "DeepSetsRegressor",
+    "EigengapSpectralClustering",
     "NystromFeatures",
     "OTKClassifier",
     "OTKEmbedding",
@@ -28,6 +31,7 @@ __all__ = [
     "SetTransformerClassifier",
     "SetTransformerRegressor",
     "__version__",
+    "estimate_n_clusters",
     "load",
     "save",
 ]

@@ -88,7 +88,9 @@ def _set_device(est, device):
 def test_every_public_estimator_is_covered():
     public = {n for n in skset.__all__
               if isinstance(getattr(skset, n), type) and issubclass(getattr(skset, n), BaseEstimator)}
-    assert public <= {type(e).__name__ for e in ESTIMATORS}
+    # the clustering estimators take other inputs; their save/load test is in test_cluster.py
+    assert public <= {type(e).__name__ for e in ESTIMATORS} | {"ABCClusterer",
+                                                               "EigengapSpectralClustering"}
 
 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)

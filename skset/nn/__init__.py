@@ -3,13 +3,26 @@
 No numpy, no scikit-learn: these modules can be used inside any network.
 """
 
+from .abc import ABCKernel, abc_affinity, abc_loss, same_cluster_matrix
 from .attention import ISAB, MAB, PMA, SAB, MultiheadAttention, SetTransformer
 from .deep_sets import DeepSets, DeepSetsBlock, DeepSetsEncoder, masked_pool
 from .norm import SetNorm, set_norm
 from .nystrom import NystromLayer, gaussian_kernel, inv_sqrt_psd, kmer_unfold, nystrom_map
 from .otk import OTKLayer, otk_plans, otk_pool
+from .spectral import (
+    batched_kmeans,
+    eigengap_n_clusters,
+    laplacian_eigh,
+    normalized_laplacian,
+    spectral_cluster,
+    spectral_embedding,
+)
 
 __all__ = [
+    "ABCKernel",
+    "abc_affinity",
+    "abc_loss",
+    "same_cluster_matrix",
     "ISAB",
     "MAB",
     "MultiheadAttention",
@@ -24,10 +37,16 @@ __all__ = [
     "set_norm",
     "NystromLayer",
     "OTKLayer",
+    "batched_kmeans",
+    "eigengap_n_clusters",
     "gaussian_kernel",
     "inv_sqrt_psd",
     "kmer_unfold",
+    "laplacian_eigh",
+    "normalized_laplacian",
     "nystrom_map",
     "otk_plans",
     "otk_pool",
+    "spectral_cluster",
+    "spectral_embedding",
 ]

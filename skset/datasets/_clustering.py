@@ -1,0 +1,209 @@
+"""Clustering problems made of many small labelled instances (the ABC paper's protocols).
+
+* :func:`make_circles_instances`: points on four overlapping circles (ABC, Section 6.1).
+* :func:`sample_clustering_instances`: instances drawn from a labelled pool as in ABC's Appendix B
+  (a random number of clusters, classes without replacement, random cluster sizes >= 1).
+* :func:`load_digits_split`: scikit-learn's digits split into seen and unseen classes.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+from sklearn.utils import Bunch, check_random_state
+
+__all__ = ["make_circles_instances", "sample_clustering_instances", "load_digits_split"]
+
+
+def _check_int(value, name, low):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+        raise ValueError(f"{name} must be an int >= {low}, got {value!r}.")
+    return int(value)
+
+
+def make_circles_instances(
+    n_instances: int = 100,
+    n_points: int = 100,
+    *,
+    n_circles: int = 4,
+    radius_range: tuple[float, float] = (0.3, 1.0),
+    noise: float = 0.0,
+    random_state=None,
+):
+    """Instances of points lying on overlapping circles, labelled by circle (ABC, Section 6.1).
+
+    For each instance, ``n_circles`` circles are drawn one after the other: the first has its
+    centre uniform in ``[-1, 1]^2``; every later one picks an earlier circle ``j`` at random and is
+    placed at a distance from it drawn uniformly in ``(|r - r_j|, r + r_j)`` (shrunk by 10% at both
+    ends), so that it **crosses** circle ``j``: every circle overlaps at least one other. Radii are
+    uniform in ``radius_range``. Each point picks a circle uniformly at random and an angle
+    uniformly on it; ``noise`` adds isotropic Gaussian noise of that standard deviation. The
+    coordinates are centred on the instance's mean.
+
+    Parameters
+    ----------
+    n_instances : int, default=100
+    n_points : int, default=100
+        Points per instance.
+    n_circles : int, default=4
+    radius_range : (float, float), default=(0.3, 1.0)
+    noise : float, default=0.0
+    random_state : int, RandomState or None, default=None
+
+    Returns
+    -------
+    X : list of ndarray of shape (n_points, 2)
+    y : list of ndarray of shape (n_points,)
+        The circle of each point, ``0 .. n_circles - 1`` (a circle may get no point when
+        ``n_points`` is small).
+
+    Examples
+    --------
+    >>> from skset.datasets import make_circles_instances
+    >>> X, y = make_circles_instances(3, 50, random_state=0)
+    >>> len(X), X[0].shape, sorted(set(y[0].tolist()))
+    (3, (50, 2), [0, 1, 2, 3])
+    """
+    n_instances = _check_int(n_instances, "n_instances", 0)
+    n_points = _check_int(n_points, "n_points", 1)
+    n_circles = _check_int(n_circles, "n_circles", 1)
+    r_lo, r_hi = (float(v) for v in radius_range)
+    if not 0 < r_lo <= r_hi:
+        raise ValueError(f"radius_range must satisfy 0 < low <= high, got {radius_range!r}.")
+    if noise < 0:
+        raise ValueError(f"noise must be >= 0, got {noise!r}.")
+    rng = check_random_state(random_state)
+    X, Y = [], []
+    for _ in range(n_instances):
+        radii = rng.uniform(r_lo, r_hi, n_circles)
+        centres = np.zeros((n_circles, 2))
+        centres[0] = rng.uniform(-1, 1, 2)
+        for c in range(1, n_circles):
+            j = rng.randint(c)
+            lo, hi = abs(radii[c] - radii[j]), radii[c] + radii[j]
+            dist = rng.uniform(lo + 0.1 * (hi - lo), hi - 0.1 * (hi - lo))
+            theta = rng.uniform(0, 2 * np.pi)
+            centres[c] = centres[j] + dist * np.array([np.cos(theta), np.sin(theta)])
+        labels = rng.randint(n_circles, size=n_points)
+        angles = rng.uniform(0, 2 * np.pi, n_points)
+        pts = centres[labels] + radii[labels, None] * np.column_stack([np.cos(angles),
+                                                                       np.sin(angles)])
+        if noise > 0:
+            pts = pts + rng.normal(0, noise, pts.shape)
+        X.append(pts - pts.mean(0))
+        Y.append(labels.astype(np.int64))
+    return X, Y
+
+
+def _composition(rng, n: int, k: int) -> np.ndarray:
+    """``k`` positive integers summing to ``n``, uniform over such compositions."""
+    cuts = np.sort(rng.choice(np.arange(1, n), size=k - 1, replace=False)) if k > 1 else []
+    return np.diff(np.concatenate([[0], cuts, [n]])).astype(np.int64)
+
+
+def _sample_instance(rng, by_class: list[np.ndarray], n_elements: int, k_lo: int, k_hi: int):
+    k = int(rng.randint(k_lo, k_hi + 1))
+    classes = rng.choice(len(by_class), size=k, replace=False)
+    sizes = _composition(rng, n_elements, k)
+    idx, lab = [], []
+    for c, (cls, size) in enumerate(zip(classes, sizes, strict=True)):
+        members = by_class[cls]
+        idx.append(rng.choice(members, size=size, replace=size > len(members)))
+        lab.append(np.full(size, c, dtype=np.int64))
+    idx, lab = np.concatenate(idx), np.concatenate(lab)
+    perm = rng.permutation(n_elements)
+    return idx[perm], lab[perm]
+
+
+def _check_pool(X, y):
+    X = np.asarray(X)
+    y = np.asarray(y)
+    if X.ndim != 2:
+        raise ValueError(f"X must be a 2-D pool of elements (N, d), got shape {X.shape}.")
+    if y.ndim != 1 or len(y) != len(X):
+        raise ValueError(f"y must hold one label per element of X ({len(X)}), got shape "
+                         f"{y.shape}.")
+    classes, y_idx = np.unique(y, return_inverse=True)
+    by_class = [np.flatnonzero(y_idx == c) for c in range(len(classes))]
+    return X, y, by_class
+
+
+def _check_cluster_range(n_clusters, n_classes: int, n_elements: int):
+    if isinstance(n_clusters, numbers.Integral) and not isinstance(n_clusters, bool):
+        lo = hi = int(n_clusters)
+    else:
+        try:
+            lo, hi = (int(v) for v in n_clusters)
+        except (TypeError, ValueError):
+            raise ValueError(f"n_clusters must be an int or a (min, max) pair, got "
+                             f"{n_clusters!r}.") from None
+    if not 1 <= lo <= hi:
+        raise ValueError(f"n_clusters range must satisfy 1 <= min <= max, got {n_clusters!r}.")
+    if hi > n_classes:
+        raise ValueError(f"n_clusters up to {hi} needs at least {hi} classes in the pool, which "
+                         f"has {n_classes}.")
+    if hi > n_elements:
+        raise ValueError(f"n_clusters up to {hi} cannot fit in instances of {n_elements} "
+                         "elements.")
+    return lo, hi
+
+
+def sample_clustering_instances(X, y, n_instances: int, n_elements: int = 100,
+                                n_clusters=(2, 4), *, random_state=None):
+    """Draw labelled clustering instances from a labelled pool (ABC, Appendix B).
+
+    Each instance: ``k`` uniform in the ``n_clusters`` range; ``k`` classes drawn without
+    replacement; cluster sizes a uniformly random composition of ``n_elements`` into ``k`` parts
+    (every cluster gets at least one element, so tiny clusters are common); elements drawn from
+    each class without replacement (with replacement only when the class is too small); the
+    elements are shuffled. Labels are ``0 .. k - 1``.
+
+    Parameters
+    ----------
+    X : ndarray of shape (N, d)
+    y : ndarray of shape (N,)
+    n_instances : int
+    n_elements : int, default=100
+    n_clusters : int or (int, int), default=(2, 4)
+        Number of clusters, or the inclusive range it is drawn from.
+    random_state : int, RandomState or None
+
+    Returns
+    -------
+    X_instances : list of ndarray of shape (n_elements, d)
+    y_instances : list of ndarray of shape (n_elements,)
+    """
+    X, y, by_class = _check_pool(X, y)
+    n_instances = _check_int(n_instances, "n_instances", 0)
+    n_elements = _check_int(n_elements, "n_elements", 1)
+    lo, hi = _check_cluster_range(n_clusters, len(by_class), n_elements)
+    rng = check_random_state(random_state)
+    Xs, ys = [], []
+    for _ in range(n_instances):
+        idx, lab = _sample_instance(rng, by_class, n_elements, lo, hi)
+        Xs.append(X[idx])
+        ys.append(lab)
+    return Xs, ys
+
+
+def load_digits_split(seen=(0, 1, 2, 3, 4, 5), unseen=(6, 7, 8, 9)):
+    """scikit-learn's 8x8 digits, split by class into seen (training) and unseen (test) pools.
+
+    Pixel values are scaled to ``[0, 1]``. The protocol of the ABC benchmark: train on the seen
+    classes, then cluster instances (:func:`sample_clustering_instances`) of unseen classes only.
+
+    Returns
+    -------
+    Bunch with ``X_seen``, ``y_seen``, ``X_unseen``, ``y_unseen`` (float64 features of 64
+    pixels, int labels: the digits themselves).
+    """
+    from sklearn.datasets import load_digits
+
+    seen, unseen = np.asarray(seen), np.asarray(unseen)
+    if np.intersect1d(seen, unseen).size:
+        raise ValueError("seen and unseen classes overlap.")
+    d = load_digits()
+    X = d.data / 16.0
+    s, u = np.isin(d.target, seen), np.isin(d.target, unseen)
+    return Bunch(X_seen=X[s], y_seen=d.target[s], X_unseen=X[u], y_unseen=d.target[u])

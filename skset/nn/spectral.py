@@ -1,0 +1,270 @@
+r"""Batched spectral clustering on padded stacks of affinity matrices.
+
+Everything here works on a stack of ``B`` affinity matrices ``A`` of shape ``(B, n_max, n_max)``
+with a boolean mask ``(B, n_max)`` (``True`` on real nodes); padded rows and columns are ignored.
+
+Conventions (shared with :func:`skset.cluster.estimate_n_clusters`):
+
+* **Laplacian.** The symmetric normalised Laplacian :math:`L = I - D^{-1/2} A D^{-1/2}` with
+  degrees :math:`d_i = \sum_j A_{ij}` that **include the diagonal** :math:`A_{ii}` (the affinity of
+  an element with itself: 1 for an RBF kernel and for the ideal same-cluster matrix). With
+  self-loops, an ideal block matrix with ``k`` blocks has the spectrum ``0`` (``k`` times) and
+  ``1`` (the rest) whatever the block sizes, and a singleton with near-zero affinity to the rest
+  still counts as a cluster. (scikit-learn's ``spectral_embedding`` drops the diagonal instead;
+  there a singleton's few tiny edges dominate its normalised row and it is not seen as a cluster.)
+  A node of degree 0 gets a zero row in ``L`` (eigenvalue 0: a cluster of its own).
+* **Padding.** Padded nodes get ``L_pp = 3`` and no edges, so ``L`` is block diagonal and the real
+  block's eigenvalues (all in ``[0, 2]``) are untouched; the padded eigenvalues (exactly 3) sort
+  last and are dropped.
+* **Eigengap.** With eigenvalues :math:`0 \le \lambda_1 \le \dots \le \lambda_n` of ``L`` and a
+  virtual :math:`\lambda_{n+1} = 1` (the value that the non-zero eigenvalues take for an ideal
+  block matrix, which makes ``k = n`` possible, e.g. for the identity matrix),
+  :math:`k = \arg\max_{c \le i \le K} (\lambda_{i+1} - \lambda_i)`, where ``c >= 1`` is the number
+  of (numerically) zero eigenvalues -- the number of connected components, a lower bound on ``k``
+  -- and ``K = min(max_clusters, n)``. When ``c >= K`` the answer is ``K``. Ties (gaps within
+  ``1e-8``, or ``1e-4`` in float32, of the largest) go to the smallest ``k``; the same tolerance
+  decides which eigenvalues are zero. So one cluster is a possible answer (unlike
+  Google's ``spectralcluster``), ``n = 1`` gives 1, and for ``n = 2`` the answer is 2 exactly when
+  the off-diagonal affinity is below a third of the diagonal one.
+* **Embedding.** The eigenvectors of the ``k`` smallest eigenvalues, rows normalised to unit
+  length (Ng, Jordan and Weiss, 2002), then k-means (batched Lloyd iterations with k-means++
+  seeding and several restarts).
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = [
+    "normalized_laplacian",
+    "laplacian_eigh",
+    "eigengap_n_clusters",
+    "spectral_embedding",
+    "batched_kmeans",
+    "spectral_cluster",
+]
+
+_PAD_EIGENVALUE = 3.0
+
+
+def _tol(dtype: torch.dtype) -> float:
+    # eigenvalues this close to 0 count as zero, gaps this close to the largest count as ties
+    return 1e-8 if dtype == torch.float64 else 1e-4
+
+
+def normalized_laplacian(affinity: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Symmetric normalised Laplacian (diagonal in the degrees), padded nodes set to 3 * I.
+
+    Parameters
+    ----------
+    affinity : Tensor of shape (B, n, n)
+        Symmetric non-negative affinities.
+    mask : bool Tensor of shape (B, n) or None
+        ``True`` on real nodes; ``None`` means all real.
+    """
+    B, n, _ = affinity.shape
+    if mask is None:
+        mask = torch.ones(B, n, dtype=torch.bool, device=affinity.device)
+    m = mask.to(affinity.dtype)
+    A = affinity * m[:, :, None] * m[:, None, :]
+    deg = A.sum(-1)
+    d_is = torch.where(deg > 0, deg.clamp_min(torch.finfo(A.dtype).tiny).rsqrt(),
+                       torch.zeros_like(deg))
+    M = d_is[:, :, None] * A * d_is[:, None, :]
+    # real nodes: 1 on the diagonal (0 for isolated ones); padded nodes: the sentinel 3
+    diag = torch.where(mask, (deg > 0).to(A.dtype), torch.full_like(deg, _PAD_EIGENVALUE))
+    return torch.diag_embed(diag) - M
+
+
+def laplacian_eigh(affinity: torch.Tensor, mask: torch.Tensor | None = None,
+                   eigenvectors: bool = True):
+    """Ascending eigenvalues (and eigenvectors) of :func:`normalized_laplacian`.
+
+    Real eigenvalues come first (clipped to ``[0, 2]``); the padded ones (3) last.
+    """
+    L = normalized_laplacian(affinity, mask)
+    if eigenvectors:
+        w, V = torch.linalg.eigh(L)
+    else:
+        w, V = torch.linalg.eigvalsh(L), None
+    if mask is not None:
+        real = torch.arange(L.shape[-1], device=L.device)[None, :] < mask.sum(1, keepdim=True)
+        w = torch.where(real, w.clamp(0.0, 2.0), w)
+    else:
+        w = w.clamp(0.0, 2.0)
+    return (w, V) if eigenvectors else w
+
+
+def eigengap_n_clusters(eigenvalues: torch.Tensor, lengths: torch.Tensor,
+                        max_clusters: int | torch.Tensor | None = None) -> torch.Tensor:
+    """Number of clusters from ascending Laplacian eigenvalues, per instance (see module doc).
+
+    Parameters
+    ----------
+    eigenvalues : Tensor of shape (B, n_max)
+        Ascending; the first ``lengths[b]`` entries of row ``b`` are the real ones.
+    lengths : int Tensor of shape (B,)
+        Number of real nodes per instance (>= 1).
+    max_clusters : int, int Tensor of shape (B,) or None
+        Upper bound on ``k``; ``None`` means ``n``.
+
+    Returns
+    -------
+    k : int64 Tensor of shape (B,)
+    """
+    B, n_max = eigenvalues.shape
+    dev = eigenvalues.device
+    lengths = lengths.to(device=dev, dtype=torch.long)
+    if max_clusters is None:
+        K = lengths
+    else:
+        K = torch.minimum(torch.as_tensor(max_clusters, device=dev, dtype=torch.long)
+                          .expand(B), lengths)
+    idx = torch.arange(n_max + 1, device=dev)[None, :]  # 0-based position i -> lambda_{i+1}
+    lam = torch.cat([eigenvalues, eigenvalues.new_ones(B, 1)], dim=1)
+    # the virtual lambda_{n+1} = 1 sits right after the last real eigenvalue
+    lam = torch.where(idx == lengths[:, None], torch.ones_like(lam), lam)
+    real = idx < lengths[:, None]
+    tol = _tol(eigenvalues.dtype)
+    n_zero = ((lam <= tol) & real).sum(1).clamp_min(1)
+    gaps = lam[:, 1:] - lam[:, :-1]  # gaps[:, i-1] = lambda_{i+1} - lambda_i, candidate k = i
+    k_cand = torch.arange(1, n_max + 1, device=dev)[None, :]
+    ok = (k_cand >= n_zero[:, None]) & (k_cand <= K[:, None])
+    gaps = torch.where(ok, gaps, torch.full_like(gaps, -float("inf")))
+    best = gaps.max(1, keepdim=True).values
+    near = ok & (gaps >= best - tol)
+    k = torch.where(near, k_cand.expand(B, -1), torch.full_like(gaps, n_max + 1,
+                                                                 dtype=torch.long)).min(1).values
+    return torch.where(n_zero >= K, K, k)
+
+
+def spectral_embedding(eigenvectors: torch.Tensor, mask: torch.Tensor | None,
+                       n_clusters: torch.Tensor) -> torch.Tensor:
+    """Rows of the first ``k_b`` eigenvectors, normalised to unit length; shape (B, n, k_max).
+
+    Columns ``j >= k_b`` and padded rows are zero.
+    """
+    B, n, _ = eigenvectors.shape
+    k_max = int(n_clusters.max())
+    U = eigenvectors[:, :, :k_max]
+    cols = torch.arange(k_max, device=U.device)[None, None, :] < n_clusters[:, None, None]
+    U = U * cols
+    if mask is not None:
+        U = U * mask[:, :, None]
+    norm = U.norm(dim=-1, keepdim=True)
+    return U / norm.clamp_min(1e-12)
+
+
+def batched_kmeans(X: torch.Tensor, mask: torch.Tensor | None, n_clusters: torch.Tensor, *,
+                   n_init: int = 10, max_iter: int = 50, generator: torch.Generator | None = None):
+    """Lloyd's k-means with k-means++ seeding on a padded batch, ``k`` per instance.
+
+    Parameters
+    ----------
+    X : Tensor of shape (B, n, p)
+    mask : bool Tensor of shape (B, n) or None
+    n_clusters : int Tensor of shape (B,)
+        ``1 <= k_b <= n_b``.
+    n_init : int
+        Restarts (run side by side); the one with the lowest inertia is kept.
+    max_iter : int
+        Lloyd iterations (stops early when no assignment changes).
+    generator : torch.Generator or None
+
+    Returns
+    -------
+    labels : int64 Tensor of shape (B, n)
+        Padded positions get -1.
+    inertia : Tensor of shape (B,)
+    """
+    B, n, p = X.shape
+    dev, dt = X.device, X.dtype
+    if mask is None:
+        mask = torch.ones(B, n, dtype=torch.bool, device=dev)
+    R = int(n_init)
+    k = n_clusters.to(device=dev, dtype=torch.long)
+    k_max = int(k.max())
+    Xr = X.repeat_interleave(R, 0)  # (BR, n, p)
+    Mr = mask.repeat_interleave(R, 0)
+    kr = k.repeat_interleave(R, 0)
+    BR = B * R
+    valid_c = torch.arange(k_max, device=dev)[None, :] < kr[:, None]  # (BR, k_max)
+    rows = torch.arange(BR, device=dev)
+    inf = torch.tensor(float("inf"), device=dev, dtype=dt)
+
+    def scores(C, Xs, valid):
+        # ||c||^2 - 2 <x, c>: the squared distance up to ||x||^2, which does not change argmin;
+        # centres j >= k_b get +inf. One fused baddbmm on (rows, n, k_max).
+        cn = torch.where(valid, (C * C).sum(-1), inf)
+        return torch.baddbmm(cn[:, None, :], Xs, C.transpose(1, 2), alpha=-2.0)
+
+    # k-means++ seeding (one greedy candidate per step)
+    w = Mr.to(dt)
+    first = torch.multinomial(w, 1, generator=generator)[:, 0]
+    C = torch.zeros(BR, k_max, p, device=dev, dtype=dt)
+    C[:, 0] = Xr[rows, first]
+    closest = ((Xr - C[:, :1]) ** 2).sum(-1)
+    for j in range(1, k_max):
+        prob = closest * w
+        tot = prob.sum(1, keepdim=True)
+        # all real points already on a centre: draw uniformly among real points
+        prob = torch.where(tot > 0, prob, w)
+        pick = torch.multinomial(prob, 1, generator=generator)[:, 0]
+        C[:, j] = Xr[rows, pick]
+        closest = torch.minimum(closest, ((Xr - C[:, j:j + 1]) ** 2).sum(-1))
+
+    # Lloyd iterations on the runs whose assignment still changes (most converge in a few steps,
+    # so the active set shrinks fast)
+    Xw = Xr * w[:, :, None]
+    labels = torch.full((BR, n), -1, device=dev, dtype=torch.long)
+    act = rows
+    for _ in range(int(max_iter)):
+        Xa, Ma, Ca = Xr[act], Mr[act], C[act]
+        new = torch.where(Ma, scores(Ca, Xa, valid_c[act]).argmin(-1), -1)
+        changed = (new != labels[act]).any(1)
+        labels[act] = new
+        act, new = act[changed], new[changed]
+        if act.numel() == 0:
+            break
+        lab0 = new.clamp_min(0)
+        wa = w[act]
+        counts = torch.zeros(len(act), k_max, device=dev, dtype=dt).scatter_add_(1, lab0, wa)
+        sums = torch.zeros(len(act), k_max, p, device=dev, dtype=dt).scatter_add_(
+            1, lab0[:, :, None].expand(-1, -1, p), Xw[act])
+        # an emptied cluster keeps its previous centre
+        C[act] = torch.where(counts[:, :, None] > 0, sums / counts.clamp_min(1)[:, :, None],
+                             Ca[changed])
+    smin, labels = scores(C, Xr, valid_c).min(-1)
+    labels = torch.where(Mr, labels, -1)
+    dmin = (smin + (Xr * Xr).sum(-1)).clamp_min(0.0)
+    inertia = (dmin * w).sum(1).view(B, R)
+    best = inertia.argmin(1)
+    pick = torch.arange(B, device=dev) * R + best
+    return labels[pick], inertia[torch.arange(B, device=dev), best]
+
+
+def spectral_cluster(affinity: torch.Tensor, mask: torch.Tensor | None = None,
+                     n_clusters: torch.Tensor | int | None = None, *,
+                     max_clusters: int | None = None, n_init: int = 10, max_iter: int = 50,
+                     generator: torch.Generator | None = None):
+    """Eigengap (when ``n_clusters`` is None) + spectral embedding + k-means, all batched.
+
+    Returns
+    -------
+    labels : int64 Tensor of shape (B, n) (-1 on padding)
+    n_clusters : int64 Tensor of shape (B,)
+    eigenvalues : Tensor of shape (B, n)
+    """
+    B, n, _ = affinity.shape
+    if mask is None:
+        mask = torch.ones(B, n, dtype=torch.bool, device=affinity.device)
+    lengths = mask.sum(1)
+    w, V = laplacian_eigh(affinity, mask)
+    if n_clusters is None:
+        k = eigengap_n_clusters(w, lengths, max_clusters)
+    else:
+        k = torch.minimum(torch.as_tensor(n_clusters, device=affinity.device,
+                                          dtype=torch.long).expand(B), lengths)
+    E = spectral_embedding(V, mask, k)
+    labels, _ = batched_kmeans(E, mask, k, n_init=n_init, max_iter=max_iter, generator=generator)
+    return labels, k, w

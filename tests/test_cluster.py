@@ -1,0 +1,484 @@
+"""Tests of skset.cluster (eigengap, EigengapSpectralClustering, ABCClusterer) and skset.nn.abc."""
+
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from scipy.linalg import block_diag
+from sklearn.base import clone
+from sklearn.cluster import spectral_clustering
+from sklearn.datasets import make_blobs
+from sklearn.exceptions import NotFittedError
+from sklearn.metrics import adjusted_rand_score
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from skset import ABCClusterer, EigengapSpectralClustering, estimate_n_clusters
+from skset.datasets import (
+    load_digits_split,
+    make_circles_instances,
+    sample_clustering_instances,
+)
+from skset.nn import (
+    ABCKernel,
+    abc_affinity,
+    abc_loss,
+    batched_kmeans,
+    laplacian_eigh,
+    spectral_cluster,
+)
+
+
+def blocks(sizes, inside=1.0, outside=0.0):
+    A = block_diag(*[np.full((s, s), inside) for s in sizes])
+    A[A == 0] = outside
+    return A
+
+
+def reference_eigengap(A, max_clusters=None):
+    """Plain numpy version of the documented rule (diagonal in the degrees, lambda_{n+1} = 1)."""
+    n = len(A)
+    d = A.sum(1)
+    dis = np.where(d > 0, 1 / np.sqrt(np.where(d > 0, d, 1)), 0)
+    L = np.diag((d > 0).astype(float)) - dis[:, None] * A * dis[None, :]
+    lam = np.clip(np.linalg.eigvalsh(L), 0, 2)
+    lam = np.append(lam, 1.0)
+    K = n if max_clusters is None else min(max_clusters, n)
+    c = max(int((lam[:n] <= 1e-8).sum()), 1)
+    if c >= K:
+        return K
+    gaps = lam[1:] - lam[:-1]
+    cand = np.arange(c, K + 1)
+    g = gaps[cand - 1]
+    return int(cand[np.flatnonzero(g >= g.max() - 1e-8)[0]])
+
+
+# ----------------------------------------------------------------------------- eigengap
+@pytest.mark.parametrize("sizes, k", [([30, 30, 40], 3), ([100], 1), ([1, 1, 1], 3),
+                                      ([1, 50, 2], 3), ([3, 3, 3, 3, 88], 5), ([1], 1),
+                                      ([2], 1), ([1, 1], 2)])
+def test_eigengap_ideal_blocks(sizes, k):
+    assert estimate_n_clusters(blocks(sizes)) == k
+
+
+def test_eigengap_noisy_blocks_and_reference():
+    rng = np.random.default_rng(0)
+    for trial in range(20):
+        sizes = rng.integers(1, 30, size=rng.integers(1, 6))
+        A = blocks(sizes, 0.95, 0.02) + rng.uniform(0, 0.03, (sizes.sum(),) * 2)
+        A = (A + A.T) / 2
+        k = estimate_n_clusters(A)
+        assert k == reference_eigengap(A)
+        assert k == len(sizes), (trial, sizes)
+
+
+def test_eigengap_two_points_and_ties():
+    # n = 2: two clusters exactly when the off-diagonal affinity is below 1/3 of the diagonal
+    assert estimate_n_clusters([[1, 0.2], [0.2, 1]]) == 2
+    assert estimate_n_clusters([[1, 0.5], [0.5, 1]]) == 1
+    # a = 1/3 makes both gaps 0.5: a tie goes to the smaller k
+    a = 1 / 3
+    assert estimate_n_clusters([[1, a], [a, 1]]) == 1
+    # identity: every point alone
+    assert estimate_n_clusters(np.eye(5)) == 5
+
+
+def test_eigengap_disconnected_and_max_clusters():
+    A = blocks([10, 10, 10, 10])
+    assert estimate_n_clusters(A) == 4
+    # max_clusters below the number of components caps the answer
+    assert estimate_n_clusters(A, max_clusters=2) == 2
+    assert estimate_n_clusters(np.eye(6), max_clusters=3) == 3
+    # a node with no edge at all (zero diagonal too) is a cluster of its own
+    B = blocks([5, 5])
+    B = block_diag(B, np.zeros((1, 1)))
+    assert estimate_n_clusters(B) == 3
+    # all zeros: n clusters
+    assert estimate_n_clusters(np.zeros((3, 3))) == 3
+
+
+def test_eigengap_batched_equals_single():
+    rng = np.random.default_rng(1)
+    mats = []
+    for _ in range(15):
+        sizes = rng.integers(1, 25, size=rng.integers(1, 5))
+        A = blocks(sizes, 0.9, 0.05) + rng.uniform(0, 0.1, (sizes.sum(),) * 2)
+        mats.append((A + A.T) / 2)
+    ks = estimate_n_clusters(mats, max_clusters=6)
+    assert ks.shape == (15,)
+    assert list(ks) == [estimate_n_clusters(A, max_clusters=6) for A in mats]
+    assert list(ks) == [reference_eigengap(A, 6) for A in mats]
+
+
+def test_padding_does_not_change_laplacian_eigenvalues():
+    rng = np.random.default_rng(2)
+    A = rng.uniform(size=(7, 7))
+    A = (A + A.T) / 2
+    big = np.full((2, 12, 12), 5.0)  # garbage in the padding
+    big[0, :7, :7] = A
+    big[1] = 1.0
+    mask = torch.zeros(2, 12, dtype=torch.bool)
+    mask[0, :7] = True
+    mask[1] = True
+    w = laplacian_eigh(torch.tensor(big), mask, eigenvectors=False)
+    w1 = laplacian_eigh(torch.tensor(A)[None], None, eigenvectors=False)
+    np.testing.assert_allclose(w[0, :7].numpy(), w1[0].numpy(), atol=1e-12)
+    assert torch.all(w[0, 7:] == 3.0)
+
+
+def test_estimate_n_clusters_bad_input():
+    with pytest.raises(ValueError, match="square"):
+        estimate_n_clusters(np.ones((3, 4)))
+    with pytest.raises(ValueError, match="symmetric"):
+        estimate_n_clusters(np.triu(np.ones((3, 3))))
+    with pytest.raises(ValueError, match="negative"):
+        estimate_n_clusters(-np.ones((3, 3)))
+    with pytest.raises(ValueError, match="NaN"):
+        estimate_n_clusters(np.full((3, 3), np.nan))
+    with pytest.raises(ValueError, match="max_clusters"):
+        estimate_n_clusters(np.eye(3), max_clusters=0)
+
+
+# ----------------------------------------------------------------------------- batched spectral
+def test_batched_kmeans_recovers_separated_blobs():
+    X, y = make_blobs(60, centers=3, cluster_std=0.2, random_state=0)
+    Xb = torch.tensor(np.stack([X, X[::-1].copy()]))
+    labels, _ = batched_kmeans(Xb, None, torch.tensor([3, 3]), n_init=5,
+                               generator=torch.Generator().manual_seed(0))
+    assert adjusted_rand_score(y, labels[0].numpy()) == 1.0
+    assert adjusted_rand_score(y[::-1], labels[1].numpy()) == 1.0
+
+
+def test_spectral_cluster_batch_matches_sklearn():
+    rng = np.random.default_rng(3)
+    mats, truth = [], []
+    n_max = 60
+    big = np.zeros((4, n_max, n_max))
+    mask = np.zeros((4, n_max), dtype=bool)
+    for b in range(4):
+        sizes = rng.integers(5, 12, size=b + 2)
+        y = np.repeat(np.arange(len(sizes)), sizes)
+        A = blocks(sizes, 0.9, 0.05) + rng.uniform(0, 0.05, (len(y),) * 2)
+        A = (A + A.T) / 2
+        big[b, :len(y), :len(y)] = A
+        mask[b, :len(y)] = True
+        mats.append(A)
+        truth.append(y)
+    labels, k, _ = spectral_cluster(torch.tensor(big), torch.tensor(mask),
+                                    generator=torch.Generator().manual_seed(0))
+    for b in range(4):
+        m = len(truth[b])
+        assert int(k[b]) == b + 2
+        ref = spectral_clustering(mats[b], n_clusters=b + 2, random_state=0)
+        assert adjusted_rand_score(ref, labels[b, :m].numpy()) == 1.0
+        assert adjusted_rand_score(truth[b], labels[b, :m].numpy()) == 1.0
+        assert torch.all(labels[b, m:] == -1)
+
+
+# ----------------------------------------------------------------------------- EigengapSpectral
+@parametrize_with_checks([EigengapSpectralClustering()])
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
+
+
+def test_eigengap_spectral_clustering_matches_sklearn():
+    X, y = make_blobs(120, centers=4, cluster_std=0.3, random_state=1)
+    est = EigengapSpectralClustering(gamma=1.0, random_state=0).fit(X)
+    assert est.n_clusters_ == 4
+    assert adjusted_rand_score(y, est.labels_) == 1.0
+    A = est.affinity_matrix_
+    fixed = EigengapSpectralClustering(n_clusters=4, gamma=1.0, random_state=0).fit(X)
+    ref = spectral_clustering(A, n_clusters=4, random_state=np.random.RandomState(0))
+    np.testing.assert_array_equal(np.unique(ref, return_inverse=True)[1], fixed.labels_)
+    # precomputed and nearest_neighbors give the same partition on clean blobs
+    pre = EigengapSpectralClustering(affinity="precomputed", random_state=0).fit(A)
+    assert adjusted_rand_score(est.labels_, pre.labels_) == 1.0
+    nn = EigengapSpectralClustering(affinity="nearest_neighbors", n_neighbors=25,
+                                    random_state=0).fit(X)
+    assert nn.n_clusters_ == 4
+    one = EigengapSpectralClustering(gamma=0.01).fit(X[:20] * 0.01)
+    assert one.n_clusters_ == 1 and np.all(one.labels_ == 0)
+
+
+def test_eigengap_spectral_clustering_errors():
+    X = np.random.default_rng(0).normal(size=(10, 2))
+    with pytest.raises(ValueError, match="affinity"):
+        EigengapSpectralClustering(affinity="cosine").fit(X)
+    with pytest.raises(ValueError, match="larger than the number of samples"):
+        EigengapSpectralClustering(n_clusters=11).fit(X)
+    with pytest.raises(ValueError, match="symmetric"):
+        EigengapSpectralClustering(affinity="precomputed").fit(np.triu(np.ones((4, 4))))
+
+
+# ----------------------------------------------------------------------------- datasets
+def test_circles_instances_overlap_and_shapes():
+    X, y = make_circles_instances(5, 80, random_state=0)
+    assert len(X) == len(y) == 5
+    assert all(x.shape == (80, 2) and lab.shape == (80,) for x, lab in zip(X, y, strict=True))
+    X2, _ = make_circles_instances(5, 80, random_state=0)
+    np.testing.assert_array_equal(X[0], X2[0])
+    # each circle overlaps another: recover centres and radii from the points (noise-free)
+    from skset.datasets._clustering import make_circles_instances as mci
+    rng = np.random.RandomState(1)
+    for _ in range(5):
+        Xi, yi = mci(1, 400, random_state=rng)
+        pts, lab = Xi[0], yi[0]
+        circ = []
+        for c in range(4):
+            p = pts[lab == c]
+            # algebraic circle fit: x^2 + y^2 = 2ax + 2by + r^2 - a^2 - b^2
+            M = np.column_stack([2 * p, np.ones(len(p))])
+            sol = np.linalg.lstsq(M, (p**2).sum(1), rcond=None)[0]
+            centre = sol[:2]
+            circ.append((centre, np.sqrt(sol[2] + centre @ centre)))
+        for i, (ci, ri) in enumerate(circ):
+            assert any(abs(ri - rj) < np.linalg.norm(ci - cj) < ri + rj
+                       for j, (cj, rj) in enumerate(circ) if j != i)
+
+
+def test_sample_clustering_instances_protocol():
+    b = load_digits_split()
+    assert set(np.unique(b.y_seen)) == set(range(6))
+    assert set(np.unique(b.y_unseen)) == {6, 7, 8, 9}
+    X, y = sample_clustering_instances(b.X_unseen, b.y_unseen, 30, 50, (2, 4), random_state=0)
+    ks = [len(np.unique(lab)) for lab in y]
+    assert all(x.shape == (50, 64) for x in X)
+    assert min(ks) >= 2 and max(ks) <= 4 and len(set(ks)) > 1
+    with pytest.raises(ValueError, match="classes"):
+        sample_clustering_instances(b.X_unseen, b.y_unseen, 3, 50, (2, 5))
+
+
+# ----------------------------------------------------------------------------- ABC kernel
+@pytest.mark.parametrize("compatibility", ["multiplicative", "additive"])
+def test_kernel_symmetry_range_equivariance_padding(compatibility):
+    torch.manual_seed(0)
+    m = ABCKernel(3, 16, 2, 2, compatibility=compatibility).double().eval()
+    x = torch.randn(1, 9, 3, dtype=torch.float64)
+    A = abc_affinity(m(x))
+    assert torch.allclose(A, A.transpose(1, 2))
+    assert A.min() > 0 and A.max() < 1
+    perm = torch.randperm(9)
+    Ap = abc_affinity(m(x[:, perm]))
+    assert torch.allclose(Ap, A[:, perm][:, :, perm], atol=1e-12)
+    # padding: the same instance next to a longer one, garbage in the padding
+    xb = torch.full((2, 14, 3), 1e3, dtype=torch.float64)
+    xb[0, :9] = x[0]
+    xb[1] = torch.randn(14, 3, dtype=torch.float64)
+    mask = torch.zeros(2, 14, dtype=torch.bool)
+    mask[0, :9] = True
+    mask[1] = True
+    Ab = abc_affinity(m(xb, mask), mask)
+    assert torch.allclose(Ab[0, :9, :9], A[0], atol=1e-12)
+    assert torch.all(Ab[0, 9:] == 0) and torch.all(Ab[0, :, 9:] == 0)
+
+
+def test_abc_loss_matches_bce_and_gradcheck():
+    torch.manual_seed(1)
+    C = torch.randn(2, 6, 6, dtype=torch.float64, requires_grad=True)
+    lab = torch.tensor([[0, 0, 1, 1, 2, 2], [0, 1, 0, 1, 5, 5]])
+    mask = torch.ones(2, 6, dtype=torch.bool)
+    mask[1, 4:] = False
+    A = abc_affinity(C)
+    T = (lab[:, :, None] == lab[:, None, :]).double()
+    ref = (torch.nn.functional.binary_cross_entropy(A[0], T[0])
+           + torch.nn.functional.binary_cross_entropy(A[1, :4, :4], T[1, :4, :4])) / 2
+    assert torch.allclose(abc_loss(C, lab, mask), ref)
+    # weights: (1, 1) is the plain mean; "balanced" weighs positives up when they are rare
+    assert torch.allclose(abc_loss(C, lab, mask, class_weight=(1, 1)), ref)
+    assert not torch.allclose(abc_loss(C, lab, mask, class_weight="balanced"), ref)
+    assert torch.autograd.gradcheck(lambda c: abc_loss(c, lab, mask), (C,))
+    assert torch.autograd.gradcheck(lambda c: abc_loss(c, lab, mask, class_weight="balanced"),
+                                    (C,))
+
+
+# ----------------------------------------------------------------------------- ABCClusterer
+@pytest.fixture(scope="module")
+def blob_instances():
+    """Instances of 2-4 well separated Gaussian blobs (centres differ per instance)."""
+    rng = np.random.RandomState(0)
+    X, y = [], []
+    for _ in range(160):
+        k = rng.randint(2, 5)
+        n = rng.randint(15, 30)
+        xi, yi = make_blobs(n, centers=k, cluster_std=0.3, center_box=(-6, 6), random_state=rng)
+        X.append(xi)
+        y.append(yi)
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def fitted(blob_instances):
+    X, y = blob_instances
+    return ABCClusterer(dim=16, n_heads=2, max_iter=120, batch_size=16, eval_every=20,
+                        learning_rate_init=3e-3, random_state=0).fit(X[:120], y[:120])
+
+
+def test_abc_training_beats_chance(fitted, blob_instances):
+    X, y = blob_instances
+    Xt, yt = X[120:], y[120:]
+    assert fitted.n_iter_ == 120 and len(fitted.loss_curve_) == 6
+    assert fitted.loss_curve_[-1] < fitted.loss_curve_[0]
+    ari_k = np.mean([adjusted_rand_score(a, b) for a, b in
+                     zip(yt, fitted.predict(Xt, n_clusters=[len(np.unique(v)) for v in yt]),
+                         strict=True)])
+    ari_eg = np.mean([adjusted_rand_score(a, b) for a, b in zip(yt, fitted.predict(Xt),
+                                                                 strict=True)])
+    assert ari_k > 0.6 and ari_eg > 0.5, (ari_k, ari_eg)
+
+
+def test_abc_affinity_properties(fitted, blob_instances):
+    X, _ = blob_instances
+    As = fitted.affinity(X[:5])
+    for x, A in zip(X[:5], As, strict=True):
+        assert A.shape == (len(x), len(x))
+        np.testing.assert_allclose(A, A.T)
+        assert A.min() >= 0 and A.max() <= 1
+    # permutation equivariance and padding invariance through the estimator
+    perm = np.random.RandomState(0).permutation(len(X[0]))
+    Ap = fitted.affinity([X[0][perm]])[0]
+    np.testing.assert_allclose(Ap, As[0][perm][:, perm], atol=1e-5)
+    alone = fitted.affinity([X[0]])[0]
+    np.testing.assert_allclose(alone, As[0], atol=1e-5)
+
+
+def test_abc_predict_paths_agree(fitted, blob_instances):
+    X, _ = blob_instances
+    Xt = X[120:140]
+    a = fitted.predict(Xt)
+    skl = clone(fitted).set_params(assign_labels="sklearn")
+    skl.__dict__.update({k: v for k, v in fitted.__dict__.items() if k.endswith("_")})
+    b = skl.predict(Xt)
+    assert [len(np.unique(p)) for p in a] == [len(np.unique(p)) for p in b]
+    assert np.mean([adjusted_rand_score(p, q) for p, q in zip(a, b, strict=True)]) > 0.9
+    # the float64 eigengap of the returned affinities (predict works in float32)
+    ks = estimate_n_clusters(fitted.affinity(Xt), max_clusters=None)
+    assert np.mean(ks == np.array([len(np.unique(p)) for p in a])) >= 0.9
+    # an instance of one element gets one label
+    assert fitted.predict([Xt[0][:1]])[0].tolist() == [0]
+
+
+def test_abc_pool_fit_with_early_stopping():
+    b = load_digits_split()
+    abc = ABCClusterer(dim=16, n_heads=2, max_iter=20, batch_size=4, eval_every=5,
+                       instance_size=30, instance_n_clusters=(2, 3), early_stopping=True,
+                       n_validation_instances=4, random_state=0)
+    abc.fit(b.X_seen, b.y_seen)
+    assert len(abc.validation_scores_) == len(abc.loss_curve_) == 4
+    assert all(s < 0 for s in abc.validation_scores_)
+    Xt, _ = sample_clustering_instances(b.X_unseen, b.y_unseen, 3, 30, 2, random_state=0)
+    assert [p.shape for p in abc.predict(Xt, n_clusters=2)] == [(30,)] * 3
+
+
+def test_abc_clone_pickle_determinism(fitted, blob_instances):
+    X, y = blob_instances
+    c = clone(fitted)
+    assert c.get_params() == fitted.get_params() and not hasattr(c, "module_")
+    p = pickle.loads(pickle.dumps(fitted))
+    for a, b in zip(p.affinity(X[:3]), fitted.affinity(X[:3]), strict=True):
+        np.testing.assert_allclose(a, b)
+    for a, b in zip(p.predict(X[:3]), fitted.predict(X[:3]), strict=True):
+        np.testing.assert_array_equal(a, b)
+    kw = dict(dim=8, n_heads=2, max_iter=4, batch_size=4, eval_every=2, random_state=3)
+    m1 = ABCClusterer(**kw).fit(X[:20], y[:20])
+    m2 = ABCClusterer(**kw).fit(X[:20], y[:20])
+    np.testing.assert_allclose(m1.affinity(X[:2])[0], m2.affinity(X[:2])[0])
+    x0 = X[0].copy()
+    m1.predict(X[:1])
+    np.testing.assert_array_equal(X[0], x0)  # inputs untouched
+    # warm start continues counting steps
+    m1.set_params(warm_start=True).fit(X[:20], y[:20])
+    assert m1.n_iter_ == 8
+
+
+def test_abc_skset_save_load(fitted, blob_instances, tmp_path):
+    import skset
+
+    X, _ = blob_instances
+    path = tmp_path / "abc.skset"
+    skset.save(fitted, path)
+    loaded = skset.load(path)
+    for a, b in zip(loaded.affinity(X[:3]), fitted.affinity(X[:3]), strict=True):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(loaded.predict(X[:3]), fitted.predict(X[:3]), strict=True):
+        np.testing.assert_array_equal(a, b)
+    est = EigengapSpectralClustering(random_state=0).fit(X[0])
+    skset.save(est, path)
+    np.testing.assert_array_equal(skset.load(path).labels_, est.labels_)
+
+
+def test_abc_bad_inputs(blob_instances):
+    X, y = blob_instances
+    abc = ABCClusterer(dim=8, n_heads=2, max_iter=2, batch_size=4)
+    with pytest.raises(NotFittedError):
+        abc.predict(X[:2])
+    with pytest.raises(ValueError, match="instance 1 has .* elements but .* labels"):
+        abc.fit(X[:3], [y[0], y[1][:-1], y[2]])
+    with pytest.raises(ValueError, match="one label array per instance"):
+        abc.fit(X[:3], y[:2])
+    with pytest.raises(ValueError, match="set 1 has 1 element"):
+        abc.fit([X[0], X[1][:1]], [y[0], y[1][:1]])
+    bad = X[0].copy()
+    bad[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        abc.fit([bad, X[1]], y[:2])
+    with pytest.raises(ValueError, match="y has 5 labels"):
+        abc.fit(np.zeros((6, 2)), np.arange(5))
+    with pytest.raises(ValueError, match="compatibility"):
+        ABCClusterer("cosine").fit(X[:2], y[:2])
+    with pytest.raises(ValueError, match="divisible"):
+        ABCClusterer(dim=10, n_heads=4).fit(X[:2], y[:2])
+    fitted = abc.fit(X[:8], y[:8])
+    with pytest.raises(ValueError, match="NaN"):
+        fitted.predict([bad])
+    with pytest.raises(ValueError, match="features"):
+        fitted.predict([np.zeros((5, 3))])
+    with pytest.raises(ValueError, match="n_clusters"):
+        fitted.predict(X[:2], n_clusters=[2])
+
+
+@pytest.mark.parametrize("check_name", ["check_parameters_default_constructible",
+                                        "check_no_attributes_set_in_init",
+                                        "check_get_params_invariance", "check_set_params",
+                                        "check_estimator_repr"])
+def test_abc_data_free_sklearn_checks(check_name):
+    from sklearn.utils import estimator_checks
+
+    getattr(estimator_checks, check_name)("ABCClusterer", ABCClusterer())
+
+
+_FUZZ_MODEL = {}
+
+
+def _fuzz_model():
+    if "m" not in _FUZZ_MODEL:
+        X, y = make_circles_instances(16, 20, random_state=0)
+        _FUZZ_MODEL["m"] = ABCClusterer(dim=8, n_heads=2, max_iter=4, batch_size=4,
+                                        random_state=0).fit(X, y)
+    return _FUZZ_MODEL["m"]
+
+
+@settings(max_examples=60, deadline=None, database=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
+@given(sizes=st.lists(st.integers(1, 40), min_size=1, max_size=4),
+       log_scale=st.sampled_from([-30, -3, 0, 3, 10, 30]),
+       dtype=st.sampled_from(["float32", "float64", "int32"]),
+       inject=st.sampled_from([None, np.nan, np.inf]), seed=st.integers(0, 2**31 - 1))
+def test_fuzz_abc_predict_and_affinity(sizes, log_scale, dtype, inject, seed):
+    """Random instances at extreme scales: clear errors for NaN/inf, otherwise valid outputs."""
+    abc = _fuzz_model()
+    rng = np.random.default_rng(seed)
+    X = [(rng.normal(size=(n, 2)) * 10.0**log_scale).astype(dtype) for n in sizes]
+    if inject is not None and dtype != "int32":
+        X[0][0, 0] = inject
+        with pytest.raises(ValueError, match="NaN|infinity"):
+            abc.predict(X)
+        return
+    for A, n in zip(abc.affinity(X), sizes, strict=True):
+        assert A.shape == (n, n) and np.isfinite(A).all()
+        assert A.min() >= 0 and A.max() <= 1
+        np.testing.assert_allclose(A, A.T)
+    for lab, n in zip(abc.predict(X), sizes, strict=True):
+        assert lab.shape == (n,) and lab.min() == 0 and lab.max() < n
+        assert set(np.unique(lab)) == set(range(lab.max() + 1))
