@@ -27,14 +27,20 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._sets import (
     check_finite_output,
-    check_set_labels,
     check_sets,
     kmer_windows,
     length_batches,
     pack,
 )
 from ._torch import TorchStateMixin, make_generator, resolve_device, resolve_dtype
-from ._training import check_training_params, epoch_batches, split_validation, train_module
+from ._training import (
+    check_training_params,
+    encode_class_targets,
+    encode_regression_targets,
+    epoch_batches,
+    split_validation,
+    train_module,
+)
 from .embedding import OTKEmbedding
 from .kernel_approximation import NystromFeatures
 from .nn.nystrom import NystromLayer, kmer_unfold
@@ -545,20 +551,7 @@ class OTKClassifier(ClassifierMixin, _BaseSupervisedOTK):
     _is_classifier = True
 
     def _encode_targets(self, y, n_sets, first_fit):
-        y = check_set_labels(y, n_sets)
-        if first_fit:
-            classes, enc = np.unique(y, return_inverse=True)
-            if len(classes) < 2:
-                raise ValueError(f"{type(self).__name__} needs at least 2 classes in y; got "
-                                 f"only {classes.tolist()}.")
-            self.classes_ = classes
-        else:
-            unknown = np.setdiff1d(np.unique(y), self.classes_)
-            if len(unknown):
-                raise ValueError(f"y holds classes {unknown.tolist()} not seen in the first fit "
-                                 "(warm_start=True).")
-            enc = np.searchsorted(self.classes_, y)
-        return enc.astype(np.int64), len(self.classes_)
+        return encode_class_targets(self, y, n_sets, first_fit)
 
     @staticmethod
     def _loss(out, target):
@@ -627,22 +620,7 @@ class OTKRegressor(RegressorMixin, _BaseSupervisedOTK):
     _is_classifier = False
 
     def _encode_targets(self, y, n_sets, first_fit):
-        y = check_set_labels(y, n_sets, multi_output=True)
-        try:
-            y = y.astype(np.float64)
-        except (TypeError, ValueError):
-            raise ValueError(f"{type(self).__name__} needs numeric targets; y has dtype "
-                             f"{y.dtype}.") from None
-        y2 = y.reshape(n_sets, -1)
-        if first_fit:
-            self._y_ndim = y.ndim
-            self.y_mean_ = y2.mean(0)
-            std = y2.std(0)
-            self.y_scale_ = np.where(std > 0, std, 1.0)
-        elif y2.shape[1] != len(self.y_mean_):
-            raise ValueError(f"y has {y2.shape[1]} outputs but the first fit had "
-                             f"{len(self.y_mean_)} (warm_start=True).")
-        return (y2 - self.y_mean_) / self.y_scale_, y2.shape[1]
+        return encode_regression_targets(self, y, n_sets, first_fit)
 
     @staticmethod
     def _loss(out, target):

@@ -48,6 +48,8 @@ import torch
 from sklearn.exceptions import ConvergenceWarning
 
 __all__ = [
+    "encode_class_targets",
+    "encode_regression_targets",
     "TrainResult",
     "train_module",
     "make_optimizer",
@@ -400,3 +402,54 @@ def train_module(
             stacklevel=3,
         )
     return result
+
+
+def encode_class_targets(est, y, n_sets: int, first_fit: bool) -> tuple[np.ndarray, int]:
+    """Class labels -> integer codes; sets ``est.classes_`` on the first fit.
+
+    Shared by every set classifier. A later (``warm_start``) fit may only use known classes.
+    Returns ``(codes, n_classes)``.
+    """
+    from ._sets import check_set_labels
+
+    y = check_set_labels(y, n_sets)
+    if first_fit:
+        classes, enc = np.unique(y, return_inverse=True)
+        if len(classes) < 2:
+            raise ValueError(f"{type(est).__name__} needs at least 2 classes in y; got "
+                             f"only {classes.tolist()}.")
+        est.classes_ = classes
+    else:
+        unknown = np.setdiff1d(np.unique(y), est.classes_)
+        if len(unknown):
+            raise ValueError(f"y holds classes {unknown.tolist()} not seen in the first fit "
+                             "(warm_start=True).")
+        enc = np.searchsorted(est.classes_, y)
+    return enc.astype(np.int64), len(est.classes_)
+
+
+def encode_regression_targets(est, y, n_sets: int, first_fit: bool) -> tuple[np.ndarray, int]:
+    """Standardise numeric targets ``(n_sets,)`` or ``(n_sets, n_outputs)``.
+
+    Shared by every set regressor: the network sees unit-scale targets; on the first fit this sets
+    ``est.y_mean_``, ``est.y_scale_`` and ``est._y_ndim`` (so ``predict`` returns ``y``'s shape).
+    Returns ``(standardised (n_sets, n_outputs) targets, n_outputs)``.
+    """
+    from ._sets import check_set_labels
+
+    y = check_set_labels(y, n_sets, multi_output=True)
+    try:
+        y = y.astype(np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{type(est).__name__} needs numeric targets; y has dtype "
+                         f"{y.dtype}.") from None
+    y2 = y.reshape(n_sets, -1)
+    if first_fit:
+        est._y_ndim = y.ndim
+        est.y_mean_ = y2.mean(0)
+        std = y2.std(0)
+        est.y_scale_ = np.where(std > 0, std, 1.0)
+    elif y2.shape[1] != len(est.y_mean_):
+        raise ValueError(f"y has {y2.shape[1]} outputs but the first fit had "
+                         f"{len(est.y_mean_)} (warm_start=True).")
+    return (y2 - est.y_mean_) / est.y_scale_, y2.shape[1]

@@ -21,7 +21,7 @@ from sklearn.base import (
 )
 from sklearn.utils.validation import check_is_fitted
 
-from ._sets import check_finite_output, check_set_labels, check_sets, length_batches, pack
+from ._sets import check_finite_output, check_sets, length_batches, pack
 from ._torch import (
     TorchStateMixin,
     make_generator,
@@ -29,7 +29,14 @@ from ._torch import (
     resolve_dtype,
     seed_from_random_state,
 )
-from ._training import check_training_params, epoch_batches, split_validation, train_module
+from ._training import (
+    check_training_params,
+    encode_class_targets,
+    encode_regression_targets,
+    epoch_batches,
+    split_validation,
+    train_module,
+)
 from .nn.attention import SetTransformer
 from .nn.deep_sets import DeepSets
 
@@ -233,20 +240,7 @@ class _ClassifierMixin(ClassifierMixin):
     _is_classifier = True
 
     def _encode_targets(self, y, n_sets, first_fit):
-        y = check_set_labels(y, n_sets)
-        if first_fit:
-            classes, enc = np.unique(y, return_inverse=True)
-            if len(classes) < 2:
-                raise ValueError(f"{type(self).__name__} needs at least 2 classes in y; got "
-                                 f"only {classes.tolist()}.")
-            self.classes_ = classes
-        else:
-            unknown = np.setdiff1d(np.unique(y), self.classes_)
-            if len(unknown):
-                raise ValueError(f"y holds classes {unknown.tolist()} not seen in the first fit "
-                                 "(warm_start=True).")
-            enc = np.searchsorted(self.classes_, y)
-        return enc.astype(np.int64), len(self.classes_)
+        return encode_class_targets(self, y, n_sets, first_fit)
 
     @staticmethod
     def _loss(out, target):
@@ -272,22 +266,7 @@ class _RegressorMixin(RegressorMixin):
     _is_classifier = False
 
     def _encode_targets(self, y, n_sets, first_fit):
-        y = check_set_labels(y, n_sets, multi_output=True)
-        try:
-            y = y.astype(np.float64)
-        except (TypeError, ValueError):
-            raise ValueError(f"{type(self).__name__} needs numeric targets; y has dtype "
-                             f"{y.dtype}.") from None
-        y2 = y.reshape(n_sets, -1)
-        if first_fit:
-            self._y_ndim = y.ndim
-            # targets are standardised inside (the network sees unit-scale targets)
-            self.y_mean_ = y2.mean(0)
-            self.y_scale_ = np.where(y2.std(0) > 0, y2.std(0), 1.0)
-        elif y2.shape[1] != len(self.y_mean_):
-            raise ValueError(f"y has {y2.shape[1]} outputs but the first fit had "
-                             f"{len(self.y_mean_)} (warm_start=True).")
-        return (y2 - self.y_mean_) / self.y_scale_, y2.shape[1]
+        return encode_regression_targets(self, y, n_sets, first_fit)
 
     @staticmethod
     def _loss(out, target):
