@@ -482,8 +482,9 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
     >>> from skset import ABCClusterer
     >>> from skset.datasets import make_circles_instances
     >>> X, y = make_circles_instances(64, 40, random_state=0)
-    >>> abc = ABCClusterer(dim=16, n_heads=2, max_iter=5, batch_size=8, random_state=0)
-    >>> labels = abc.fit(X, y).predict(X[:2], n_clusters=4)
+    >>> abc = ABCClusterer(dim=16, n_heads=2, max_iter=5, batch_size=8,
+    ...                    random_state=0).fit(X, y)
+    >>> labels = abc.predict(X[:2], n_clusters=4)
     >>> [lab.shape for lab in labels]
     [(40,), (40,)]
     """
