@@ -382,7 +382,10 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
         Width of the compatibility's projections (``None``: ``dim``; the additive form costs
         ``n^2 * compat_dim`` memory per instance).
     norm : {"layer", "set", None}, default="layer"
+        Normalisation inside the SABs (layer norm, set norm, or none).
     residual : {"original", "clean"}, default="original"
+        Arrangement of the SABs' residual connections and normalisation (see
+        :class:`skset.nn.SAB`).
     class_weight : None, "balanced" or (float, float), default=None
         Weights of the BCE terms: ``None`` weighs every pair the same (the paper's mean BCE);
         ``"balanced"`` gives positives and negatives half the weight each per instance;
@@ -400,8 +403,11 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
     batch_size : int, default=32
         Instances per step.
     learning_rate_init : float, default=1e-3
+        Step size of the optimiser (1e-4 to 1e-3; lowering it once the loss plateaus helps).
     weight_decay : float, default=0.0
+        L2 penalty (``"adam"``) or decoupled weight decay (``"adamw"``).
     optimizer : {"adam", "adamw"}, default="adam"
+        The torch optimiser.
     eval_every : int, default=50
         Steps between two entries of ``loss_curve_`` / validations; the stopping rules count in
         these units.
@@ -411,10 +417,14 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
         stop when its BCE has not improved by ``tol`` for ``n_iter_no_change`` checks and restore
         the best weights.
     validation_fraction : float, default=0.1
+        Held-out fraction for ``early_stopping``.
     n_validation_instances : int, default=64
         Validation instances drawn from a held-out pool.
     n_iter_no_change : int, default=10
+        Checks (every ``eval_every`` steps) without an improvement of ``tol`` before stopping:
+        of the validation BCE with ``early_stopping``, else of the training BCE.
     tol : float, default=1e-4
+        Smallest improvement that counts.
     max_clusters : int or None, default=None
         Largest number of clusters the eigengap may return at prediction.
     n_init : int, default=10
@@ -426,39 +436,55 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
         Budget of padded pairs ``B * n_max^2`` per prediction batch (the affinity, the attention
         maps and the eigendecomposition all scale with it).
     warm_start : bool, default=False
+        Continue training the fitted network (and its optimiser state) in the next ``fit``.
     device : str, default="auto"
+        Torch device (``"auto"``: CUDA when available, else the CPU).
     random_state : int, RandomState or None, default=None
+        Seed of the weight initialisation, the training instances' order or sampling, and the
+        k-means restarts at prediction.
     verbose : int, default=0
+        Print the training loss every ``eval_every`` steps when > 0.
 
     Attributes
     ----------
-    module_ : ABCKernel
+    module_ : skset.nn.ABCKernel
+        The trained kernel network.
     n_features_in_ : int
+        Number of features of the elements.
+    mean_, scale_ : ndarray of shape (n_features,)
+        Per-feature mean and standard deviation of the training elements (with ``standardize``).
     loss_curve_ : list of float
         Mean training BCE of each block of ``eval_every`` steps.
     validation_scores_ : list of float
         Negative validation BCE at each check (with ``early_stopping``).
     n_iter_ : int
-        Optimisation steps run.
+        Optimisation steps run (over all warm-started fits).
     device_ : torch.device
+        The device the network lives on.
 
     See Also
     --------
-    EigengapSpectralClustering, estimate_n_clusters
-    skset.datasets.make_circles_instances, skset.datasets.sample_clustering_instances
+    EigengapSpectralClustering : Spectral clustering of one data set with a fixed affinity.
+    estimate_n_clusters : The eigengap rule used when ``n_clusters`` is not given.
+    skset.nn.ABCKernel : The kernel network, for use in other torch models.
+    skset.datasets.make_circles_instances : Labelled instances of overlapping circles.
+    skset.datasets.sample_clustering_instances : Instances drawn from a labelled pool.
 
     References
     ----------
-    Coward, Visse-Martindale, Ramesh. "Attention-Based Clustering: Learning a Kernel from Context"
-    (arXiv 2010.01040, 2020).
+    .. [1] M. Coward, M. Visse-Martindale, C. Ramesh. "Attention-Based Clustering: Learning a
+       Kernel from Context". arXiv:2010.01040, 2020.
+    .. [2] J. Lee, Y. Lee, J. Kim, A. Kosiorek, S. Choi, Y. W. Teh. "Set Transformer: A Framework
+       for Attention-based Permutation-Invariant Neural Networks". ICML 2019.
 
     Examples
     --------
     >>> from skset import ABCClusterer
     >>> from skset.datasets import make_circles_instances
     >>> X, y = make_circles_instances(64, 40, random_state=0)
-    >>> abc = ABCClusterer(dim=16, n_heads=2, max_iter=5, batch_size=8, random_state=0)
-    >>> labels = abc.fit(X, y).predict(X[:2], n_clusters=4)
+    >>> abc = ABCClusterer(dim=16, n_heads=2, max_iter=5, batch_size=8,
+    ...                    random_state=0).fit(X, y)
+    >>> labels = abc.predict(X[:2], n_clusters=4)
     >>> [lab.shape for lab in labels]
     [(40,), (40,)]
     """

@@ -58,6 +58,26 @@ class ABCKernel(nn.Module):
 
     Shapes: ``forward(x (B, n, d_x), mask (B, n))`` -> logits ``C (B, n, n)`` with
     ``C[b, i, j] = c(z_i, z_j)`` (not symmetric); :func:`abc_affinity` turns them into ``kappa``.
+
+    See Also
+    --------
+    skset.ABCClusterer : Trains this network and clusters with it (scikit-learn API).
+    abc_affinity, abc_loss, spectral_cluster
+
+    References
+    ----------
+    M. Coward, M. Visse-Martindale, C. Ramesh. "Attention-Based Clustering: Learning a Kernel
+    from Context". arXiv:2010.01040, 2020.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skset.nn import ABCKernel, abc_affinity
+    >>> net = ABCKernel(2, dim=16, n_heads=2)
+    >>> x, mask = torch.randn(3, 10, 2), torch.ones(3, 10, dtype=torch.bool)
+    >>> A = abc_affinity(net(x, mask), mask)
+    >>> A.shape, bool(torch.equal(A, A.transpose(1, 2)))
+    (torch.Size([3, 10, 10]), True)
     """
 
     def __init__(self, in_features: int, dim: int = 128, n_blocks: int = 2, n_heads: int = 4, *,
@@ -98,7 +118,19 @@ class ABCKernel(nn.Module):
 
 
 def abc_affinity(logits: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-    """``kappa = (sigmoid(C) + sigmoid(C^T)) / 2``; zero on padded rows and columns."""
+    """The symmetric affinity ``kappa = (sigmoid(C) + sigmoid(C^T)) / 2`` in ``[0, 1]``.
+
+    Parameters
+    ----------
+    logits : Tensor of shape (B, n, n)
+        Compatibilities ``C`` from :class:`ABCKernel`.
+    mask : bool Tensor of shape (B, n) or None
+        ``True`` marks real elements; padded rows and columns of the result are 0.
+
+    Returns
+    -------
+    Tensor of shape (B, n, n)
+    """
     A = 0.5 * (torch.sigmoid(logits) + torch.sigmoid(logits.transpose(1, 2)))
     if mask is not None:
         m = mask.to(A.dtype)
@@ -107,7 +139,18 @@ def abc_affinity(logits: torch.Tensor, mask: torch.Tensor | None = None) -> torc
 
 
 def same_cluster_matrix(labels: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-    """``T[b, i, j] = 1`` when elements ``i`` and ``j`` of instance ``b`` share a label."""
+    """The same-cluster matrix: ``T[b, i, j]`` is True when elements ``i`` and ``j`` share a label.
+
+    Parameters
+    ----------
+    labels : int Tensor of shape (B, n)
+    mask : bool Tensor of shape (B, n) or None
+        Pairs with a padded element are False.
+
+    Returns
+    -------
+    bool Tensor of shape (B, n, n)
+    """
     T = (labels[:, :, None] == labels[:, None, :])
     if mask is not None:
         T = T & mask[:, :, None] & mask[:, None, :]
