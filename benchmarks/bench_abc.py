@@ -91,7 +91,9 @@ def _train(args, X, y, **kw):
                        n_iter_no_change=args.patience, tol=args.tol,
                        verbose=args.verbose, input_similarity=args.input_similarity,
                        standardize=not args.no_standardize, weight_decay=args.weight_decay,
-                       early_stopping=args.early_stopping, **kw)
+                       early_stopping=args.early_stopping,
+                       class_weight=None if args.class_weight is None else tuple(args.class_weight),
+                       **kw)
     t0 = time.perf_counter()
     abc.fit(X, y)
     minutes = (time.perf_counter() - t0) / 60
@@ -253,6 +255,8 @@ def main():
                    help="validation on held-out elements of the seen classes")
     p.add_argument("--max-clusters", type=int, default=None,
                    help="digits: largest k of ABC's eigengap (the rbf baseline uses 10)")
+    p.add_argument("--class-weight", type=float, nargs=2, default=None,
+                   metavar=("W_NEG", "W_POS"), help="BCE weights of negative / positive pairs")
     p.add_argument("--no-baselines", action="store_true", help="digits: ABC only")
     p.add_argument("--quick", action="store_true", help="tiny smoke run")
     args = p.parse_args()
