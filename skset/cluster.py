@@ -397,6 +397,9 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
         eigengap to find ``k``, so it is not the default.)
     standardize : bool, default=True
         Standardise each feature by the mean and standard deviation of the training elements.
+        Turn it off for features that share one scale, such as pixels: rare pixels (a tiny
+        training standard deviation) get blown up, which ruins distances on unseen classes
+        (digits: see ``benchmarks/results/abc.md``).
     instance_size : int, default=100
         Elements per sampled training instance (pool input only).
     instance_n_clusters : int or (int, int), default=(2, 6)
