@@ -384,7 +384,7 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
     norm : {"layer", "set", None}, default="layer"
     residual : {"original", "clean"}, default="original"
     input_similarity : {None, "rbf", "cosine"}, default=None
-        Add a similarity prior on the (standardised) inputs to the learned compatibility logits,
+        Add a similarity prior on the inputs (after ``standardize``) to the compatibility logits,
         with a learned scale and offset (see :class:`skset.nn.ABCKernel`): ``"rbf"`` (minus the
         squared distance over the instance's mean squared distance) or ``"cosine"``. It helps the
         kernel generalise to unseen classes when training has few classes; ``None`` is the
