@@ -89,7 +89,11 @@ def _train(args, X, y, **kw):
                        batch_size=args.batch_size, learning_rate_init=args.lr,
                        eval_every=args.eval_every, random_state=args.seed,
                        n_iter_no_change=args.patience, tol=args.tol,
-                       verbose=args.verbose, **kw)
+                       verbose=args.verbose, input_similarity=args.input_similarity,
+                       standardize=not args.no_standardize, weight_decay=args.weight_decay,
+                       early_stopping=args.early_stopping,
+                       class_weight=None if args.class_weight is None else tuple(args.class_weight),
+                       **kw)
     t0 = time.perf_counter()
     abc.fit(X, y)
     minutes = (time.perf_counter() - t0) / 60
@@ -129,19 +133,34 @@ def circles(args):
 
 
 def digits(args):
-    b = load_digits_split()
+    b = load_digits_split(augment=args.augment)
     Xt, yt = sample_clustering_instances(b.X_unseen, b.y_unseen, args.test, args.points, (2, 4),
                                          random_state=args.seed + 1)
-    Xv, yv = sample_clustering_instances(b.X_seen, b.y_seen, 100, args.points, (2, 4),
+    b0 = load_digits_split()  # the baseline's gamma is tuned on the plain seen digits
+    Xv, yv = sample_clustering_instances(b0.X_seen, b0.y_seen, 100, args.points, (2, 4),
                                          random_state=args.seed + 2)
     abc, minutes = _train(args, b.X_seen, b.y_seen, instance_size=args.points,
                           instance_n_clusters=(args.kmin, args.kmax))
+    abc.set_params(max_clusters=args.max_clusters)
     kt = np.array([len(np.unique(v)) for v in yt])
     nmi = normalized_mutual_info_score
     abc_true = _mean(nmi, yt, abc.predict(Xt, n_clusters=kt))
     pred_eg = abc.predict(Xt)
     abc_eg = _mean(nmi, yt, pred_eg)
     k_eg = np.array([len(np.unique(p)) for p in pred_eg])
+    print(f"digits: train on 0-5 (augment={args.augment}: {len(np.unique(b.y_seen))} classes), "
+          f"input_similarity={args.input_similarity}, standardize={not args.no_standardize}, "
+          f"weight_decay={args.weight_decay}, early_stopping={args.early_stopping}")
+    print(f"  ABC ({args.compatibility}, dim={args.dim}, {args.blocks} SABs): {abc.n_iter_} steps "
+          f"x {args.batch_size} instances, {minutes:.1f} min training")
+    print(f"  ABC mean NMI, true k:         {abc_true:.3f}")
+    print(f"  ABC mean NMI, eigengap k:     {abc_eg:.3f}  (true k found in "
+          f"{np.mean(k_eg == kt):.0%}, k <= {abc.max_clusters}; eigengap k - true k: "
+          f"{dict(zip(*np.unique(k_eg - kt, return_counts=True)))})", flush=True)
+    print(f"  training BCE per {abc.eval_every} steps: "
+          f"{[round(v, 4) for v in abc.loss_curve_[::max(1, len(abc.loss_curve_) // 8)]]}")
+    if args.no_baselines:
+        return
     kv = [len(np.unique(v)) for v in yv]
     gamma, table = _tune_gamma(Xv, yv, kv, nmi)  # tuned on seen classes
     sc_true = _mean(nmi, yt, [_sc(x, k, gamma) for x, k in zip(Xt, kt, strict=True)])
@@ -149,14 +168,8 @@ def digits(args):
                                      random_state=0).fit(x) for x in Xt]
     sc_eg = _mean(nmi, yt, [e.labels_ for e in eg])
     sc_k = np.array([e.n_clusters_ for e in eg])
-    print(f"digits: train on 0-5 (pool, instances of {args.points}, k in "
-          f"[{args.kmin}, {args.kmax}]); test {args.test} instances of {args.points} images "
-          "of 6-9, k in [2, 4]")
-    print(f"  ABC ({args.compatibility}, dim={args.dim}, {args.blocks} SABs): {abc.n_iter_} steps "
-          f"x {args.batch_size} instances, {minutes:.1f} min training")
-    print(f"  ABC mean NMI, true k:         {abc_true:.3f}")
-    print(f"  ABC mean NMI, eigengap k:     {abc_eg:.3f}  (true k found in "
-          f"{np.mean(k_eg == kt):.0%})")
+    print(f"  test: {args.test} instances of {args.points} images of 6-9, k in [2, 4]; "
+          f"training instances of {args.points}, k in [{args.kmin}, {args.kmax}]")
     print(f"  SpectralClustering rbf true k (gamma={gamma}, tuned on seen classes; grid "
           f"{table}): {sc_true:.3f}")
     print(f"  EigengapSpectralClustering rbf (k <= 10): {sc_eg:.3f}  (true k found in "
@@ -233,6 +246,18 @@ def main():
     p.add_argument("--resume", action="store_true",
                    help="with --model: train the loaded model for --steps more steps")
     p.add_argument("--verbose", type=int, default=0)
+    p.add_argument("--augment", default=None, choices=[None, "rot4", "dihedral"],
+                   help="digits: pseudo-classes from rotations/mirrors of the seen digits")
+    p.add_argument("--input-similarity", default=None, choices=[None, "rbf", "cosine"])
+    p.add_argument("--no-standardize", action="store_true")
+    p.add_argument("--weight-decay", type=float, default=0.0)
+    p.add_argument("--early-stopping", action="store_true",
+                   help="validation on held-out elements of the seen classes")
+    p.add_argument("--max-clusters", type=int, default=None,
+                   help="digits: largest k of ABC's eigengap (the rbf baseline uses 10)")
+    p.add_argument("--class-weight", type=float, nargs=2, default=None,
+                   metavar=("W_NEG", "W_POS"), help="BCE weights of negative / positive pairs")
+    p.add_argument("--no-baselines", action="store_true", help="digits: ABC only")
     p.add_argument("--quick", action="store_true", help="tiny smoke run")
     args = p.parse_args()
     if args.test is None:

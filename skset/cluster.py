@@ -386,6 +386,12 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
     residual : {"original", "clean"}, default="original"
         Arrangement of the SABs' residual connections and normalisation (see
         :class:`skset.nn.SAB`).
+    input_similarity : {None, "rbf", "cosine"}, default=None
+        Add a similarity prior on the inputs (after ``standardize``) to the compatibility logits,
+        with a learned scale and offset (see :class:`skset.nn.ABCKernel`): ``"rbf"`` (minus the
+        squared distance over the instance's mean squared distance) or ``"cosine"``. It helps the
+        kernel generalise to unseen classes when training has few classes; ``None`` is the
+        paper's model.
     class_weight : None, "balanced" or (float, float), default=None
         Weights of the BCE terms: ``None`` weighs every pair the same (the paper's mean BCE);
         ``"balanced"`` gives positives and negatives half the weight each per instance;
@@ -394,6 +400,9 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
         eigengap to find ``k``, so it is not the default.)
     standardize : bool, default=True
         Standardise each feature by the mean and standard deviation of the training elements.
+        Turn it off for features that share one scale, such as pixels: rare pixels (a tiny
+        training standard deviation) get blown up, which ruins distances on unseen classes
+        (digits: see ``benchmarks/results/abc.md``).
     instance_size : int, default=100
         Elements per sampled training instance (pool input only).
     instance_n_clusters : int or (int, int), default=(2, 6)
@@ -490,7 +499,8 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
     """
 
     def __init__(self, compatibility="multiplicative", *, dim=128, n_blocks=2, n_heads=4,
-                 compat_dim=None, norm="layer", residual="original", class_weight=None,
+                 compat_dim=None, norm="layer", residual="original", input_similarity=None,
+                 class_weight=None,
                  standardize=True, instance_size=100, instance_n_clusters=(2, 6), max_iter=1000,
                  batch_size=32, learning_rate_init=1e-3, weight_decay=0.0, optimizer="adam",
                  eval_every=50, early_stopping=False, validation_fraction=0.1,
@@ -504,6 +514,7 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
         self.compat_dim = compat_dim
         self.norm = norm
         self.residual = residual
+        self.input_similarity = input_similarity
         self.class_weight = class_weight
         self.standardize = standardize
         self.instance_size = instance_size
@@ -543,6 +554,9 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
         if self.compatibility not in ("multiplicative", "additive"):
             raise ValueError(f"{name}: compatibility={self.compatibility!r} must be "
                              "'multiplicative' or 'additive'.")
+        if self.input_similarity not in (None, "rbf", "cosine"):
+            raise ValueError(f"{name}: input_similarity={self.input_similarity!r} must be None, "
+                             "'rbf' or 'cosine'.")
         for attr, low in (("dim", 1), ("n_blocks", 0), ("n_heads", 1), ("instance_size", 2),
                           ("eval_every", 1), ("n_validation_instances", 1), ("n_init", 1),
                           ("max_pairs", 1)):
@@ -748,7 +762,8 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
 
         return ABCKernel(n_features, self.dim, self.n_blocks, self.n_heads,
                          compatibility=self.compatibility, compat_dim=self.compat_dim,
-                         norm=self.norm, residual=self.residual)
+                         norm=self.norm, residual=self.residual,
+                         input_similarity=getattr(self, "input_similarity", None))
 
     def _persist_module(self, name: str):
         """The untrained architecture of fitted module ``name`` (for :func:`skset.load`)."""

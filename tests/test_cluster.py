@@ -251,10 +251,13 @@ def test_sample_clustering_instances_protocol():
 
 
 # ----------------------------------------------------------------------------- ABC kernel
-@pytest.mark.parametrize("compatibility", ["multiplicative", "additive"])
-def test_kernel_symmetry_range_equivariance_padding(compatibility):
+@pytest.mark.parametrize("compatibility, prior", [("multiplicative", None), ("additive", None),
+                                                  ("multiplicative", "rbf"),
+                                                  ("additive", "cosine")])
+def test_kernel_symmetry_range_equivariance_padding(compatibility, prior):
     torch.manual_seed(0)
-    m = ABCKernel(3, 16, 2, 2, compatibility=compatibility).double().eval()
+    m = ABCKernel(3, 16, 2, 2, compatibility=compatibility,
+                  input_similarity=prior).double().eval()
     x = torch.randn(1, 9, 3, dtype=torch.float64)
     A = abc_affinity(m(x))
     assert torch.allclose(A, A.transpose(1, 2))
@@ -272,6 +275,31 @@ def test_kernel_symmetry_range_equivariance_padding(compatibility):
     Ab = abc_affinity(m(xb, mask), mask)
     assert torch.allclose(Ab[0, :9, :9], A[0], atol=1e-12)
     assert torch.all(Ab[0, 9:] == 0) and torch.all(Ab[0, :, 9:] == 0)
+
+
+def test_kernel_input_prior_values():
+    torch.manual_seed(0)
+    x = torch.randn(2, 7, 4, dtype=torch.float64)
+    mask = torch.ones(2, 7, dtype=torch.bool)
+    mask[1, 5:] = False
+    rbf = ABCKernel(4, 8, 1, 2, input_similarity="rbf").double()
+    S = rbf.input_prior(x, mask)
+    d2 = torch.cdist(x[1, :5], x[1, :5]) ** 2
+    ref = -d2 / (d2.sum() / 20)  # mean over the 5 * 4 real off-diagonal pairs
+    assert torch.allclose(S[1, :5, :5], ref)
+    assert torch.allclose(S[0].diagonal(), torch.zeros(7, dtype=torch.float64), atol=1e-12)
+    # scale-free: multiplying the inputs by a constant does not change the prior
+    assert torch.allclose(rbf.input_prior(3.0 * x, mask)[1, :5, :5], ref)
+    cos = ABCKernel(4, 8, 1, 2, input_similarity="cosine").double()
+    xn = torch.nn.functional.normalize(x[0], dim=-1)
+    assert torch.allclose(cos.input_prior(x)[0], xn @ xn.T)
+    # the prior's scale and offset are learned
+    names = {n for n, _ in rbf.named_parameters()}
+    assert {"sim_log_scale", "sim_offset"} <= names
+    assert not {"sim_log_scale", "sim_offset"} & {n for n, _ in
+                                                  ABCKernel(4, 8, 1, 2).named_parameters()}
+    with pytest.raises(ValueError, match="input_similarity"):
+        ABCKernel(4, 8, 1, 2, input_similarity="l1")
 
 
 def test_abc_loss_matches_bce_and_gradcheck():
@@ -369,6 +397,44 @@ def test_abc_pool_fit_with_early_stopping():
     assert all(s < 0 for s in abc.validation_scores_)
     Xt, _ = sample_clustering_instances(b.X_unseen, b.y_unseen, 3, 30, 2, random_state=0)
     assert [p.shape for p in abc.predict(Xt, n_clusters=2)] == [(30,)] * 3
+
+
+def test_abc_input_similarity_prior_transfers(blob_instances):
+    # with the rbf prior, a barely trained kernel already clusters separated blobs (the prior
+    # carries the similarity); without it, the same budget gives a poor kernel
+    X, y = blob_instances
+    Xt, yt = X[120:], y[120:]
+    kt = [len(np.unique(v)) for v in yt]
+    ari = {}
+    for prior in (None, "rbf"):
+        abc = ABCClusterer(dim=16, n_heads=2, max_iter=3, batch_size=8, eval_every=3,
+                           input_similarity=prior, random_state=0).fit(X[:24], y[:24])
+        ari[prior] = np.mean([adjusted_rand_score(a, b) for a, b in
+                              zip(yt, abc.predict(Xt, n_clusters=kt), strict=True)])
+    assert ari["rbf"] > 0.8 and ari["rbf"] > ari[None] + 0.3, ari
+    with pytest.raises(ValueError, match="input_similarity"):
+        ABCClusterer(input_similarity="l2").fit(X[:2], y[:2])
+
+
+def test_load_digits_split_augment():
+    plain = load_digits_split()
+    for augment, n_t in (("rot4", 4), ("dihedral", 8)):
+        b = load_digits_split(augment=augment)
+        assert len(b.transforms) == n_t and b.transforms[0] == "id"
+        assert set(np.unique(b.y_seen)) == set(range(6 * n_t))
+        assert len(b.X_seen) == n_t * len(plain.X_seen)
+        # the identity block is the plain pool; the unseen pool is never transformed
+        np.testing.assert_array_equal(b.X_seen[b.y_seen % n_t == 0], plain.X_seen)
+        np.testing.assert_array_equal(b.X_unseen, plain.X_unseen)
+        assert np.array_equal(b.y_seen[b.y_seen % n_t == 0] // n_t, plain.y_seen)
+    b = load_digits_split(augment="dihedral")
+    img = plain.X_seen[0].reshape(8, 8)
+    np.testing.assert_array_equal(b.X_seen[2 * len(plain.X_seen)].reshape(8, 8),
+                                  img[::-1, ::-1])  # rot180
+    np.testing.assert_array_equal(b.X_seen[4 * len(plain.X_seen)].reshape(8, 8),
+                                  img[:, ::-1])  # mirror
+    with pytest.raises(ValueError, match="augment"):
+        load_digits_split(augment="shift")
 
 
 def test_abc_clone_pickle_determinism(fitted, blob_instances):

@@ -187,23 +187,66 @@ def sample_clustering_instances(X, y, n_instances: int, n_elements: int = 100,
     return Xs, ys
 
 
-def load_digits_split(seen=(0, 1, 2, 3, 4, 5), unseen=(6, 7, 8, 9)):
+_DIHEDRAL = ("id", "rot90", "rot180", "rot270", "flip", "flip_rot90", "flip_rot180",
+             "flip_rot270")
+
+
+def _dihedral(images: np.ndarray, t: int) -> np.ndarray:
+    """Transform ``t`` (0-7, see ``_DIHEDRAL``) of the dihedral group on (N, h, w) images."""
+    if t >= 4:
+        images = images[:, :, ::-1]
+    return np.rot90(images, t % 4, axes=(1, 2))
+
+
+def load_digits_split(seen=(0, 1, 2, 3, 4, 5), unseen=(6, 7, 8, 9), *, augment=None):
     """scikit-learn's 8x8 digits, split by class into seen (training) and unseen (test) pools.
 
     Pixel values are scaled to ``[0, 1]``. The protocol of the ABC benchmark: train on the seen
     classes, then cluster instances (:func:`sample_clustering_instances`) of unseen classes only.
 
+    Parameters
+    ----------
+    seen, unseen : sequence of int
+        Digits of the two pools (disjoint).
+    augment : None, "rot4" or "dihedral", default=None
+        Multiply the **seen** classes into pseudo-classes, as done for Omniglot in few-shot
+        learning: each (digit, transform) pair becomes a class of its own, so that a clustering
+        model trained on the seen pool meets many more classes than the handful of digits and
+        is pushed to learn a similarity rather than a classifier. ``"rot4"``: the images rotated
+        by 0, 90, 180 and 270 degrees (4 pseudo-classes per digit); ``"dihedral"``: those and
+        their mirror images (8 per digit). The unseen pool is never transformed. Digits that are
+        (nearly) symmetric under a transform (0, 1, 8 under some of them) give pseudo-classes that
+        look alike; they are kept as distinct classes.
+
     Returns
     -------
     Bunch with ``X_seen``, ``y_seen``, ``X_unseen``, ``y_unseen`` (float64 features of 64
-    pixels, int labels: the digits themselves).
+    pixels, int labels: the digits themselves; with ``augment``, ``y_seen`` is
+    ``digit * n_transforms + transform``, ``transform`` 0 being the identity) and
+    ``transforms`` (the names of the transforms, ``("id",)`` without ``augment``).
+
+    Examples
+    --------
+    >>> from skset.datasets import load_digits_split
+    >>> b = load_digits_split(augment="dihedral")
+    >>> len(set(b.y_seen.tolist())), b.X_seen.shape[1], len(set(b.y_unseen.tolist()))
+    (48, 64, 4)
     """
     from sklearn.datasets import load_digits
 
     seen, unseen = np.asarray(seen), np.asarray(unseen)
     if np.intersect1d(seen, unseen).size:
         raise ValueError("seen and unseen classes overlap.")
+    n_t = {None: 1, "rot4": 4, "dihedral": 8}.get(augment)
+    if n_t is None:
+        raise ValueError(f"augment must be None, 'rot4' or 'dihedral', got {augment!r}.")
     d = load_digits()
     X = d.data / 16.0
     s, u = np.isin(d.target, seen), np.isin(d.target, unseen)
-    return Bunch(X_seen=X[s], y_seen=d.target[s], X_unseen=X[u], y_unseen=d.target[u])
+    Xs, ys = X[s], d.target[s]
+    if n_t > 1:
+        imgs = Xs.reshape(-1, 8, 8)
+        Xs = np.concatenate([_dihedral(imgs, t).reshape(len(imgs), 64) for t in range(n_t)])
+        ys = np.concatenate([ys * n_t + t for t in range(n_t)])
+    return Bunch(X_seen=np.ascontiguousarray(Xs), y_seen=ys, X_unseen=X[u],
+                 y_unseen=d.target[u], transforms=_DIHEDRAL[:n_t])

@@ -55,6 +55,16 @@ class ABCKernel(nn.Module):
         Normalisation inside the SABs.
     residual : {"original", "clean"}, default="original"
         SAB arrangement (see :mod:`skset.nn.attention`).
+    input_similarity : {None, "rbf", "cosine"}, default=None
+        A similarity prior on the **inputs** added to the compatibility logits with a learned
+        scale and offset, ``c(z_i, z_j) + exp(a) * (s(x_i, x_j) + b)`` (``a = log 4``, ``b = 1``
+        at initialisation). ``"rbf"``: ``s = -||x_i - x_j||^2 / m`` with ``m`` the mean squared
+        distance over the instance's real pairs ``i != j`` (scale-free and context-normalised,
+        so ``s`` is about -1 between typical elements); ``"cosine"``: the cosine similarity
+        ``<x_i, x_j> / (||x_i|| ||x_j||)``. The learned part then only has to correct a kernel
+        that already generalises to unseen classes, which helps when the training data has few
+        classes (a network trained on few classes otherwise learns a classifier). ``None``:
+        the paper's model.
 
     Shapes: ``forward(x (B, n, d_x), mask (B, n))`` -> logits ``C (B, n, n)`` with
     ``C[b, i, j] = c(z_i, z_j)`` (not symmetric); :func:`abc_affinity` turns them into ``kappa``.
@@ -82,8 +92,13 @@ class ABCKernel(nn.Module):
 
     def __init__(self, in_features: int, dim: int = 128, n_blocks: int = 2, n_heads: int = 4, *,
                  compatibility: str = "multiplicative", compat_dim: int | None = None,
-                 norm: str | None = "layer", residual: str = "original"):
+                 norm: str | None = "layer", residual: str = "original",
+                 input_similarity: str | None = None):
         super().__init__()
+        if input_similarity not in (None, "rbf", "cosine"):
+            raise ValueError(f"input_similarity={input_similarity!r} is not supported; use "
+                             "None, 'rbf' or 'cosine'.")
+        self.input_similarity = input_similarity
         if compatibility not in ("multiplicative", "additive"):
             raise ValueError(f"compatibility={compatibility!r} is not supported; use "
                              "'multiplicative' or 'additive'.")
@@ -99,6 +114,23 @@ class ABCKernel(nn.Module):
         if compatibility == "additive":
             self.v = nn.Linear(cd, 1, bias=False)
         self.bias = nn.Parameter(torch.zeros(()))
+        if input_similarity is not None:
+            self.sim_log_scale = nn.Parameter(torch.tensor(math.log(4.0)))
+            self.sim_offset = nn.Parameter(torch.ones(()))
+
+    def input_prior(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The similarity ``s(x_i, x_j)`` of the inputs, (B, n, n) (see ``input_similarity``)."""
+        if self.input_similarity == "cosine":
+            xn = F.normalize(x, dim=-1, eps=1e-12)
+            return xn @ xn.transpose(1, 2)
+        sq = (x * x).sum(-1)
+        d2 = (sq[:, :, None] + sq[:, None, :] - 2 * x @ x.transpose(1, 2)).clamp_min(0)
+        n = x.shape[1]
+        off = ~torch.eye(n, dtype=torch.bool, device=x.device)
+        pair = off.expand_as(d2) if mask is None else off & mask[:, :, None] & mask[:, None, :]
+        pair = pair.to(x.dtype)
+        m = (d2 * pair).sum((1, 2)) / pair.sum((1, 2)).clamp_min(1)
+        return -d2 / m.clamp_min(1e-12)[:, None, None]
 
     def encode(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """The contextual embedding ``Z = T(X)`` of shape (B, n, dim)."""
@@ -114,6 +146,8 @@ class ABCKernel(nn.Module):
             c = q @ k.transpose(1, 2) / math.sqrt(self.compat_dim)
         else:
             c = self.v(torch.tanh(q[:, :, None, :] + k[:, None, :, :])).squeeze(-1)
+        if getattr(self, "input_similarity", None) is not None:  # absent in older pickles
+            c = c + self.sim_log_scale.exp() * (self.input_prior(x, mask) + self.sim_offset)
         return c + self.bias
 
 
