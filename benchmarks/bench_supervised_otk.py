@@ -120,13 +120,15 @@ def naive_forward(X, M, anchors, bandwidth, refs, epsilon, n_iter, weight, bias,
     B, n, d = X.shape
     xw = X.unfold(1, window, 1).transpose(2, 3).reshape(B, n - window + 1, window * d)
     mw = M[:, window - 1:]
-    xw = xw / xw.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    norms = xw.norm(dim=-1, keepdim=True)
+    xw = xw / norms.clamp_min(1e-12)
     w = anchors / anchors.norm(dim=-1, keepdim=True)
     kxw = torch.exp((xw @ w.T - 1) / bandwidth**2)
     Kww = torch.exp((w @ w.T - 1) / bandwidth**2).double()
     ev, U = torch.linalg.eigh(Kww)
     ev = ev.clamp_min(1e-4 * ev.max())
     feats = (kxw @ ((U * ev.rsqrt()) @ U.T).to(X.dtype)) * mw.unsqueeze(-1)
+    feats = feats * norms  # NystromFeatures(keep_norm=True), the default since the first run
     z = refs[0]
     p = z.shape[0]
     C = feats @ z.T / epsilon  # (B, n', p)
