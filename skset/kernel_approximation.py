@@ -232,10 +232,10 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchSt
         else:
             self.mean_ = np.zeros(raw.shape[1], dtype=np_dtype)
             self.scale_ = np.ones(raw.shape[1], dtype=np_dtype)
-        std_sets = [(s - self.mean_) / self.scale_ for s in coll.sets]
+        elems = (raw - self.mean_) / self.scale_  # all elements at once, then k-mers per set
         if self.window > 1:
-            std_sets = kmer_windows(std_sets, self.window)
-        elems = np.concatenate(std_sets, axis=0)
+            std_sets = np.split(elems, np.cumsum(coll.lengths)[:-1])
+            elems = np.concatenate(kmer_windows(std_sets, self.window), axis=0)
         if elems.shape[0] > self.max_samples:
             elems = elems[rng.choice(elems.shape[0], self.max_samples, replace=False)]
         if self.normalize:
