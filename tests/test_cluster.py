@@ -387,6 +387,57 @@ def test_abc_predict_paths_agree(fitted, blob_instances):
     assert fitted.predict([Xt[0][:1]])[0].tolist() == [0]
 
 
+def test_abc_cpu_chunks_on_threads(fitted, blob_instances, monkeypatch):
+    """Inference chunks run on a thread pool on the CPU: same labels whatever the number of
+    threads, the same affinities whatever the chunking, and the caller's thread count kept."""
+    import skset.cluster as skc
+    from skset.utils import limit_threads
+
+    X, _ = blob_instances
+    Xt = X[100:160]
+    A_one = fitted.affinity(Xt)  # one chunk (the default budget holds all 60 instances)
+    monkeypatch.setattr(skc, "_CPU_CHUNK_PAIRS", 3000)  # ~5 instances per chunk
+    assert len(fitted._chunks(np.array([len(x) for x in Xt]))) > 5
+    n_threads = torch.get_num_threads()
+    with limit_threads(2):
+        p2, A2 = fitted.predict(Xt), fitted.affinity(Xt)
+        assert torch.get_num_threads() == 2
+    with limit_threads(1):
+        p1 = fitted.predict(Xt)
+    assert torch.get_num_threads() == n_threads
+    for a, b in zip(p1, p2, strict=True):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(A_one, A2, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    ks = estimate_n_clusters(A2)
+    assert np.mean(ks == np.array([len(np.unique(p)) for p in p2])) >= 0.9
+
+
+def test_map_on_threads_order_errors_and_threads():
+    from skset._torch import map_on_threads
+
+    seen = []
+
+    def work(i):
+        seen.append(torch.get_num_threads())
+        return i * i
+
+    n = torch.get_num_threads()
+    assert map_on_threads(work, range(20), "cpu") == [i * i for i in range(20)]
+    assert torch.get_num_threads() == n
+    if n > 1:
+        assert set(seen) == {1}  # one intra-op thread per worker
+
+    def fail(i):
+        if i == 3:
+            raise ValueError("chunk 3 failed")
+        return i
+
+    with pytest.raises(ValueError, match="chunk 3"):
+        map_on_threads(fail, range(6), "cpu")
+    assert torch.get_num_threads() == n
+
+
 def test_abc_pool_fit_with_early_stopping():
     b = load_digits_split()
     abc = ABCClusterer(dim=16, n_heads=2, max_iter=20, batch_size=4, eval_every=5,
