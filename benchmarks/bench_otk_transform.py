@@ -16,6 +16,7 @@ Everything is measured side by side in one run (float32, 2 torch threads, CPU un
    batches in input order (length_batches(sort=False)).
 4. achieved GFLOP/s of transform against a large torch.matmul measured in the same run.
 5. memory of transform on many long sets against one batch's tensors and the all-at-once size.
+6. transform time against the padded-element budget per batch (``max_elements``).
 
 Run: ``OMP_WAIT_POLICY=PASSIVE python benchmarks/bench_otk_transform.py [--quick]``.
 """
@@ -341,6 +342,30 @@ def part_memory(args, device, rng, lines):
     print("\n".join(lines[-8:]), flush=True)
 
 
+def part_budget(args, device, rng, lines):
+    """6. transform time against the padded-element budget ``max_elements`` (the default's choice)."""
+    quick = args.quick
+    cases = [("1024 x 500 x 128, p=64", [500] * (64 if quick else 1024), 128, 64),
+             ("2000 x 50..1000 x 32, p=64", rng.integers(50, 1001, 100 if quick else 2000), 32, 64),
+             ("4000 x 20..200 x 128, p=16", rng.integers(20, 201, 200 if quick else 4000), 128, 16)]
+    budgets = (8192, 16384, 32768, 65536, 131072)
+    lines.append("## 6. Padded-element budget per batch (max_elements): transform seconds, "
+                 f"median of {args.repeats} interleaved rounds\n")
+    lines.append("| sets x elements x features | " + " | ".join(map(str, budgets))
+                 + " | 131072 / 32768 |")
+    lines.append("|---|" + "---|" * (len(budgets) + 1))
+    for name, lengths, d, p in cases:
+        sets = make_sets(rng, lengths, d)
+        est = OTKEmbedding(n_supports=p, epsilon=0.5, device=device, random_state=0).fit(sets[:200])
+        fns = {b: (lambda b=b, est=est, sets=sets: est.set_params(max_elements=b).transform(sets))
+               for b in budgets}
+        t = side_by_side(fns, args.repeats, device)
+        lines.append(f"| {name} | " + " | ".join(f"{t[b]:.3f}" for b in budgets)
+                     + f" | {t[131072] / t[32768]:.2f} |")
+        print(lines[-1], flush=True)
+    lines.append("")
+
+
 def gemm_rate(device, size=2048, repeats=7):
     A = torch.randn(size, size, device=device, dtype=DTYPE)
     Bm = torch.randn(size, size, device=device, dtype=DTYPE)
@@ -354,7 +379,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=5, help="timed repeats per method (median)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", default="auto")
-    ap.add_argument("--parts", default="1,2,3,5", help="comma list of parts to run (4 is in 1)")
+    ap.add_argument("--parts", default="1,2,3,5",
+                    help="comma list of parts to run (4 is in 1; 6: the budget scan)")
     ap.add_argument("--out", default=None, help="append the markdown tables to this file")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -382,6 +408,8 @@ def main():
         part_bucketing(args, device, rng, lines)
     if "5" in parts:
         part_memory(args, device, rng, lines)
+    if "6" in parts:
+        part_budget(args, device, rng, lines)
     if args.out:
         with open(args.out, "a") as fh:
             fh.write("\n".join(lines) + "\n")
