@@ -7,6 +7,7 @@ Run (2-core CPU; keep each command bounded)::
     OMP_WAIT_POLICY=PASSIVE python benchmarks/bench_abc.py circles --model circles.pkl --resume \
         --steps 4000 --train-seed 1 --save circles8000.pkl      # 4000 more steps, fresh instances
     OMP_WAIT_POLICY=PASSIVE python benchmarks/bench_abc.py speed --model circles.pkl
+    OMP_WAIT_POLICY=PASSIVE python benchmarks/bench_abc.py profile --model circles.pkl  # where time goes
     python benchmarks/bench_abc.py circles --quick      # smoke run (seconds)
 
 Each task trains ABC (unless ``--model`` loads a pickled one), evaluates it on fresh test
@@ -239,10 +240,68 @@ def speed(args):
           f"labelings {agree:.3f}")
 
 
+def profile(args):
+    """Where predict's time goes on a CPU: eigh threading, forward chunk size, chunk budget."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import skset.cluster as skc
+    from skset._sets import pack
+    from skset.nn.abc import abc_affinity
+    from skset.nn.spectral import normalized_laplacian
+
+    X, _ = make_circles_instances(args.test, args.points, random_state=args.seed + 3)
+    abc = _load(args.model)
+    abc.predict(X[:50])
+    n = torch.get_num_threads()
+
+    def med(fn, repeat=args.repeat):
+        ts = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+        return float(np.median(ts))
+
+    Xb, Mb = pack(abc._scale(X))
+    m = abc.module_.eval()
+    with torch.no_grad():
+        L = normalized_laplacian(abc_affinity(m(Xb, Mb), Mb), Mb)
+    print(f"profile: {args.test} instances of {args.points} points, medians of {args.repeat}")
+    pool = ThreadPoolExecutor(n, initializer=torch.set_num_threads, initargs=(1,))
+    for dt in (torch.float32, torch.float64):
+        Ld = L.to(dt)
+        row = {}
+        for th in sorted({1, n}):
+            torch.set_num_threads(th)
+            row[f"one call, {th} thread(s)"] = med(lambda Ld=Ld: torch.linalg.eigh(Ld))
+        torch.set_num_threads(n)
+        row[f"{n} chunks on {n} Python threads x 1"] = med(
+            lambda Ld=Ld: list(pool.map(torch.linalg.eigh, Ld.chunk(n))))
+        torch.set_num_threads(n)
+        print(f"  batched eigh of the Laplacians, {dt}: "
+              + ", ".join(f"{k} {v:.2f} s" for k, v in row.items()))
+    with torch.no_grad():
+        row = {c: med(lambda c=c: [m(a, b) for a, b in zip(Xb.split(c), Mb.split(c),
+                                                             strict=True)])
+               for c in (len(X), 250, 100, 50, 25)}
+    print(f"  network forward ({n} threads), instances per call: "
+          + ", ".join(f"{c}: {v:.2f} s" for c, v in row.items()))
+    chunk = skc._CPU_CHUNK_PAIRS
+    try:
+        row = {}
+        for sh in range(15, 21):
+            skc._CPU_CHUNK_PAIRS = 1 << sh
+            row[sh] = med(lambda: abc.predict(X))
+    finally:
+        skc._CPU_CHUNK_PAIRS = chunk
+    print("  predict, CPU chunk budget (padded pairs): "
+          + ", ".join(f"2^{sh}: {v:.2f} s" for sh, v in row.items()))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("task", choices=["circles", "digits", "speed"])
+    p.add_argument("task", choices=["circles", "digits", "speed", "profile"])
     p.add_argument("--steps", type=int, default=1500)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--dim", type=int, default=128)
@@ -284,11 +343,11 @@ def main():
     p.add_argument("--quick", action="store_true", help="tiny smoke run")
     args = p.parse_args()
     if args.test is None:
-        args.test = {"circles": 100, "digits": 200, "speed": 1000}[args.task]
+        args.test = {"circles": 100, "digits": 200, "speed": 1000, "profile": 1000}[args.task]
     if args.quick:
         args.steps, args.dim, args.test, args.eval_every = 10, 32, 10, 5
     torch.set_num_threads(args.threads)
-    {"circles": circles, "digits": digits, "speed": speed}[args.task](args)
+    {"circles": circles, "digits": digits, "speed": speed, "profile": profile}[args.task](args)
 
 
 if __name__ == "__main__":

@@ -455,7 +455,7 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
         maps and the eigendecomposition all scale with it). On a CPU, inference batches are
         smaller (``2**18`` pairs, e.g. 26 instances of 100 elements) and run side by side on
         ``torch.get_num_threads()`` threads with one intra-op thread each: on 2 cores this made
-        ``predict`` 3.4x faster than one big batch (see ``benchmarks/results/abc.md``). Labels do
+        ``predict`` 3.3x faster than one big batch (see ``benchmarks/results/abc.md``). Labels do
         not depend on the number of threads.
     warm_start : bool, default=False
         Continue training the fitted network (and its optimiser state) in the next ``fit``.
