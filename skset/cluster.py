@@ -797,8 +797,9 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
         On a GPU a chunk fills the ``max_pairs`` budget. On a CPU chunks are capped at
         ``_CPU_CHUNK_PAIRS`` padded pairs (they run in parallel on the intra-op threads, see
         :func:`skset._torch.map_on_threads`): the SAB activations of one chunk then stay in
-        cache, which made the affinity of 1,000 instances of 100 points 1.7x faster than one
-        1,000-instance batch on the 2-core benchmark machine.
+        cache (the network's forward pass on 1,000 instances of 100 points took 1.27 s as one
+        batch and 0.56-0.73 s in calls of 25-250 instances on the 2-core benchmark machine,
+        ``benchmarks/bench_abc.py profile``).
         """
         budget = int(self.max_pairs)
         if self.device_.type == "cpu":
@@ -806,7 +807,8 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
         return list(length_batches(lengths**2, max_elements=budget))
 
     def _chunk_affinity(self, sets):
-        """Affinity (B, n, n) float32 and mask of one chunk of (scaled) sets, without autograd."""
+        """Affinity (B, n, n) float32 and mask of one chunk of (scaled) sets (callers run it
+        under ``torch.no_grad()``)."""
         from ._sets import pack
         from .nn.abc import abc_affinity
 

@@ -71,9 +71,9 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchState
     max_elements : int, default=32768
         Budget of padded elements per batch: sets are sorted by length and cut into batches of at
         most this many padded elements, which bounds memory. Small batches are also faster on a
-        CPU (their cost and plan matrices stay in cache): 32768 transformed 1.0-1.85x faster
-        than 131072 in ``benchmarks/results/otk_transform.md``; on a GPU larger budgets
-        (e.g. ``2**20``) use the device better.
+        CPU (their cost and plan matrices stay in cache): 32768 transformed 1.1-1.7x faster
+        than 131072 (part 6 of ``benchmarks/results/otk_transform.md``). On a GPU a larger
+        budget may pay off (not measured: no GPU was available when the default was chosen).
     device : str, default="auto"
         Torch device; ``"auto"`` uses CUDA when available.
     dtype : {"float32", "float64"}, default="float32"
