@@ -115,10 +115,19 @@ def _as_float_array(x, where: str, dtype) -> np.ndarray:
 MAX_ABS_VALUE = {"float32": 1e15, "float64": 1e150}
 
 
+def dtype_name(dtype) -> str:
+    """``"float32"``/``"float64"`` for a torch dtype, numpy dtype or type, or dtype name."""
+    if isinstance(dtype, torch.dtype):
+        return str(dtype).replace("torch.", "")
+    try:
+        return np.dtype(dtype).name
+    except TypeError:
+        return str(dtype)
+
+
 def max_abs_value(compute_dtype) -> float:
     """The largest input magnitude the estimators accept when computing in ``compute_dtype``."""
-    name = str(compute_dtype).replace("torch.", "")
-    return MAX_ABS_VALUE.get(name, MAX_ABS_VALUE["float32"])
+    return MAX_ABS_VALUE.get(dtype_name(compute_dtype), MAX_ABS_VALUE["float32"])
 
 
 def _check_one(arr: np.ndarray, where: str, min_elements: int,
@@ -147,10 +156,11 @@ def _check_one(arr: np.ndarray, where: str, min_elements: int,
         raise ValueError(f"{where} contains {bad}; skset needs finite values (impute or drop "
                          "them first).")
     if limit is not None and max(-float(lo), float(hi)) > limit:
+        dt = dtype_name(compute_dtype)
         raise ValueError(
             f"{where} holds values as large as {max(-float(lo), float(hi)):.3g} in magnitude, too "
-            f"large for {str(compute_dtype).replace('torch.', '')} computations (the limit is "
-            f"{limit:.0e}); rescale the features (e.g. standardise them) or use dtype='float64'."
+            f"large for {dt} computations (the limit is {limit:.0e}); rescale the features (e.g. "
+            "standardise them)" + (" or use dtype='float64'." if dt != "float64" else ".")
         )
     return arr
 
@@ -438,19 +448,23 @@ def kmer_windows(sets: Sequence[np.ndarray], window: int, *, name: str = "X") ->
     return np.split(gathered, np.cumsum(n_out)[:-1])
 
 
-def check_finite_output(out, name: str, dtype) -> None:
+def check_finite_output(out, name: str, dtype, cause: str | None = None) -> None:
     """Raise a clear ``ValueError`` when an estimator's output holds NaN or infinity.
 
     Inputs are checked for NaN/infinity and magnitude up front; this is the safety net for an
-    overflow inside the computation, so that no NaN is ever returned silently.
+    overflow inside the computation, so that no NaN is ever returned silently. The message names
+    the compute ``dtype`` actually used (and suggests float64 only from float32); ``cause`` (a
+    sentence naming the likely culprit and its remedy, e.g. an exp-domain Sinkhorn) replaces the
+    generic advice about large inputs.
     """
     if isinstance(out, torch.Tensor):
         ok = bool(torch.isfinite(out).all())
     else:
         ok = bool(np.isfinite(out).all())
     if not ok:
-        raise ValueError(
-            f"{name} produced non-finite values from finite inputs (a numerical overflow): the "
-            f"inputs are too large for {str(dtype).replace('torch.', '')} computations; rescale "
-            "the features (e.g. standardise them) or use dtype='float64'."
-        )
+        dt = dtype_name(dtype)
+        if cause is None:
+            cause = (f"the inputs are too large for {dt} computations; rescale the features (e.g. "
+                     "standardise them)" + (" or use dtype='float64'." if dt != "float64" else "."))
+        raise ValueError(f"{name} produced non-finite values from finite inputs (a numerical "
+                         f"overflow or underflow in {dt}): {cause}")

@@ -19,7 +19,16 @@ from ._torch import (
     seed_from_random_state,
     to_numpy,
 )
-from .nn.nystrom import gaussian_kernel, inv_sqrt_psd, nystrom_map
+from .nn.nystrom import (
+    DEFAULT_BANDWIDTH,
+    DEFAULT_EIGENVALUE_FLOOR,
+    DEFAULT_KEEP_NORM,
+    DEFAULT_N_COMPONENTS,
+    DEFAULT_NORMALIZE,
+    gaussian_kernel,
+    inv_sqrt_psd,
+    nystrom_map,
+)
 
 __all__ = ["NystromFeatures"]
 
@@ -105,7 +114,9 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchSt
     --------
     sklearn.kernel_approximation.Nystroem : the same map for one pool of samples.
     OTKEmbedding : pools the element features of each set into one vector.
-    skset.nn.NystromLayer : the same map as a trainable torch module.
+    skset.nn.NystromLayer : the same map as a trainable torch module, with the same defaults
+        (``n_components``, ``bandwidth``, ``normalize``, ``keep_norm``, ``eigenvalue_floor``:
+        the ``DEFAULT_*`` constants of :mod:`skset.nn.nystrom`).
 
     References
     ----------
@@ -128,16 +139,16 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchSt
 
     def __init__(
         self,
-        n_components: int = 128,
+        n_components: int = DEFAULT_N_COMPONENTS,
         *,
-        bandwidth: float = 0.5,
+        bandwidth: float = DEFAULT_BANDWIDTH,
         window: int = 1,
         standardize: bool = True,
-        normalize: bool = True,
-        keep_norm: bool = True,
+        normalize: bool = DEFAULT_NORMALIZE,
+        keep_norm: bool = DEFAULT_KEEP_NORM,
         anchors: str = "kmeans",
         max_samples: int = 100_000,
-        eigenvalue_floor: float = 1e-4,
+        eigenvalue_floor: float = DEFAULT_EIGENVALUE_FLOOR,
         max_elements: int = 262_144,
         device: str = "auto",
         dtype: str = "float32",

@@ -27,6 +27,17 @@ the column potential, ``n_iter`` times, so the column marginals hold exactly):
   not finite and positive. Same iterates, so the same plan up to rounding, at the exp-domain speed
   where it is safe and the log-domain stability where it is not.
 
+Stopping rule: with ``tol=None`` (or 0) every set gets exactly ``n_iter`` iterations. With a ``tol``,
+``n_iter`` is a cap: every ``check_every`` iterations (5 by default) each set's row-marginal error
+:math:`\|P\mathbf{1}_p - a\|_1` (the column marginals hold exactly) is read off the row sums that
+the next row update computes anyway (:math:`u \odot Ev` in the exp domain, the row ``logsumexp``
+in the log domain: no extra pass over the block), and a set whose error is at most ``tol`` keeps
+that plan. A block stops once all its sets have, and sets that stopped are dropped from the
+iterations when they are half of the block. Each set stops on its own error, so its plan still does
+not depend on its batch. Under autograd (grad enabled and ``similarity.requires_grad``) ``tol`` is
+ignored and ``n_iter`` iterations run, so that the backward pass differentiates a fixed,
+deterministic computation.
+
 References
 ----------
 .. [1] G. Mialon, D. Chen, A. d'Aspremont, J. Mairal. A Trainable Optimal Transport Embedding for
@@ -38,10 +49,12 @@ References
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 
-__all__ = ["sinkhorn", "sinkhorn_log", "sinkhorn_exp", "transport_similarity", "position_weights"]
+__all__ = ["sinkhorn", "sinkhorn_log", "sinkhorn_exp", "transport_similarity", "position_weights",
+           "position_log_weights"]
 
 _METHODS = ("auto", "log", "exp")
 
@@ -63,6 +76,66 @@ def _check(similarity: torch.Tensor, mask, epsilon: float):
         raise ValueError(f"mask shape {tuple(mask.shape)} does not match similarity "
                          f"{tuple(similarity.shape[:2])}")
     return mask.to(torch.bool)
+
+
+def _stopping(similarity: torch.Tensor, tol, check_every) -> float | None:
+    """The tolerance that applies: ``None`` for a fixed count (no tol, tol 0, or autograd)."""
+    if tol is None:
+        return None
+    if not (isinstance(tol, numbers.Real) and not isinstance(tol, bool)
+            and math.isfinite(tol) and tol >= 0):
+        raise ValueError(f"tol must be None or a non-negative number, got {tol!r}")
+    if not (isinstance(check_every, numbers.Integral) and not isinstance(check_every, bool)
+            and check_every >= 1):
+        raise ValueError(f"check_every must be a positive integer, got {check_every!r}")
+    if tol == 0 or (torch.is_grad_enabled() and similarity.requires_grad):
+        return None
+    return float(tol)
+
+
+class _Snapshots:
+    """Early stopping bookkeeping of one block: which sets stopped, and their saved iterates.
+
+    ``ids`` maps the working (possibly compacted) sets to the block's sets. ``check(err, *state)``
+    saves the state of every set whose error is at most ``tol`` (a NaN error counts as stopped: such
+    a set fails the ``ok`` test of the exp domain, or keeps its NaN in the log domain), and returns
+    ``None`` while the working set stays, ``"stop"`` when every set stopped, or a boolean ``keep``
+    mask when the stopped sets are at least half of the working set: the caller then drops them.
+    """
+
+    def __init__(self, B, tol, device, *saved):
+        self.tol = tol
+        self.ids = torch.arange(B, device=device)
+        self.stopped = torch.zeros(B, dtype=torch.bool, device=device)
+        self.saved = saved  # tensors (B, ...) receiving the final state of each set
+
+    def check(self, err, *state):
+        new = ~(err > self.tol) & ~self.stopped
+        n_new = int(new.sum())
+        if n_new == 0:
+            return None
+        idx = self.ids[new]
+        for dst, src in zip(self.saved, state, strict=True):
+            dst[idx] = src[new]
+        self.stopped |= new
+        n_stopped = int(self.stopped.sum())
+        if n_stopped == self.stopped.numel():
+            return "stop"
+        if 2 * n_stopped < self.stopped.numel():
+            return None
+        keep = ~self.stopped
+        self.ids, self.stopped = self.ids[keep], self.stopped[keep]
+        return keep
+
+    def finish(self, *state):
+        """Save the state of the sets that ran to the cap."""
+        rest = ~self.stopped
+        idx = self.ids[rest]
+        for dst, src in zip(self.saved, state, strict=True):
+            dst[idx] = src[rest]
+
+
+_CHECK_EVERY = 5
 
 
 # On CPU the Sinkhorn iterations are bound by memory traffic (two passes over the (B, n, p) block
@@ -94,6 +167,35 @@ def _log_block(similarity, mask, epsilon, n_iter):
     return torch.exp(logK + f + g)
 
 
+def _log_block_tol(similarity, mask, epsilon, n_iter, tol, check_every):
+    """:func:`_log_block` stopping each set once its row-marginal L1 error is at most ``tol``."""
+    B, n, p = similarity.shape
+    logK = (similarity / epsilon).masked_fill_(~mask.unsqueeze(-1), 0.0)
+    log_a = _log_marginal(mask, similarity.dtype).unsqueeze(-1)  # -inf on pads
+    a = log_a.exp()
+    log_b = -math.log(p)
+    g = similarity.new_zeros(B, 1, p)
+    f = similarity.new_zeros(B, n, 1)
+    F, G = torch.empty_like(f), torch.empty_like(g)
+    snap = _Snapshots(B, tol, similarity.device, F, G)
+    lk, la, aa = logK, log_a, a
+    for it in range(n_iter):
+        lse = torch.logsumexp(lk + g, dim=2, keepdim=True)
+        if it > 0 and it % check_every == 0:
+            # row sums of the current plan exp(logK + f + g): exp(f + lse); pads give 0 - 0
+            err = (torch.exp(f + lse) - aa).abs().sum(dim=(1, 2))
+            keep = snap.check(err, f, g)
+            if keep is not None:
+                if isinstance(keep, str):
+                    break
+                lk, la, aa, lse, g = lk[keep], la[keep], aa[keep], lse[keep], g[keep]
+        f = la - lse  # pads: -inf
+        g = log_b - torch.logsumexp(lk + f, dim=1, keepdim=True)
+    else:
+        snap.finish(f, g)
+    return logK.add_(F).add_(G).exp_()
+
+
 def sinkhorn_log(
     similarity: torch.Tensor,
     mask: torch.Tensor | None = None,
@@ -101,32 +203,22 @@ def sinkhorn_log(
     epsilon: float,
     n_iter: int = 10,
     tol: float | None = None,
+    check_every: int = _CHECK_EVERY,
 ) -> torch.Tensor:
-    """Log-domain Sinkhorn plan, ``(B, n, p)``; see the module docstring."""
+    """Log-domain Sinkhorn plan, ``(B, n, p)``; see the module docstring and :func:`sinkhorn`."""
     mask = _check(similarity, mask, epsilon)
+    tol = _stopping(similarity, tol, check_every)
     B, n, p = similarity.shape
+    step = _block_sets(similarity)
     if tol is None:
-        step = _block_sets(similarity)
-        if step >= B:
-            return _log_block(similarity, mask, epsilon, n_iter)
-        return torch.cat([_log_block(similarity[i:i + step], mask[i:i + step], epsilon, n_iter)
-                          for i in range(0, B, step)])
-    logK = torch.where(mask.unsqueeze(-1), similarity / epsilon, torch.zeros_like(similarity))
-    log_a = _log_marginal(mask, similarity.dtype)
-    log_b = -math.log(p)
-    g = similarity.new_zeros(B, 1, p)
-    f = similarity.new_zeros(B, n, 1)
-    neg_inf = similarity.new_tensor(-math.inf)
-    for it in range(n_iter):
-        lse = torch.logsumexp(logK + g, dim=2, keepdim=True)
-        f = torch.where(mask.unsqueeze(-1), log_a.unsqueeze(-1) - lse, neg_inf)
-        g = log_b - torch.logsumexp(logK + f, dim=1, keepdim=True)
-        if (it + 1) % 10 == 0:
-            rows = torch.logsumexp(logK + f + g, dim=2).exp()
-            err = torch.where(mask, (rows - log_a.exp()).abs(), 0).sum(1).max()
-            if err.item() < tol:
-                break
-    return torch.exp(logK + f + g)
+        def block(sl):
+            return _log_block(similarity[sl], mask[sl], epsilon, n_iter)
+    else:
+        def block(sl):
+            return _log_block_tol(similarity[sl], mask[sl], epsilon, n_iter, tol, check_every)
+    if step >= B:
+        return block(slice(None))
+    return torch.cat([block(slice(i, i + step)) for i in range(0, B, step)])
 
 
 def _exp_block(similarity, mask, epsilon, n_iter):
@@ -154,36 +246,91 @@ def _exp_block(similarity, mask, epsilon, n_iter):
     return E * u.unsqueeze(-1) * v, u, v
 
 
+def _exp_block_tol(similarity, mask, epsilon, n_iter, tol, check_every, stop_unsafe):
+    """:func:`_exp_block` stopping each set once its row-marginal L1 error is at most ``tol``
+    (no autograd here: the plan is formed in place). With ``stop_unsafe``, a set whose scalings
+    leave the range of :func:`_safe` also stops there (the caller redoes it in the log domain)."""
+    B, n, p = similarity.shape
+    pad = ~mask.unsqueeze(-1)
+    s = (similarity / epsilon).masked_fill_(pad, -math.inf)
+    row_max = s.amax(dim=2, keepdim=True).masked_fill_(pad, 0.0)
+    E = s.sub_(row_max).exp_()
+    n_real = mask.sum(1, keepdim=True).to(s.dtype)
+    a = mask.to(s.dtype) / n_real
+    pad_one = (~mask).to(s.dtype)
+    b = 1.0 / p
+    v = similarity.new_ones(B, p, 1)
+    u = a
+    U, V = torch.empty_like(u), torch.empty_like(v)
+    snap = _Snapshots(B, tol, similarity.device, U, V)
+    Ea, aa, pa = E, a, pad_one
+    for it in range(n_iter):
+        Ev = torch.bmm(Ea, v).squeeze(-1)
+        if it > 0 and it % check_every == 0:
+            # row sums of the current plan diag(u) E diag(v): u * Ev (pads: 0 * 0 against 0)
+            err = torch.addcmul(-aa, u, Ev).abs_().sum(1)
+            if stop_unsafe:
+                err.masked_fill_(~_safe(u, v), math.nan)
+            keep = snap.check(err, u, v)
+            if keep is not None:
+                if isinstance(keep, str):
+                    break
+                Ea, aa, pa, Ev, v = Ea[keep], aa[keep], pa[keep], Ev[keep], v[keep]
+        u = aa / (Ev + pa)
+        v = b / torch.bmm(u.unsqueeze(1), Ea).transpose(1, 2)
+    else:
+        snap.finish(u, v)
+    V = V.transpose(1, 2)  # (B, 1, p)
+    return E.mul_(U.unsqueeze(-1)).mul_(V), U, V
+
+
 def sinkhorn_exp(
     similarity: torch.Tensor,
     mask: torch.Tensor | None = None,
     *,
     epsilon: float,
     n_iter: int = 10,
+    tol: float | None = None,
+    check_every: int = _CHECK_EVERY,
     return_ok: bool = False,
 ):
-    """Row-stabilised exp-domain Sinkhorn plan, ``(B, n, p)``; see the module docstring.
+    """Row-stabilised exp-domain Sinkhorn plan, ``(B, n, p)``; see the module docstring and
+    :func:`sinkhorn`.
 
     With ``return_ok=True`` also returns a ``(B,)`` boolean tensor, ``False`` for sets whose
-    scalings under- or overflowed (their plan is then unusable: use :func:`sinkhorn_log`).
+    scalings under- or overflowed (their plan is then unusable: use :func:`sinkhorn_log`); with a
+    ``tol``, such sets then stop iterating as soon as a check finds them out of range.
     """
     mask = _check(similarity, mask, epsilon)
+    tol = _stopping(similarity, tol, check_every)
     B, n, p = similarity.shape
     step = _block_sets(similarity)
-    if step >= B:
-        P, u, v = _exp_block(similarity, mask, epsilon, n_iter)
+    if tol is None:
+        def block(sl):
+            return _exp_block(similarity[sl], mask[sl], epsilon, n_iter)
     else:
-        blocks = [_exp_block(similarity[i:i + step], mask[i:i + step], epsilon, n_iter)
-                  for i in range(0, B, step)]
+        def block(sl):
+            return _exp_block_tol(similarity[sl], mask[sl], epsilon, n_iter, tol, check_every,
+                                  stop_unsafe=return_ok)
+    if step >= B:
+        P, u, v = block(slice(None))
+    else:
+        blocks = [block(slice(i, i + step)) for i in range(0, B, step)]
         P, u, v = (torch.cat(t) for t in zip(*blocks, strict=True))
     if not return_ok:
         return P
-    # scalings far from 1 mean the exp-domain iterates are near under/overflow, in the forward
-    # pass or in the backward one (which divides by (E v)^2): hand such sets to the log domain.
-    # With 0 <= E <= 1 these bounds also keep P finite (NaN scalings fail the comparisons).
-    thr = torch.finfo(similarity.dtype).tiny ** 0.25
-    ok = ((v > thr) & (v < 1 / thr)).all(dim=(1, 2)) & (u < 1 / thr).all(dim=1)
-    return P, ok
+    return P, _safe(u, v.transpose(1, 2))
+
+
+def _safe(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """``(B,)``: whether the scalings ``u (B, n)``, ``v (B, p, 1)`` are safely in range.
+
+    Scalings far from 1 mean the exp-domain iterates are near under/overflow, in the forward pass
+    or in the backward one (which divides by (E v)^2): such sets go to the log domain. With
+    0 <= E <= 1 these bounds also keep P finite (NaN scalings fail the comparisons).
+    """
+    thr = torch.finfo(u.dtype).tiny ** 0.25
+    return ((v > thr) & (v < 1 / thr)).all(dim=(1, 2)) & (u < 1 / thr).all(dim=1)
 
 
 def sinkhorn(
@@ -194,6 +341,7 @@ def sinkhorn(
     n_iter: int = 10,
     method: str = "auto",
     tol: float | None = None,
+    check_every: int = _CHECK_EVERY,
 ) -> torch.Tensor:
     """Entropic OT plan between each set of a batch and a reference.
 
@@ -207,11 +355,18 @@ def sinkhorn(
     epsilon : float
         Entropic regularisation (``epsilon`` in the paper); smaller is closer to exact OT.
     n_iter : int
-        Sinkhorn iterations (each a row then a column update). The paper uses 10.
+        Sinkhorn iterations (each a row then a column update); the cap when ``tol`` is set. The
+        paper uses 10 in its supervised models and 100 for its unsupervised embedding.
     method : {"auto", "log", "exp"}
-        Solver; see the module docstring. ``tol`` forces ``"log"``.
+        Solver; see the module docstring.
     tol : float or None
-        Stop early once the row marginals are within ``tol`` (L1), checked every 10 iterations.
+        Stopping tolerance: a set stops at the first check where its row-marginal error
+        ``sum_i |sum_j P_ij - 1/n|`` is at most ``tol`` (it lies in [0, 2]; the column marginals
+        hold exactly). ``None`` or 0: exactly ``n_iter`` iterations. Ignored under autograd (grad
+        enabled and ``similarity.requires_grad``): ``n_iter`` iterations then, so that the
+        backward pass is that of a fixed computation.
+    check_every : int
+        Iterations between two checks of the tolerance.
 
     Returns
     -------
@@ -245,21 +400,22 @@ def sinkhorn(
     """
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
-    if method == "log" or tol is not None:
-        return sinkhorn_log(similarity, mask, epsilon=epsilon, n_iter=n_iter, tol=tol)
+    kw = dict(epsilon=epsilon, n_iter=n_iter, tol=tol, check_every=check_every)
+    if method == "log":
+        return sinkhorn_log(similarity, mask, **kw)
     if method == "exp":
-        return sinkhorn_exp(similarity, mask, epsilon=epsilon, n_iter=n_iter)
+        return sinkhorn_exp(similarity, mask, **kw)
     mask = _check(similarity, mask, epsilon)
-    P, ok = sinkhorn_exp(similarity, mask, epsilon=epsilon, n_iter=n_iter, return_ok=True)
+    P, ok = sinkhorn_exp(similarity, mask, return_ok=True, **kw)
     if bool(ok.all()):
         return P
     bad = (~ok).nonzero().squeeze(1)
-    P_bad = sinkhorn_log(similarity[bad], mask[bad], epsilon=epsilon, n_iter=n_iter)
+    P_bad = sinkhorn_log(similarity[bad], mask[bad], **kw)
     if torch.is_grad_enabled() and similarity.requires_grad:
         # the failed exp-domain iterates hold inf/NaN: keep them out of the autograd graph
         good = ok.nonzero().squeeze(1)
         P = torch.zeros_like(similarity).index_put(
-            (good,), sinkhorn_exp(similarity[good], mask[good], epsilon=epsilon, n_iter=n_iter))
+            (good,), sinkhorn_exp(similarity[good], mask[good], **kw))
     return P.index_put((bad,), P_bad)
 
 
@@ -271,12 +427,40 @@ def position_weights(
     ``n`` is each set's real length (not the padded one), so a set's weights never depend on its
     batch; padded rows are 0.
     """
+    S = torch.exp(-(_position_offsets(mask, n_supports, dtype) ** 2) / sigma**2)
+    return S * mask.unsqueeze(-1).to(S.dtype)
+
+
+def _position_offsets(mask, n_supports, dtype):
+    """``i/n - j/p`` with ``n`` each set's real length, ``(B, n_max, p)``."""
     n_real = mask.sum(1, keepdim=True).to(dtype)  # (B, 1)
     i = torch.arange(mask.shape[1], device=mask.device, dtype=n_real.dtype)
     j = torch.arange(n_supports, device=mask.device, dtype=n_real.dtype) / n_supports
-    rel = (i.unsqueeze(0) / n_real).unsqueeze(-1) - j.view(1, 1, -1)
-    S = torch.exp(-(rel**2) / sigma**2)
-    return S * mask.unsqueeze(-1).to(S.dtype)
+    return (i.unsqueeze(0) / n_real).unsqueeze(-1) - j.view(1, 1, -1)
+
+
+# floor of the row-shifted log weights: exp(-1e4) is 0 in any float, and a finite floor keeps the
+# log-domain iterations free of inf - inf
+_LOG_WEIGHT_FLOOR = -1e4
+
+
+def position_log_weights(
+    mask: torch.Tensor, n_supports: int, sigma: float, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
+    r"""Row-normalised log positional weights, ``(B, n_max, p)``, for the Gibbs kernel.
+
+    :math:`\log S_{ij} - \max_{j'} \log S_{ij'}` with
+    :math:`\log S_{ij} = -(i/n - j/p)^2 / \sigma^2`, floored at ``-1e4`` so that it stays finite
+    for any ``sigma``; 0 on padded rows. The row shift multiplies each row of
+    :math:`\exp(K/\varepsilon) \odot S` by a constant, which changes the Sinkhorn scaling ``u``
+    but not the plan, and it keeps each row's best-placed support at 0 so that the floor only
+    touches weights below :math:`e^{-10^4}` of the row's largest.
+    """
+    d2 = _position_offsets(mask, n_supports, dtype) ** 2
+    d2 = d2 - d2.amin(dim=2, keepdim=True)  # >= 0, exactly 0 at each row's best support
+    # where: 0 / 0 when sigma**2 underflows; inf / inf cannot happen (d2 <= 1)
+    logS = torch.where(d2 > 0, -d2 / sigma**2, 0.0).clamp_min_(_LOG_WEIGHT_FLOOR)
+    return logS.masked_fill_(~mask.unsqueeze(-1), 0.0)
 
 
 def transport_similarity(plan: torch.Tensor, similarity: torch.Tensor) -> torch.Tensor:

@@ -50,7 +50,8 @@ def test_list_in_list_out_and_forms(rng):
 
 def test_kmer_window_matches_naive(rng):
     sets = [rng.normal(size=(n, 2)) for n in (5, 3, 8)]
-    nf = NystromFeatures(n_components=6, window=3, dtype="float64", random_state=0).fit(sets)
+    nf = NystromFeatures(n_components=6, window=3, normalize=True, keep_norm=True,
+                         dtype="float64", random_state=0).fit(sets)
     out = nf.transform(sets)
     assert [o.shape[0] for o in out] == [3, 1, 6]
     # naive: standardise, build each 3-mer with a loop, normalise, kernel, K^-1/2
@@ -64,6 +65,13 @@ def test_kmer_window_matches_naive(rng):
     np.testing.assert_allclose(out[2], naive, rtol=1e-9, atol=1e-12)
     with pytest.raises(ValueError, match="window"):
         nf.transform([rng.normal(size=(2, 2))])
+    # the default map: no projection, bandwidth relative to the median distance of k-mers
+    nf = NystromFeatures(n_components=6, window=3, dtype="float64", random_state=0).fit(sets)
+    z = (s - nf.mean_) / nf.scale_
+    kmers = np.stack([z[i : i + 3].reshape(-1) for i in range(len(z) - 2)])
+    d2 = ((kmers[:, None] - nf.anchors_[None]) ** 2).sum(-1)
+    naive = np.exp(-d2 / (2 * nf.bandwidth_**2)) @ nf.normalization_
+    np.testing.assert_allclose(nf.transform(sets)[2], naive, rtol=1e-9, atol=1e-12)
 
 
 def test_layer_from_estimator_matches(rng):
@@ -78,6 +86,37 @@ def test_layer_from_estimator_matches(rng):
     for b, ref in enumerate(nf.transform(sets)):
         np.testing.assert_allclose(out[b, : ref.shape[0]].numpy(), ref, rtol=1e-9, atol=1e-12)
         assert M2[b].sum().item() == ref.shape[0]
+
+
+def test_layer_and_estimator_share_default_parameters(rng):
+    """NystromLayer and NystromFeatures built with defaults compute the same map (both take the
+    DEFAULT_* constants of skset.nn.nystrom); the layer used to default to bandwidth 0.6 and
+    keep_norm=False."""
+    import inspect
+
+    from skset import OTKClassifier
+
+    layer = inspect.signature(NystromLayer).parameters
+    est = inspect.signature(NystromFeatures).parameters
+    shared = (set(layer) & set(est)) - {"anchors"}  # a tensor in the layer, a strategy here
+    assert {"n_components", "bandwidth", "window", "normalize", "keep_norm",
+            "eigenvalue_floor"} <= shared
+    for name in sorted(shared):
+        assert layer[name].default == est[name].default, name
+    # the supervised model: n_components follows too (its bandwidth is the paper's supervised
+    # 0.5 on purpose, see its docstring)
+    assert OTKClassifier().n_components == NystromFeatures().n_components
+    # a default layer given the estimator's anchors and standardisation gives its numbers
+    sets = [rng.normal(size=(n, 3)) for n in (6, 4, 9)]
+    nf = NystromFeatures(n_components=5, dtype="float64", random_state=0).fit(sets)
+    # (the estimator's default bandwidth is relative to the data's scale: bandwidth_ is absolute)
+    layer = NystromLayer(3, 5, bandwidth=nf.bandwidth_, anchors=torch.as_tensor(nf.anchors_)
+                         ).double()
+    layer.mean.copy_(torch.as_tensor(nf.mean_))
+    layer.scale.copy_(torch.as_tensor(nf.scale_))
+    with torch.no_grad():
+        out = layer(torch.as_tensor(sets[2])[None])[0][0].numpy()
+    np.testing.assert_allclose(out, nf.transform(sets)[2], rtol=1e-9, atol=1e-12)
 
 
 def test_determinism_and_no_mutation(rng):

@@ -88,10 +88,11 @@ def test_otk_layer_from_estimator_matches_raw_transform(n_references, position_s
     layer = OTKLayer.from_estimator(est)
     assert layer.references.shape == (n_references, 3, 4) and layer.references.requires_grad
     X, M = _garbage_pack(sets)
-    out = layer(X, M).reshape(len(sets), -1).detach().numpy()
+    with torch.no_grad():  # the estimator's stopping tolerance applies (not under autograd)
+        out = layer(X, M).reshape(len(sets), -1).numpy()
+        P = layer.plans(X, M).numpy()
     np.testing.assert_allclose(out, est.transform(sets), rtol=1e-10, atol=1e-12)
     # plans agree with the estimator's transport_plan
-    P = layer.plans(X, M).detach().numpy()
     for i, ref in enumerate(est.transport_plan(sets)):
         np.testing.assert_allclose(P[i, :, : sets[i].shape[0]], ref, rtol=1e-10, atol=1e-14)
 
@@ -105,7 +106,8 @@ def test_stacked_layers_match_pipeline():
                        dtype="float64", random_state=0).fit(feats)
     model_n, model_o = NystromLayer.from_estimator(nf), OTKLayer.from_estimator(otk)
     X, M = _garbage_pack(sets)
-    out = model_o(*model_n(X, M)).reshape(len(sets), -1).detach().numpy()
+    with torch.no_grad():  # the estimator's stopping tolerance applies (not under autograd)
+        out = model_o(*model_n(X, M)).reshape(len(sets), -1).numpy()
     np.testing.assert_allclose(out, otk.transform(feats), rtol=1e-9, atol=1e-12)
 
 
@@ -163,3 +165,131 @@ def test_layer_errors():
     nys = NystromLayer(2, 3, window=4)
     with pytest.raises(ValueError, match="shorter than the k-mer window"):
         nys(torch.zeros(1, 3, 2), torch.ones(1, 3, dtype=torch.bool))
+
+
+# -- positional weighting modes --
+def _naive_position_embedding(x, refs, eps, sigma, mode):
+    """One unpadded set, numpy and POT: the plan of each reference on the modified kernel, times
+    S, pooled: ``sqrt(p / q) P^T x`` per reference."""
+    import ot as pot
+
+    q, p, _ = refs.shape
+    n = len(x)
+    i = np.arange(n)[:, None] / n
+    j = np.arange(p)[None] / p
+    S = np.exp(-((i - j) ** 2) / sigma**2)
+    out = []
+    for z in refs:
+        K = x @ z.T
+        if mode == "plan":
+            M = -K
+        elif mode == "kernel":  # exp(-M / eps) = exp(K / eps) * S
+            M = -(K + eps * np.log(S))
+        else:  # "similarity": exp((K * S) / eps), the authors' code
+            M = -(K * S)
+        P = pot.bregman.sinkhorn_log(np.full(n, 1 / n), np.full(p, 1 / p), M, reg=eps,
+                                     numItermax=100000, stopThr=1e-15)
+        out.append(np.sqrt(p / q) * (P * S).T @ x)
+    return np.concatenate(out)
+
+
+@pytest.mark.parametrize("mode", ["plan", "kernel", "similarity"])
+@pytest.mark.parametrize("n_references", [1, 2])
+def test_position_modes_match_naive_loop(mode, n_references):
+    rng = np.random.default_rng(6)
+    sets = _sets(rng, [9, 4, 13, 1], d=3)
+    torch.manual_seed(0)
+    eps, sigma = 0.4, 0.3
+    layer = OTKLayer(3, 5, n_references, epsilon=eps, sinkhorn_iter=5000, sinkhorn_tol=1e-13,
+                     position_sigma=sigma, position_mode=mode).double()
+    X, M = _garbage_pack(sets)
+    with torch.no_grad():
+        out = layer(X, M).numpy()
+    refs = layer.references.detach().numpy()
+    for b, s in enumerate(sets):
+        np.testing.assert_allclose(out[b], _naive_position_embedding(s, refs, eps, sigma, mode),
+                                   rtol=1e-9, atol=1e-11)
+
+
+def test_position_modes_differ_and_kernel_mode_follows_positions():
+    """'kernel' puts positions into the plan itself: the plan (before the final S) is no longer
+    the content-only plan of 'plan', and it sends each element's mass to nearby supports."""
+    from skset.nn.otk import otk_plans
+
+    rng = np.random.default_rng(7)
+    x = torch.as_tensor(rng.normal(size=(1, 20, 3)))
+    refs = torch.as_tensor(rng.normal(size=(1, 5, 3)))
+    mask = torch.ones(1, 20, dtype=torch.bool)
+    plans = {m: otk_plans(x, mask, refs, epsilon=0.5, sinkhorn_iter=300, position_sigma=0.2,
+                          position_mode=m)[0, 0] for m in ("plan", "kernel", "similarity")}
+    assert (plans["kernel"] - plans["plan"]).abs().max() > 1e-3
+    assert (plans["similarity"] - plans["plan"]).abs().max() > 1e-3
+    # mean |i/n - j/p| under the plan: smaller when Sinkhorn sees the positions
+    i = torch.arange(20.0)[:, None] / 20
+    j = torch.arange(5.0)[None] / 5
+    spread = {m: float((P * (i - j).abs()).sum() / P.sum()) for m, P in plans.items()}
+    assert spread["kernel"] < spread["plan"]
+
+
+@pytest.mark.parametrize("mode", ["kernel", "similarity"])
+def test_position_modes_padding_invariance_and_gradcheck(mode):
+    torch.manual_seed(0)
+    otk = OTKLayer(3, 4, 2, epsilon=0.3, sinkhorn_iter=8, position_sigma=0.4,
+                   position_mode=mode).double()
+    rng = np.random.default_rng(4)
+    short, long = _sets(rng, [6, 30])
+    alone = otk(*pack([short], dtype=torch.float64))
+    X, M = _garbage_pack([short, long], extra=5)
+    X.requires_grad_()
+    batch = otk(X, M)
+    torch.testing.assert_close(batch[0], alone[0], rtol=1e-10, atol=1e-12)
+    batch.sum().backward()
+    assert (X.grad[~M] == 0).all() and (X.grad[M] != 0).any()
+    Xs, Ms = _garbage_pack(_sets(rng, [4, 2], d=3), extra=1)
+    refs0 = otk.references.detach().clone().requires_grad_()
+    Xs.requires_grad_()
+
+    def f(x, refs):
+        return torch.func.functional_call(otk, {"references": refs}, (x, Ms))
+
+    assert torch.autograd.gradcheck(f, (Xs, refs0), atol=1e-6)
+
+
+@pytest.mark.parametrize("method", ["auto", "log"])
+def test_kernel_mode_small_sigma_stays_finite(method):
+    """log S down to -1e6 here (sigma 1e-3): the row-shifted, floored log weights keep the
+    Sinkhorn input finite, in float32 too, and gradients finite."""
+    torch.manual_seed(0)
+    layer = OTKLayer(3, 6, epsilon=0.05, position_sigma=1e-3, position_mode="kernel",
+                     method=method)
+    x = torch.randn(3, 25, 3)
+    mask = torch.arange(25) < torch.tensor([[25], [11], [2]])
+    out = layer(x, mask)
+    assert torch.isfinite(out).all()
+    out.square().sum().backward()
+    assert torch.isfinite(layer.references.grad).all()
+
+
+def test_position_mode_errors_and_from_estimator():
+    from skset.nn.otk import otk_plans
+
+    with pytest.raises(ValueError, match="position_mode"):
+        OTKLayer(3, 4, position_mode="after")
+    with pytest.raises(ValueError, match="position_mode"):
+        otk_plans(torch.zeros(1, 2, 3), torch.ones(1, 2, dtype=torch.bool), torch.zeros(1, 4, 3),
+                  epsilon=0.5, position_sigma=0.5, position_mode="x")
+    rng = np.random.default_rng(8)
+    sets = _sets(rng, [6, 11, 4, 8], d=3)
+    with pytest.raises(ValueError, match="position_mode"):
+        OTKEmbedding(position_mode="x").fit(sets)
+    est = OTKEmbedding(n_supports=3, position_sigma=0.3, position_mode="kernel", center=False,
+                       normalize=False, dtype="float64", random_state=0).fit(sets)
+    layer = OTKLayer.from_estimator(est)
+    assert layer.position_mode == "kernel" and layer.sinkhorn_tol == est.sinkhorn_tol
+    X, M = _garbage_pack(sets)
+    with torch.no_grad():
+        out = layer(X, M).reshape(len(sets), -1).numpy()
+    np.testing.assert_allclose(out, est.transform(sets), rtol=1e-10, atol=1e-12)
+    plain = OTKEmbedding(n_supports=3, position_sigma=0.3, center=False, normalize=False,
+                         dtype="float64", random_state=0).fit(sets)
+    assert np.abs(plain.transform(sets) - est.transform(sets)).max() > 1e-4

@@ -103,3 +103,135 @@ def test_position_weights_use_real_length():
     j = torch.arange(4.0)[None] / 4
     torch.testing.assert_close(S[1, :3], torch.exp(-((i - j) ** 2) / 0.25))
     assert torch.all(S[1, 3:] == 0)
+
+
+# -- stopping tolerance --
+def _row_error(P, mask):
+    a = mask.to(P.dtype) / mask.sum(1, keepdim=True)
+    return (P.sum(2) - a).abs().sum(1)
+
+
+def _mixed_problem(rng, B=12, n=15, p=6):
+    """Sets of various lengths and difficulty (similarity scales 0.1 to 3)."""
+    sim = torch.tensor(rng.normal(size=(B, n, p)) * np.geomspace(0.1, 3, B)[:, None, None])
+    lengths = torch.tensor(rng.integers(1, n + 1, B))
+    lengths[0] = n
+    mask = torch.arange(n)[None] < lengths[:, None]
+    return sim, mask
+
+
+@pytest.mark.parametrize("method", ["exp", "log", "auto"])
+def test_tol_stops_each_set_at_its_first_check_within_tol(rng, method):
+    """A set's plan is the fixed-count plan at the first check (every 5 iterations) where its
+    own row-marginal error is <= tol: fewer iterations than the cap for easy sets, and a result
+    within tol of the row marginals."""
+    sim, mask = _mixed_problem(rng)
+    eps, tol, cap = 0.5, 1e-6, 400
+    P = sinkhorn(sim, mask, epsilon=eps, n_iter=cap, method=method, tol=tol)
+    assert torch.all(_row_error(P, mask) <= tol)
+    torch.testing.assert_close(P.sum(1), torch.full((12, 6), 1 / 6, dtype=P.dtype), rtol=0,
+                               atol=1e-12)
+    stops = {}
+    for k in range(5, cap + 1, 5):  # each set's first check within tol
+        fixed = sinkhorn(sim, mask, epsilon=eps, n_iter=k, method=method)
+        for b in (_row_error(fixed, mask) <= tol).nonzero().squeeze(1).tolist():
+            if b not in stops:
+                stops[b] = k
+                torch.testing.assert_close(P[b], fixed[b], rtol=1e-12, atol=1e-15)
+        if len(stops) == len(sim):
+            break
+    assert len(stops) == len(sim)  # below: early, and set by set
+    assert max(stops.values()) < cap and min(stops.values()) < max(stops.values())
+
+
+@pytest.mark.parametrize("method", ["exp", "log", "auto"])
+def test_tol_none_or_zero_is_the_fixed_count(rng, method):
+    sim, mask = _mixed_problem(rng)
+    ref = sinkhorn(sim, mask, epsilon=0.3, n_iter=37, method=method)
+    for tol in (None, 0, 0.0):
+        assert torch.equal(sinkhorn(sim, mask, epsilon=0.3, n_iter=37, method=method, tol=tol),
+                           ref)
+
+
+def test_tol_auto_falls_back_to_log_and_runs_to_tol(rng):
+    """Small epsilon: the exp domain fails on some sets; their log-domain redo also stops at the
+    tolerance, and auto, log and exp (on the sets exp can do) agree."""
+    sim, mask = _mixed_problem(rng, B=10)
+    sim = sim.float()
+    eps, tol, cap = 0.05, 1e-4, 3000
+    _, ok = sinkhorn_exp(sim, mask, epsilon=eps, n_iter=50, return_ok=True)
+    assert 0 < int(ok.sum()) < len(ok)  # a mixed batch
+    P = sinkhorn(sim, mask, epsilon=eps, n_iter=cap, tol=tol)
+    P_log = sinkhorn(sim, mask, epsilon=eps, n_iter=cap, method="log", tol=tol)
+    assert torch.isfinite(P).all()
+    # float32: the error the check reads and the error of the formed plan differ by rounding
+    assert torch.all(_row_error(P, mask) <= 1.05 * tol)
+    assert torch.all(_row_error(P_log, mask) <= 1.05 * tol)
+    torch.testing.assert_close(P, P_log, atol=2 * tol, rtol=0)
+    good = ok.nonzero().squeeze(1)
+    P_exp = sinkhorn(sim[good], mask[good], epsilon=eps, n_iter=cap, method="exp", tol=tol)
+    torch.testing.assert_close(P_exp, P[good], atol=2 * tol, rtol=0)
+    # the log fallback stopped early too: not the cap's plan for every set
+    P_cap = sinkhorn(sim, mask, epsilon=eps, n_iter=cap, method="log")
+    assert not torch.equal(P_log, P_cap)
+
+
+@pytest.mark.parametrize("method", ["exp", "log", "auto"])
+def test_tol_plan_does_not_depend_on_the_batch(rng, method):
+    sim, mask = _mixed_problem(rng)
+    garbage = sim.clone()
+    garbage[~mask] = 1e6
+    P = sinkhorn(garbage, mask, epsilon=0.2, n_iter=500, method=method, tol=1e-7)
+    for b, n in enumerate(mask.sum(1).tolist()):
+        alone = sinkhorn(sim[b:b + 1, :n], None, epsilon=0.2, n_iter=500, method=method, tol=1e-7)
+        torch.testing.assert_close(alone[0], P[b, :n], rtol=1e-12, atol=1e-15)
+        assert torch.all(P[b, n:] == 0)
+
+
+def test_tol_on_cpu_blocks(rng, monkeypatch):
+    """Block-wise processing (one set per block here) gives the same plans."""
+    import skset.ot as sot
+
+    sim, mask = _mixed_problem(rng)
+    P = sinkhorn(sim, mask, epsilon=0.2, n_iter=300, tol=1e-6)
+    monkeypatch.setattr(sot, "_CPU_BLOCK_BYTES", 1)
+    torch.testing.assert_close(sinkhorn(sim, mask, epsilon=0.2, n_iter=300, tol=1e-6), P,
+                               rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("method", ["exp", "log", "auto"])
+def test_tol_ignored_under_autograd(rng, method):
+    """With grad enabled and an input that requires grad, exactly n_iter iterations run."""
+    sim, mask = _problem(rng, lengths=(4, 2), p=3)
+    fixed = sinkhorn(sim, mask, epsilon=0.5, n_iter=40, method=method)
+    early = sinkhorn(sim, mask, epsilon=0.5, n_iter=40, method=method, tol=1e-3)
+    assert not torch.equal(early, fixed)
+    s = sim.clone().requires_grad_(True)
+    P = sinkhorn(s, mask, epsilon=0.5, n_iter=40, method=method, tol=1e-3)
+    torch.testing.assert_close(P.detach(), fixed, rtol=1e-12, atol=1e-15)
+    (P * torch.randn_like(P)).sum().backward()
+    assert torch.isfinite(s.grad).all() and s.grad.abs().sum() > 0
+    assert torch.autograd.gradcheck(
+        lambda x: sinkhorn(x, mask, epsilon=0.5, n_iter=5, method=method, tol=1e-2), (s,))
+
+
+def test_bad_tol():
+    for tol in (-1.0, float("nan"), float("inf"), "1e-3"):
+        with pytest.raises(ValueError, match="tol"):
+            sinkhorn(torch.zeros(1, 2, 2), epsilon=1.0, tol=tol)
+
+
+def test_position_log_weights_finite_and_row_normalised():
+    from skset.ot import position_log_weights
+
+    mask = torch.arange(6)[None] < torch.tensor([[6], [3]])
+    for sigma in (0.5, 1e-3, 1e-30):
+        L = position_log_weights(mask, 4, sigma, dtype=torch.float32)
+        assert torch.isfinite(L).all() and (L <= 0).all()
+        torch.testing.assert_close(L[mask].amax(1), torch.zeros(9))  # each row's best is 0
+        assert torch.all(L[1, 3:] == 0)
+    # up to the row shift it is log S
+    L = position_log_weights(mask, 4, 0.5, dtype=torch.float64)
+    logS = torch.log(position_weights(mask, 4, 0.5, dtype=torch.float64))
+    d = (L - logS)[1, :3]
+    torch.testing.assert_close(d, d[:, :1].expand_as(d))

@@ -213,6 +213,7 @@ def test_regressor_learns_and_has_closed_form_head():
     ("alpha", -1.0, "alpha"),
     ("fit_method", "em", "fit_method"),
     ("warm_start", "yes", "warm_start"),
+    ("position_mode", "after", "position_mode"),
 ])
 def test_bad_parameters(motif_data, param, value, match):
     X, y = motif_data
@@ -248,3 +249,72 @@ def test_convergence_warning_when_max_iter_reached(motif_data):
         warnings.simplefilter("always")
         OTKClassifier(**{**SMALL, "max_iter": 1}, random_state=0).fit(X, y)
     assert any(issubclass(w.category, ConvergenceWarning) for w in rec)
+
+
+# -- early stopping: the validation sets stay out of the unsupervised initialisation too --
+def test_early_stopping_initialisation_sees_only_the_training_part(motif_data, monkeypatch):
+    from sklearn.utils import check_random_state
+
+    from skset._training import split_validation
+
+    X, y = motif_data
+    seen = {}
+    init = OTKClassifier._initial_module
+
+    def spy(self, sets, n_outputs, rng):
+        seen["sets"] = list(sets)
+        return init(self, sets, n_outputs, rng)
+
+    monkeypatch.setattr(OTKClassifier, "_initial_module", spy)
+    clf = OTKClassifier(**{**SMALL, "max_iter": 1}, early_stopping=True, validation_fraction=0.25,
+                        random_state=0).fit(X, y)
+    # the split fit() makes: its seed is the first draw of random_state, stratified on y
+    seed = check_random_state(0).randint(2**31 - 1)
+    tr, va = split_validation(len(X), 0.25, y=np.unique(y, return_inverse=True)[1],
+                              stratify=True, seed=seed)
+    assert len(seen["sets"]) == len(tr) and len(va) > 0
+    for s, i in zip(seen["sets"], tr, strict=True):
+        np.testing.assert_array_equal(s, np.asarray(X[i], dtype=s.dtype))
+    # the anchors and references are the unsupervised fits on the training sets alone
+    tr_sets = [X[i] for i in tr]
+    nys = clone(clf.nystrom_).fit(tr_sets)
+    np.testing.assert_array_equal(nys.anchors_, clf.nystrom_.anchors_)
+    emb = clone(clf.embedding_).fit(nys.transform(tr_sets))
+    np.testing.assert_array_equal(emb.references_, clf.embedding_.references_)
+    assert len(clf.embedding_.assignments_) == len(tr)
+
+
+# -- n_supports above the distinct elements: capped by the initial OTKEmbedding, layer follows --
+@pytest.mark.parametrize("n_components", [None, 4])
+def test_capped_n_supports_in_supervised_models(n_components):
+    rng = np.random.default_rng(0)
+    pts = rng.normal(size=(6, 3))
+    X = [pts[rng.integers(0, 6, size=5)] for _ in range(20)]  # 100 elements, 6 distinct
+    y = np.tile([0, 1], 10)
+    k = n_components or 3
+    for est in (OTKClassifier(n_components=n_components, n_supports=10, max_iter=2,
+                              random_state=0, device="cpu"),
+                OTKRegressor(n_components=n_components, n_supports=10, max_iter=2,
+                             random_state=0, device="cpu")):
+        with pytest.warns(UserWarning, match="n_supports=10"):
+            est.fit(X, y)
+        assert est.embedding_.n_supports_ == 6 and est.module_.otk.n_supports == 6
+        assert est.module_.otk.references.shape == (1, 6, k)
+        assert est.transform(X).shape == (20, 6 * k)
+        assert len(est.get_feature_names_out()) == 6 * k
+        assert est.predict(X).shape == (20,)
+
+
+@pytest.mark.parametrize("mode", ["kernel", "similarity"])
+def test_position_mode_reaches_embedding_and_layer(motif_data, mode):
+    X, y = motif_data
+    clf = OTKClassifier(**{**SMALL, "max_iter": 1}, position_mode=mode, random_state=0).fit(X, y)
+    assert clf.embedding_.position_mode == mode and clf.module_.otk.position_mode == mode
+    # the supervised setting: 10 fixed Sinkhorn iterations, no tolerance, in both
+    assert clf.embedding_.sinkhorn_tol is None and clf.module_.otk.sinkhorn_tol is None
+    assert clf.module_.otk.sinkhorn_iter == 10
+    # at initialisation the network's embedding is the unsupervised one
+    clf0 = OTKClassifier(**{**SMALL, "max_iter": 1}, position_mode=mode,
+                         learning_rate_init=1e-12, random_state=0).fit(X, y)
+    feats = clf0.embedding_.transform(clf0.nystrom_.transform(X))
+    np.testing.assert_allclose(clf0.transform(X), feats, rtol=1e-4, atol=1e-4)

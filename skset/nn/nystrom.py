@@ -21,6 +21,20 @@ from torch import nn
 
 __all__ = ["NystromLayer", "gaussian_kernel", "inv_sqrt_psd", "nystrom_map", "kmer_unfold"]
 
+# Defaults of the Nystrom map, shared by NystromLayer (here) and skset.NystromFeatures (which
+# imports them: the estimator builds on this engine module, never the other way round). They were
+# chosen for NystromFeatures on the real-data suite (benchmarks/bench_suite.py; BENCHMARKS.md):
+# no projection on the unit sphere (it maps scalar elements to +-1 and amplifies k-mers near the
+# mean to unit norm), a Gaussian kernel of bandwidth 0.5 times the data's scale. NystromFeatures
+# reads the bandwidth relative to the median distance of training elements when normalize=False
+# (its ``bandwidth_`` is the absolute value); the layer, which sees no training data, reads it as
+# absolute, so ``NystromLayer.from_estimator`` is the way to get the estimator's map.
+DEFAULT_N_COMPONENTS = 128
+DEFAULT_BANDWIDTH = 0.5
+DEFAULT_NORMALIZE = False
+DEFAULT_KEEP_NORM = True
+DEFAULT_EIGENVALUE_FLOOR = 1e-4
+
 
 def gaussian_kernel(x: torch.Tensor, w: torch.Tensor, bandwidth: float) -> torch.Tensor:
     """``exp(-||x - w||^2 / (2 bandwidth^2))`` between the rows of ``x (..., D)`` and ``w (k, D)``."""
@@ -104,8 +118,8 @@ def nystrom_map(
     normalization: torch.Tensor,
     bandwidth: float,
     *,
-    normalize: bool = True,
-    keep_norm: bool = False,
+    normalize: bool = DEFAULT_NORMALIZE,
+    keep_norm: bool = DEFAULT_KEEP_NORM,
 ) -> torch.Tensor:
     """psi(x) for rows ``x (..., D)``: ``kappa(x, anchors) @ normalization`` (normalization symmetric).
 
@@ -143,16 +157,20 @@ class NystromLayer(nn.Module):
     ----------
     in_features : int
         Features per element ``d``.
-    n_components : int
+    n_components : int, default=DEFAULT_N_COMPONENTS
         Number of anchors ``k`` (output features).
-    bandwidth : float
+    bandwidth : float, default=DEFAULT_BANDWIDTH
         Gaussian kernel bandwidth ``sigma`` (on the unit sphere when ``normalize``).
-    window : int
+    window : int, default=1
         k-mer width: ``window`` consecutive elements are concatenated before the map.
-    normalize, keep_norm : bool
+    normalize, keep_norm : bool, default=DEFAULT_NORMALIZE, DEFAULT_KEEP_NORM
         Project (k-mers of) elements on the unit sphere; multiply the output back by the norm.
-    eigenvalue_floor : float
+    eigenvalue_floor : float, default=DEFAULT_EIGENVALUE_FLOOR
         Relative floor on the eigenvalues of ``kappa(w, w)`` for its inverse square root.
+
+    The defaults are the module constants ``DEFAULT_*`` of :mod:`skset.nn.nystrom`, which
+    :class:`skset.NystromFeatures` uses too: a layer and an estimator built with defaults compute
+    the same map (their values are listed in :class:`skset.NystromFeatures`).
 
     The input standardisation ``(x - mean) / scale`` is held in buffers (identity by default) so a
     layer built by :meth:`from_estimator` gives exactly the estimator's numbers.
@@ -173,13 +191,13 @@ class NystromLayer(nn.Module):
     def __init__(
         self,
         in_features: int,
-        n_components: int = 128,
+        n_components: int = DEFAULT_N_COMPONENTS,
         *,
-        bandwidth: float = 0.6,
+        bandwidth: float = DEFAULT_BANDWIDTH,
         window: int = 1,
-        normalize: bool = True,
-        keep_norm: bool = False,
-        eigenvalue_floor: float = 1e-4,
+        normalize: bool = DEFAULT_NORMALIZE,
+        keep_norm: bool = DEFAULT_KEEP_NORM,
+        eigenvalue_floor: float = DEFAULT_EIGENVALUE_FLOOR,
         anchors: torch.Tensor | None = None,
     ):
         super().__init__()

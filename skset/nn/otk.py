@@ -10,10 +10,23 @@ For a set :math:`\mathbf{x} \in \mathbb{R}^{n \times k}` and ``q`` references
     \in \mathbb{R}^{q \times p \times k}
 
 (Mialon et al. 2021, eq. 3 and 8), with :math:`\mathbf{P}` the entropic transport plan of
-:func:`skset.ot.sinkhorn` for the similarity :math:`\langle x_i, z_j \rangle`. With
-``position_sigma`` the plan is multiplied element-wise by
-:math:`S_{ij} = \exp(-(i/n - j/p)^2 / \sigma_{pos}^2)` (Appendix B.3), ``n`` being each set's real
-length.
+:func:`skset.ot.sinkhorn` for the similarity :math:`K_{ij} = \langle x_i, z_j \rangle`.
+
+Positions: with ``position_sigma`` the weights
+:math:`S_{ij} = \exp(-(i/n - j/p)^2 / \sigma_{pos}^2)` (``n`` each set's real length, ``i`` from 0
+to ``n - 1``, ``j`` from 0 to ``p - 1``) enter in one of three ways (``position_mode``):
+
+* ``"plan"`` (the paper, Appendix B.3): :math:`\mathbf{P} \odot S`, ``P`` the plan for ``K``
+  alone.
+* ``"kernel"``: Sinkhorn on the Gibbs kernel :math:`e^{K/\varepsilon} \odot S`, i.e. on
+  :math:`K/\varepsilon + \log S` (the cost :math:`-K` plus
+  :math:`\varepsilon (i/n - j/p)^2 / \sigma_{pos}^2`), so that the plan itself follows the
+  positions and keeps its marginals; then :math:`\odot S` as in ``"plan"``.
+* ``"similarity"``: what the authors' code does (``github.com/claying/OTK``,
+  ``otk/sinkhorn.py::multihead_attn``): Sinkhorn on :math:`e^{(K \odot S)/\varepsilon}`, the
+  similarity itself multiplied by ``S`` (so the penalty depends on the sign and size of ``K``:
+  far-apart pairs are pulled towards similarity 0), then :math:`\odot S`. Unlike that code, ``n`` is
+  each set's real length, not the padded one.
 """
 
 from __future__ import annotations
@@ -23,9 +36,16 @@ import math
 import torch
 from torch import nn
 
-from ..ot import position_weights, sinkhorn
+from ..ot import position_log_weights, position_weights, sinkhorn
 
 __all__ = ["OTKLayer", "otk_plans", "otk_pool"]
+
+POSITION_MODES = ("plan", "kernel", "similarity")
+
+
+def check_position_mode(position_mode) -> None:
+    if position_mode not in POSITION_MODES:
+        raise ValueError(f"position_mode must be one of {POSITION_MODES}, got {position_mode!r}")
 
 
 def otk_plans(
@@ -37,8 +57,16 @@ def otk_plans(
     sinkhorn_iter: int = 10,
     position_sigma: float | None = None,
     method: str = "auto",
+    sinkhorn_tol: float | None = None,
+    position_mode: str = "plan",
 ) -> torch.Tensor:
-    """Plans ``(B, q, n, p)`` between each set of ``x (B, n, k)`` and each of ``references (q, p, k)``."""
+    """Plans ``(B, q, n, p)`` between each set of ``x (B, n, k)`` and each of ``references (q, p, k)``.
+
+    ``sinkhorn_iter``, ``method`` and ``sinkhorn_tol`` go to :func:`skset.ot.sinkhorn` (``n_iter``,
+    ``method``, ``tol``; ``sinkhorn_iter`` is the cap with a tolerance, which autograd ignores);
+    ``position_sigma`` and ``position_mode`` are described in the module docstring.
+    """
+    check_position_mode(position_mode)
     B, n, _ = x.shape
     q, p, k = references.shape
     sim = x @ references.reshape(q * p, k).T  # (B, n, q*p): one matmul for all references
@@ -48,10 +76,18 @@ def otk_plans(
     else:
         sim = sim.view(B, n, q, p).permute(0, 2, 1, 3)
         rep_mask = mask.repeat_interleave(q, dim=0)
-    P = sinkhorn(sim.reshape(B * q, n, p), rep_mask, epsilon=epsilon, n_iter=sinkhorn_iter,
-                 method=method).view(B, q, n, p)
+    S = None
     if position_sigma is not None:
-        P = P * position_weights(mask, p, position_sigma, dtype=P.dtype).unsqueeze(1)
+        S = position_weights(mask, p, position_sigma, dtype=sim.dtype).unsqueeze(1)
+        if position_mode == "kernel":  # (K + eps log S) / eps = K / eps + log S
+            logS = position_log_weights(mask, p, position_sigma, dtype=sim.dtype)
+            sim = sim + epsilon * logS.unsqueeze(1)
+        elif position_mode == "similarity":
+            sim = sim * S
+    P = sinkhorn(sim.reshape(B * q, n, p), rep_mask, epsilon=epsilon, n_iter=sinkhorn_iter,
+                 method=method, tol=sinkhorn_tol).view(B, q, n, p)
+    if S is not None:
+        P = P * S
     return P
 
 
@@ -79,11 +115,19 @@ class OTKLayer(nn.Module):
     epsilon : float
         Entropic regularisation of the transport plan.
     sinkhorn_iter : int
-        Sinkhorn iterations (10 in the paper).
+        Sinkhorn iterations (10 in the paper's supervised models); the cap with ``sinkhorn_tol``.
     position_sigma : float or None
         Bandwidth ``sigma_pos`` of the positional weights; ``None`` ignores positions.
     method : {"auto", "log", "exp"}
         Sinkhorn solver, see :func:`skset.ot.sinkhorn`.
+    sinkhorn_tol : float or None, default=None
+        Sinkhorn stopping tolerance (row-marginal L1 error, see :func:`skset.ot.sinkhorn`); used
+        only without autograd (e.g. under ``torch.no_grad()``). Under autograd, and with ``None``,
+        exactly ``sinkhorn_iter`` iterations run, so training differentiates a fixed computation.
+    position_mode : {"plan", "kernel", "similarity"}, default="plan"
+        How the positional weights enter (module docstring): on the plan after Sinkhorn (the
+        paper), on the Gibbs kernel before it (and on the plan), or on the similarity before it
+        (and on the plan; the authors' code).
     references : Tensor (q, p, k), optional
         Initial references; default small random values.
 
@@ -110,6 +154,8 @@ class OTKLayer(nn.Module):
         position_sigma: float | None = None,
         method: str = "auto",
         references: torch.Tensor | None = None,
+        sinkhorn_tol: float | None = None,
+        position_mode: str = "plan",
     ):
         super().__init__()
         self.in_features = in_features
@@ -119,6 +165,9 @@ class OTKLayer(nn.Module):
         self.sinkhorn_iter = int(sinkhorn_iter)
         self.position_sigma = position_sigma
         self.method = method
+        self.sinkhorn_tol = sinkhorn_tol
+        check_position_mode(position_mode)
+        self.position_mode = position_mode
         if references is None:
             bound = 1.0 / math.sqrt(n_supports)
             references = torch.empty(n_references, n_supports, in_features).uniform_(-bound, bound)
@@ -133,7 +182,8 @@ class OTKLayer(nn.Module):
             mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
         return otk_plans(x, mask, self.references, epsilon=self.epsilon,
                          sinkhorn_iter=self.sinkhorn_iter, position_sigma=self.position_sigma,
-                         method=self.method)
+                         method=self.method, sinkhorn_tol=self.sinkhorn_tol,
+                         position_mode=self.position_mode)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         out = otk_pool(x, self.plans(x, mask))
@@ -144,7 +194,12 @@ class OTKLayer(nn.Module):
         """A layer with the fitted references of a :class:`skset.OTKEmbedding`.
 
         The layer returns the raw embedding; the estimator's optional centring and normalisation
-        of its output (``center``, ``normalize``) is not part of the layer.
+        of its output (``center``, ``normalize``) is not part of the layer. It takes the
+        estimator's Sinkhorn settings, ``sinkhorn_tol`` included: without autograd it gives
+        ``transform``'s raw embedding; under autograd it runs ``sinkhorn_iter`` iterations (the
+        estimator's cap, 3000 by default), which differs from it by about the tolerance. To train
+        the layer, a small fixed count is usual (the paper's supervised models use 10: set
+        ``layer.sinkhorn_iter = 10``).
         """
         from sklearn.utils.validation import check_is_fitted
 
@@ -152,4 +207,5 @@ class OTKLayer(nn.Module):
         refs = torch.as_tensor(est.references_)
         return cls(refs.shape[2], refs.shape[1], refs.shape[0], epsilon=est.epsilon,
                    sinkhorn_iter=est.sinkhorn_iter, position_sigma=est.position_sigma,
-                   method=est.sinkhorn_method, references=refs)
+                   method=est.sinkhorn_method, references=refs,
+                   sinkhorn_tol=est.sinkhorn_tol, position_mode=est.position_mode)
