@@ -32,7 +32,7 @@ from ._sets import (
     length_batches,
     pack,
 )
-from ._torch import TorchStateMixin, make_generator, resolve_device, resolve_dtype
+from ._torch import TorchStateMixin, _to_cpu, make_generator, resolve_device, resolve_dtype
 from ._training import (
     check_training_params,
     encode_class_targets,
@@ -84,16 +84,6 @@ class _OTKNetwork(torch.nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         return self.head(self.embed(x, mask))
-
-
-def _cpu_copy(obj):
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().cpu().clone()
-    if isinstance(obj, dict):
-        return {k: _cpu_copy(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_cpu_copy(v) for v in obj)
-    return obj
 
 
 def _fit_logistic_head(head: torch.nn.Linear, Z: torch.Tensor, y: torch.Tensor, alpha: float,
@@ -402,15 +392,17 @@ class _BaseSupervisedOTK(ClassNamePrefixFeaturesOutMixin, TorchStateMixin, BaseE
                 if epoch > 0 or warm:  # epoch 0 of a fresh fit: head just fitted at init
                     self._refit_head(m, tr_sets, Y_tr)
 
-        plateau = {"best": math.inf, "bad": 0}
+        plateau = {"best": None, "bad": 0}  # best monitored loss of this fit, "bad" epochs since
 
         def on_end(epoch, m, opt, epoch_loss, score):
             self.learning_rates_.append(opt.param_groups[0]["lr"])
             if self.learning_rate != "adaptive":
                 return
             monitored = val_loss[0] if self.early_stopping else epoch_loss
-            # progress = a decrease beyond tol (relative), not a change in the last rounding bits
-            if monitored < plateau["best"] - self.tol * abs(plateau["best"]):
+            # progress = a decrease beyond tol (relative), not a change in the last rounding bits;
+            # the first epoch always counts (from best = inf, inf - tol * inf would be nan)
+            best = plateau["best"]
+            if best is None or monitored < best - self.tol * abs(best):
                 plateau["best"], plateau["bad"] = monitored, 0
             else:
                 plateau["bad"] += 1
@@ -435,7 +427,7 @@ class _BaseSupervisedOTK(ClassNamePrefixFeaturesOutMixin, TorchStateMixin, BaseE
             # best epoch keeps the head it was validated with)
             self._refit_head(module, tr_sets, Y_tr)
         module.eval()
-        self._optimizer_state = _cpu_copy(result.optimizer_state)
+        self._optimizer_state = _to_cpu(result.optimizer_state, clone=True)
         self.loss_curve_ = list(self.loss_curve_) + result.loss_curve
         self.validation_scores_ = list(self.validation_scores_) + result.validation_scores
         if self.early_stopping:
@@ -500,7 +492,9 @@ _DOC_PARAMS = """
         How ``S`` enters: ``"plan"`` multiplies the plan by ``S`` (the paper, Appendix B.3);
         ``"kernel"`` runs Sinkhorn on ``exp(K / epsilon) * S`` and multiplies the plan by ``S``;
         ``"similarity"`` runs it on ``exp(K * S / epsilon)`` and multiplies the plan by ``S`` (the
-        authors' code). See :mod:`skset.nn.otk`.
+        authors' code). See :mod:`skset.nn.otk`. :class:`OTKEmbedding` defaults to
+        ``"kernel"`` (chosen on the unsupervised real-data suite); the supervised models keep the
+        paper's ``"plan"``, with which their benchmarks were measured.
     fit_method : {"kmeans", "wasserstein"}, default="kmeans"
         How :class:`OTKEmbedding` fits the initial references.
     solver : {"alternating", "adam"}, default="alternating"
@@ -516,7 +510,8 @@ _DOC_PARAMS = """
         Adam's learning rate (0.01 in the paper).
     learning_rate : {"adaptive", "constant"}, default="adaptive"
         ``"adaptive"`` halves the learning rate each time the validation loss (the training loss
-        without ``early_stopping``) has not decreased for 5 consecutive epochs, as in the paper.
+        without ``early_stopping``) has not decreased by more than ``tol`` (relative to its best
+        value in this ``fit``) for 5 consecutive epochs, as in the paper.
     alpha : float, default=1e-3
         L2 penalty ``alpha/2 ||W||^2`` on the head's weights, added to the mean loss.
     tol, n_iter_no_change : float, int, default=1e-4, 10

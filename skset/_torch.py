@@ -99,22 +99,64 @@ def map_on_threads(fn, items, device: torch.device | str = "cpu") -> list:
         torch.set_num_threads(n)
 
 
+def _map_tensors(obj, fn_tensor, fn_module):
+    """Rebuild ``obj`` with ``fn_tensor``/``fn_module`` applied to every tensor and module in it,
+    through nested dicts, lists and tuples (an optimizer ``state_dict``); other objects as is."""
+    if isinstance(obj, torch.Tensor):
+        return fn_tensor(obj)
+    if isinstance(obj, torch.nn.Module):
+        return fn_module(obj)
+    if isinstance(obj, dict):
+        out = copy.copy(obj)  # keeps the mapping's type (OrderedDict, defaultdict)
+        for k, v in obj.items():
+            out[k] = _map_tensors(v, fn_tensor, fn_module)
+        return out
+    if isinstance(obj, (list, tuple)):
+        items = [_map_tensors(v, fn_tensor, fn_module) for v in obj]
+        if type(obj) is list:
+            return items
+        if hasattr(obj, "_fields"):  # namedtuple
+            return type(obj)(*items)
+        return type(obj)(items)
+    return obj
+
+
+def _to_cpu(obj, clone: bool = False):
+    """``obj`` with every tensor and module nested in it on the CPU, detached from autograd.
+
+    Modules are deep-copied (moving one is in place); tensors already on the CPU are shared unless
+    ``clone`` (a copy that owns its memory, e.g. an optimizer state kept past the optimizer).
+    """
+    def tensor(t):
+        t = t.detach().cpu()
+        return t.clone() if clone else t
+
+    return _map_tensors(obj, tensor, lambda m: copy.deepcopy(m).cpu())
+
+
+def _to_device(obj, device):
+    """``obj`` with every tensor and module nested in it moved to ``device`` (modules in place)."""
+    return _map_tensors(obj, lambda t: t.to(device), lambda m: m.to(device))
+
+
 class TorchStateMixin:
     """Pickle support for estimators holding tensors or modules in fitted attributes.
 
-    ``__getstate__`` moves every tensor and ``nn.Module`` attribute to the CPU (on a copy, the
-    fitted estimator keeps its device); ``__setstate__`` moves them back to the estimator's resolved
-    device, or stays on the CPU with a warning when that device is not available here. A model
-    fitted on a GPU therefore loads on a CPU-only machine.
+    ``__getstate__`` moves every tensor and ``nn.Module`` attribute to the CPU, including those
+    nested in dicts, lists and tuples such as an optimizer ``state_dict`` (on a copy, the fitted
+    estimator keeps its device); ``__setstate__`` moves them back to the estimator's resolved
+    device (except the attributes in ``_cpu_attributes``), or stays on the CPU with a warning when
+    that device is not available here. A model fitted on a GPU therefore loads on a CPU-only
+    machine.
     """
 
+    #: attributes kept on the CPU once loaded (an optimizer ``state_dict``: ``load_state_dict``
+    #: puts it on the parameters' device when training resumes, and Adam's ``step`` counters must
+    #: stay on the CPU)
+    _cpu_attributes = frozenset({"_optimizer_state"})
+
     def __getstate__(self):
-        state = self.__dict__.copy()
-        for k, v in state.items():
-            if isinstance(v, torch.Tensor):
-                state[k] = v.detach().cpu()
-            elif isinstance(v, torch.nn.Module):
-                state[k] = copy.deepcopy(v).cpu()
+        state = {k: _to_cpu(v) for k, v in self.__dict__.items()}
         if "device_" in state:
             state["device_"] = str(state["device_"])
         return state
@@ -136,6 +178,6 @@ class TorchStateMixin:
                 )
             state["device_"] = target
         for k, v in state.items():
-            if isinstance(v, (torch.Tensor, torch.nn.Module)):
-                state[k] = v.to(target)
+            if k not in self._cpu_attributes:
+                state[k] = _to_device(v, target)
         self.__dict__.update(state)

@@ -22,7 +22,13 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._sets import length_batches
-from ._torch import TorchStateMixin, make_generator, map_on_threads, seed_from_random_state
+from ._torch import (
+    TorchStateMixin,
+    _to_cpu,
+    make_generator,
+    map_on_threads,
+    seed_from_random_state,
+)
 from ._training import check_training_params
 from .nn.spectral import eigengap_n_clusters, laplacian_eigh
 
@@ -764,7 +770,8 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
             n_iter_no_change=self.n_iter_no_change, optimizer_state=self._optimizer_state,
             verbose=self.verbose, name=name, warn_convergence=False,
         )
-        self._optimizer_state = result.optimizer_state
+        # on the CPU (as __getstate__ would put it): a GPU fit pickles and loads without CUDA
+        self._optimizer_state = _to_cpu(result.optimizer_state, clone=True)
         self.loss_curve_ = list(self.loss_curve_) + list(result.loss_curve)
         self.validation_scores_ = list(self.validation_scores_) + list(result.validation_scores)
         self.n_iter_ = int(self.n_iter_) + min(result.n_iter * every, max_steps)

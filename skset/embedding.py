@@ -94,7 +94,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchState
         Positional weighting for ordered sets (sequences), with
         :math:`S_{ij} = \exp(-(i/n - j/p)^2/\sigma_{pos}^2)` (``n`` the set's length, ``i``, ``j``
         from 0); ``position_mode`` says how. ``None`` ignores order.
-    position_mode : {"plan", "kernel", "similarity"}, default="plan"
+    position_mode : {"plan", "kernel", "similarity"}, default="kernel"
         How the positional weights enter the plan (see :mod:`skset.nn.otk`):
         ``"plan"``: :math:`\mathbf{P}(K) \odot S`, the plan multiplied by ``S`` after Sinkhorn
         (the paper, Appendix B.3); ``"kernel"``: Sinkhorn on the Gibbs kernel
@@ -102,6 +102,10 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchState
         :math:`\varepsilon (i/n - j/p)^2/\sigma_{pos}^2`), so the plan itself follows positions,
         then :math:`\odot S`; ``"similarity"``: Sinkhorn on :math:`e^{(K \odot S)/\varepsilon}`
         then :math:`\odot S`, what the authors' code does. Ignored without ``position_sigma``.
+        The three were compared on the real-data suite (``benchmarks/bench_suite.py``, framing
+        ``pos``: mean test accuracy over 8 data sets 0.849 "kernel", 0.848 "similarity", 0.845
+        "plan"; largest shortfall from the best mode on one data set 2.5, 3.2 and 5.0 points);
+        "kernel" is the default.
     center : bool, default=True
         Subtract the mean training embedding from every output.
     normalize : bool, default=True
@@ -179,7 +183,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchState
         sinkhorn_tol: float | None = 1e-4,
         fit_method: str = "kmeans",
         position_sigma: float | None = None,
-        position_mode: str = "plan",
+        position_mode: str = "kernel",
         center: bool = True,
         normalize: bool = True,
         max_iter: int = 10,

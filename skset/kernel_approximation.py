@@ -42,8 +42,8 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchSt
                       BaseEstimator):
     r"""Nystrom approximation of a Gaussian kernel, applied to every element (or k-mer) of sets.
 
-    Each element :math:`x` (after optional per-feature standardisation, k-mer concatenation and
-    projection on the unit sphere) is mapped to
+    Each element :math:`x` (after per-feature standardisation, optional k-mer concatenation and
+    optional projection on the unit sphere) is mapped to
 
     .. math:: \psi(x) = \kappa(w, w)^{-1/2} \kappa(w, x) \in \mathbb{R}^k, \qquad
               \kappa(x, x') = \exp\big(-\|x - x'\|^2 / (2\sigma^2)\big),
@@ -61,22 +61,29 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchSt
     n_components : int, default=128
         Number of anchors ``k`` (output features per element).
     bandwidth : float, default=0.5
-        Kernel bandwidth ``sigma``. With ``normalize=True`` elements live on the unit sphere and
-        the bandwidth is in those units (0.5-0.6 in the paper, 0.5 best on Japanese Vowels in
-        BENCHMARKS.md); otherwise it is relative to the
-        data: the kernel uses ``bandwidth * scale`` with ``scale`` the median distance between
-        sampled training elements divided by sqrt(2) (the distance of orthogonal unit vectors).
+        Kernel bandwidth ``sigma``. With ``normalize=False`` (default) it is relative to the data:
+        the kernel uses ``bandwidth * scale`` with ``scale`` the median distance between sampled
+        training elements (k-mers) divided by sqrt(2) (``bandwidth_`` holds the absolute value).
+        With ``normalize=True`` elements live on the unit sphere and the bandwidth is in those
+        units (0.5-0.6 in the paper).
     window : int, default=1
         k-mer width: ``window`` consecutive elements of each (ordered) set are concatenated into one
         element before the map, so a set of ``n`` elements gives ``n - window + 1``.
     standardize : bool, default=True
-        Standardise each input feature by its mean and standard deviation over training elements.
-    normalize : bool, default=True
-        Project each element / k-mer on the unit sphere before the kernel (as in CKN).
+        Standardise each input feature by its mean and standard deviation over training elements
+        (before k-mers are built). For a univariate series this is one affine map of all values.
+    normalize : bool, default=False
+        Project each element / k-mer on the unit sphere before the kernel (as in CKN and the
+        paper's protein models). Off by default: chosen on the real-data suite
+        (``benchmarks/bench_suite.py``, BENCHMARKS.md), where the projection loses on univariate
+        series (up to XXPTS points of test accuracy). It maps scalar elements to +-1, and it blows k-mers that sit near
+        the mean (small norm, mostly noise) up to unit norm; ``keep_norm`` shrinks them back but
+        leaves heavy-tailed feature norms. Turn it on for elements whose direction is what
+        matters (one-hot or profile features, as in proteins).
     keep_norm : bool, default=True
         With ``normalize``, multiply each output back by the element's norm (CKN's homogeneous
         kernel ``||x|| ||x'|| kappa(x/||x||, x'/||x'||)``), so that the size of an element still
-        counts; ``False`` keeps only its direction.
+        counts; ``False`` keeps only its direction. Ignored without ``normalize``.
     anchors : {"kmeans", "random"}, default="kmeans"
         Anchors are k-means centroids of (a sample of) training elements, or random elements.
     max_samples : int, default=100000

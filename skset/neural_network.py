@@ -24,6 +24,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._sets import check_finite_output, check_sets, length_batches, pack
 from ._torch import (
     TorchStateMixin,
+    _to_cpu,
     make_generator,
     resolve_device,
     resolve_dtype,
@@ -52,17 +53,6 @@ __all__ = [
     "OTKClassifier",
     "OTKRegressor",
 ]
-
-
-def _cpu_copy(obj):
-    """Deep copy of a (nested) optimizer state with tensors moved to the CPU (for pickling)."""
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().cpu().clone()
-    if isinstance(obj, dict):
-        return {k: _cpu_copy(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_cpu_copy(v) for v in obj)
-    return obj
 
 
 class _BaseSetNetwork(ClassNamePrefixFeaturesOutMixin, TorchStateMixin, BaseEstimator):
@@ -207,7 +197,7 @@ class _BaseSetNetwork(ClassNamePrefixFeaturesOutMixin, TorchStateMixin, BaseEsti
             optimizer_state=self._optimizer_state, verbose=int(self.verbose),
             name=type(self).__name__,
         )
-        self._optimizer_state = _cpu_copy(result.optimizer_state)
+        self._optimizer_state = _to_cpu(result.optimizer_state, clone=True)
         self.loss_curve_ = list(self.loss_curve_) + result.loss_curve
         self.validation_scores_ = list(self.validation_scores_) + result.validation_scores
         if self.early_stopping:

@@ -525,6 +525,97 @@ def test_abc_skset_save_load(fitted, blob_instances, tmp_path):
     np.testing.assert_array_equal(skset.load(path).labels_, est.labels_)
 
 
+def _restore_on_gpu(t):
+    """Unpickle ``t`` on the GPU as torch does a CUDA tensor (fails where CUDA is not available)."""
+    storage = torch.serialization.default_restore_location(t.untyped_storage(), "cuda:0")
+    return torch.empty(0, dtype=t.dtype, device=storage.device).set_(storage, 0, t.shape,
+                                                                      t.stride())
+
+
+class _OnGPU(torch.Tensor):
+    """A CPU tensor that behaves as a CUDA one where it matters here: its ``device`` says cuda, it
+    pickles as a CUDA tensor (loading it without CUDA raises torch's own error), and only
+    ``.cpu()`` / ``.to("cpu")`` turn it into a plain CPU tensor."""
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+    device = property(lambda self: torch.device("cuda", 0))
+    is_cuda = property(lambda self: True)
+
+    def _plain(self):
+        return torch.Tensor.detach(self).as_subclass(torch.Tensor)
+
+    def detach(self):
+        return self._plain().as_subclass(_OnGPU)
+
+    def clone(self, *args, **kwargs):
+        return self._plain().clone().as_subclass(_OnGPU)
+
+    def cpu(self, *args, **kwargs):
+        return self._plain().clone()
+
+    def to(self, *args, **kwargs):
+        dev = torch._C._nn._parse_to(*args, **kwargs)[0]
+        return self._plain().clone() if dev is not None and dev.type == "cpu" else self
+
+    def __reduce_ex__(self, protocol):
+        return _restore_on_gpu, (self._plain().clone(),)
+
+
+def _tensors(obj):
+    """Every tensor reachable from ``obj`` through dicts, lists, tuples and modules."""
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, torch.nn.Module):
+        return list(obj.parameters()) + list(obj.buffers())
+    if isinstance(obj, dict):
+        return [t for v in obj.values() for t in _tensors(v)]
+    if isinstance(obj, (list, tuple)):
+        return [t for v in obj for t in _tensors(v)]
+    return []
+
+
+def _map_tensors(obj, fn):
+    if isinstance(obj, torch.Tensor):
+        return fn(obj)
+    if isinstance(obj, dict):
+        return {k: _map_tensors(v, fn) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_map_tensors(v, fn) for v in obj)
+    return obj
+
+
+def test_abc_gpu_fitted_optimizer_state_loads_on_cpu(blob_instances, monkeypatch):
+    import io
+
+    import joblib
+
+    X, y = blob_instances
+    abc = ABCClusterer(dim=8, n_heads=2, max_iter=4, batch_size=4, eval_every=2,
+                       random_state=3).fit(X[:20], y[:20])
+    # as after a GPU fit: the optimizer state's tensors live on the GPU
+    abc.device_ = torch.device("cuda", 0)
+    original = abc._optimizer_state
+    assert len(_tensors(original)) > 0
+    abc._optimizer_state = _map_tensors(original, lambda t: t.as_subclass(_OnGPU))
+    state = abc.__getstate__()
+    assert all(not isinstance(t, _OnGPU) and t.device.type == "cpu" for t in _tensors(state))
+    assert all(t.device.type == "cuda" for t in _tensors(abc._optimizer_state))  # a copy
+    blob = pickle.dumps(abc)
+    buf = io.BytesIO()
+    joblib.dump(abc, buf)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for load in (lambda: pickle.loads(blob), lambda: joblib.load(io.BytesIO(buf.getvalue()))):
+        with pytest.warns(UserWarning, match="not available here; it is loaded on the CPU"):
+            loaded = load()
+        assert loaded.device_ == torch.device("cpu")
+        got = _tensors(loaded._optimizer_state)
+        assert all(type(t) is torch.Tensor and t.device.type == "cpu" for t in got)
+        for a, b in zip(got, _tensors(original), strict=True):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+        loaded.set_params(warm_start=True).fit(X[:20], y[:20])  # resumes from that state
+        assert loaded.n_iter_ == 8
+
+
 def test_abc_bad_inputs(blob_instances):
     X, y = blob_instances
     abc = ABCClusterer(dim=8, n_heads=2, max_iter=2, batch_size=4)

@@ -181,6 +181,55 @@ def test_warm_start_continues_and_learning_rate_halving(motif_data):
     assert lrs[0] == 1e-14 and lrs[-1] < lrs[0]
 
 
+@pytest.mark.parametrize("early_stopping", [False, True])
+@pytest.mark.parametrize("losses,expected", [
+    # a loss that keeps falling: the learning rate is never halved
+    ([1.0 * 0.9**e for e in range(12)], [1.0] * 12),
+    # a stalled loss: halved after 5 epochs without progress, then after 5 more
+    ([1.0] * 12, [1.0] * 6 + [0.5] * 5 + [0.25]),
+    # decreases within tol (relative, tol=1e-4) are no progress
+    ([1.0 - 1e-6 * e for e in range(12)], [1.0] * 6 + [0.5] * 5 + [0.25]),
+    # progress resets the count
+    ([3.0, 3.0, 3.0, 3.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0],
+     [1.0] * 10 + [0.5] * 2),
+])
+def test_adaptive_learning_rate_follows_the_monitored_loss(motif_data, monkeypatch, losses,
+                                                           expected, early_stopping):
+    """Halve when the monitored loss has not decreased by more than tol (relative) for 5 epochs.
+
+    The monitored loss is scripted: the training loss passed to the epoch callback, or with
+    ``early_stopping`` the validation loss (the task loss computed without grad), while the
+    training loss then moves the other way (``2 - loss``) to show it is not the one monitored.
+    """
+    import skset._supervised_otk as sotk
+
+    real_train, real_loss = sotk.train_module, OTKClassifier._loss
+    lr0 = 1e-3
+    n_val = [0]
+
+    def scripted_loss(out, target):
+        if torch.is_grad_enabled():  # a training batch
+            return real_loss(out, target)
+        n_val[0] += 1  # one validation per epoch
+        return torch.tensor(losses[n_val[0] - 1])
+
+    def train_with_scripted_losses(*args, on_epoch_end, **kwargs):
+        def on_end(epoch, m, opt, epoch_loss, score):
+            scripted = 2.0 - losses[epoch] if early_stopping else losses[epoch]
+            return on_epoch_end(epoch, m, opt, scripted, score)
+
+        return real_train(*args, on_epoch_end=on_end, **kwargs)
+
+    monkeypatch.setattr(sotk, "train_module", train_with_scripted_losses)
+    monkeypatch.setattr(OTKClassifier, "_loss", staticmethod(scripted_loss))
+    X, y = motif_data
+    clf = OTKClassifier(**{**SMALL, "max_iter": 12}, learning_rate_init=lr0, tol=1e-4,
+                        n_iter_no_change=100, early_stopping=early_stopping, solver="adam",
+                        random_state=0).fit(X, y)
+    assert clf.n_iter_ == 12 and n_val[0] == (12 if early_stopping else 0)
+    np.testing.assert_allclose(np.array(clf.learning_rates_) / lr0, expected)
+
+
 def test_regressor_learns_and_has_closed_form_head():
     rng = np.random.default_rng(1)
     X = _sets(rng, 80, d=2, lo=5, hi=15)

@@ -58,7 +58,7 @@ def otk_plans(
     position_sigma: float | None = None,
     method: str = "auto",
     sinkhorn_tol: float | None = None,
-    position_mode: str = "plan",
+    position_mode: str = "kernel",
 ) -> torch.Tensor:
     """Plans ``(B, q, n, p)`` between each set of ``x (B, n, k)`` and each of ``references (q, p, k)``.
 
@@ -124,10 +124,11 @@ class OTKLayer(nn.Module):
         Sinkhorn stopping tolerance (row-marginal L1 error, see :func:`skset.ot.sinkhorn`); used
         only without autograd (e.g. under ``torch.no_grad()``). Under autograd, and with ``None``,
         exactly ``sinkhorn_iter`` iterations run, so training differentiates a fixed computation.
-    position_mode : {"plan", "kernel", "similarity"}, default="plan"
+    position_mode : {"plan", "kernel", "similarity"}, default="kernel"
         How the positional weights enter (module docstring): on the plan after Sinkhorn (the
         paper), on the Gibbs kernel before it (and on the plan), or on the similarity before it
-        (and on the plan; the authors' code).
+        (and on the plan; the authors' code). The default is :class:`skset.OTKEmbedding`'s,
+        chosen on the real-data suite.
     references : Tensor (q, p, k), optional
         Initial references; default small random values.
 
@@ -155,7 +156,7 @@ class OTKLayer(nn.Module):
         method: str = "auto",
         references: torch.Tensor | None = None,
         sinkhorn_tol: float | None = None,
-        position_mode: str = "plan",
+        position_mode: str = "kernel",
     ):
         super().__init__()
         self.in_features = in_features
