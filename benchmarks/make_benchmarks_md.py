@@ -8,7 +8,8 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TOPICS = ["japanese_vowels", "otk_transform", "set_transformer", "supervised_otk", "abc",
+TOPICS = ["suite", "japanese_vowels", "sinkhorn_tol", "otk_transform", "set_transformer",
+          "supervised_otk", "abc",
           "robustness"]
 
 

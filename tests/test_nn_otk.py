@@ -290,6 +290,6 @@ def test_position_mode_errors_and_from_estimator():
     with torch.no_grad():
         out = layer(X, M).reshape(len(sets), -1).numpy()
     np.testing.assert_allclose(out, est.transform(sets), rtol=1e-10, atol=1e-12)
-    plain = OTKEmbedding(n_supports=3, position_sigma=0.3, center=False, normalize=False,
-                         dtype="float64", random_state=0).fit(sets)
+    plain = OTKEmbedding(n_supports=3, position_sigma=0.3, position_mode="plan", center=False,
+                         normalize=False, dtype="float64", random_state=0).fit(sets)
     assert np.abs(plain.transform(sets) - est.transform(sets)).max() > 1e-4
