@@ -175,8 +175,10 @@ def table(paths):
         with open(path) as f:
             for name, res in json.load(f)["results"].items():
                 merged.setdefault(name, {}).update(res)
-    fmt = lambda r: f"{100 * r['mean']:.1f}" + (f" ± {100 * r['std']:.1f}" if len(r["runs"]) > 1
-                                                 else "")  # noqa: E731
+    def fmt(r):
+        sd = f" ± {100 * r['std']:.1f}" if len(r["runs"]) > 1 else ""
+        return f"{100 * r['mean']:.1f}{sd}"
+
     lines = ["| data set | framing | OTK, defaults | OTK, grid search (best) | mean pooling | "
              "mean pooling, C tuned | MiniRocket |", "|---|---|---|---|---|---|---|"]
     stats = {}

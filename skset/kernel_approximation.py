@@ -76,12 +76,13 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchSt
         Project each element / k-mer on the unit sphere before the kernel (as in CKN and the
         paper's protein models). Off by default: chosen on the real-data suite
         (``benchmarks/bench_suite.py``, BENCHMARKS.md): with the projection, the previous
-        defaults scored up to 32 points lower on univariate series seen as sets of values. It maps scalar elements to +-1, and it blows k-mers that sit near
-        the mean (small norm, mostly noise) up to unit norm; ``keep_norm`` shrinks them back but
-        leaves heavy-tailed feature norms. Turn it on for elements whose direction is what
-        matters (one-hot or profile features, as in proteins), and try it for long k-mers
-        (``window`` 10 on univariate series it scored 3-11 points higher on 3 of 6 suite sets,
-        within 1 point on the others).
+        defaults scored up to 32 points lower on univariate series seen as sets of values. It
+        maps scalar elements to +-1, and it blows k-mers that sit near the mean (small norm,
+        mostly noise) up to unit norm; ``keep_norm`` shrinks them back but leaves heavy-tailed
+        feature norms. Turn it on for elements whose direction is what matters (one-hot or
+        profile features, as in proteins), and try it for long k-mers (with ``window=10`` on
+        univariate series it scored 3-11 points higher on 3 of 6 suite sets, within 1.1 points
+        on the others).
     keep_norm : bool, default=True
         With ``normalize``, multiply each output back by the element's norm (CKN's homogeneous
         kernel ``||x|| ||x'|| kappa(x/||x||, x'/||x'||)``), so that the size of an element still
