@@ -137,7 +137,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchState
 
     Attributes
     ----------
-    references_ : ndarray of shape (n_references, n_supports_, n_features)
+    references_ : ndarray of shape (n_references, p, n_features) with p = ``n_supports_``
         The references ``z``.
     n_supports_ : int
         Supports per reference used: ``n_supports``, or the number of distinct training elements
