@@ -1,7 +1,7 @@
 """Real-data suite: the README pipeline on several kinds of set/sequence data, beside its peers.
 
 Data sets (no download: JapaneseVowels is bundled with skset, the others are the UEA/UCR files that
-aeon's wheel ships in its package data; ``pip install aeon``):
+aeon's wheel ships in its package data; ``pip install -e ".[bench]"`` installs aeon):
 
 ============================  ==============  ====  ======  ========  =====
 name                          kind            d     train   test      n_i

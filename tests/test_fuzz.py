@@ -46,9 +46,12 @@ FUZZ = settings(
 NN = dict(hidden_size=8, n_layers=1, max_iter=1, batch_size=8, random_state=0)
 FACTORIES = {
     "NystromFeatures": lambda: NystromFeatures(n_components=4, random_state=0),
-    "OTKEmbedding": lambda: OTKEmbedding(n_supports=3, random_state=0),
+    # a lower Sinkhorn cap than the default 3000: epsilon is fuzzed down to 1e-3 on raw data of any
+    # scale, where the log domain would run the whole cap on every example (robustness is what is
+    # fuzzed here; convergence is tested in test_embedding.py)
+    "OTKEmbedding": lambda: OTKEmbedding(n_supports=3, sinkhorn_iter=100, random_state=0),
     "OTKEmbedding-q2-pos": lambda: OTKEmbedding(n_supports=2, n_references=2, position_sigma=0.5,
-                                                random_state=0),
+                                                sinkhorn_iter=100, random_state=0),
     "SetTransformerClassifier": lambda: SetTransformerClassifier(n_heads=2, n_inducing=2, **NN),
     "SetTransformerRegressor": lambda: SetTransformerRegressor(
         n_heads=2, n_inducing=None, norm="set", residual="clean", **NN),
