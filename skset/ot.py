@@ -221,19 +221,24 @@ def sinkhorn_log(
     return torch.cat([block(slice(i, i + step)) for i in range(0, B, step)])
 
 
-def _exp_block(similarity, mask, epsilon, n_iter):
-    """Exp-domain iterations on one block; returns the plan and the scalings ``u (B, n)``,
-    ``v (B, 1, p)``."""
-    B, n, p = similarity.shape
+def _exp_setup(similarity, mask, epsilon):
+    """Row-shifted Gibbs kernel ``E (B, n, p)``, row marginal ``a (B, n)`` and ``pad_one`` (1 on
+    padded rows, 0 elsewhere) shared by the exp-domain solvers."""
     pad = ~mask.unsqueeze(-1)
     s = (similarity / epsilon).masked_fill_(pad, -math.inf)
     # the shift cancels exactly in the first row update, so it carries no gradient
     row_max = s.detach().amax(dim=2, keepdim=True).masked_fill_(pad, 0.0)
     E = s.sub_(row_max).exp_()  # pads: exp(-inf) = 0
-    n_real = mask.sum(1, keepdim=True).to(s.dtype)
-    a = mask.to(s.dtype) / n_real
+    a = mask.to(s.dtype) / mask.sum(1, keepdim=True).to(s.dtype)
     # E v is 0 on padded rows: adding 1 there (0 elsewhere, exactly) avoids 0/0, in grads too
-    pad_one = (~mask).to(s.dtype)
+    return E, a, (~mask).to(s.dtype)
+
+
+def _exp_block(similarity, mask, epsilon, n_iter):
+    """Exp-domain iterations on one block; returns the plan and the scalings ``u (B, n)``,
+    ``v (B, 1, p)``."""
+    B, n, p = similarity.shape
+    E, a, pad_one = _exp_setup(similarity, mask, epsilon)
     b = 1.0 / p
     v = similarity.new_ones(B, p, 1)
     u = a
@@ -251,13 +256,7 @@ def _exp_block_tol(similarity, mask, epsilon, n_iter, tol, check_every, stop_uns
     (no autograd here: the plan is formed in place). With ``stop_unsafe``, a set whose scalings
     leave the range of :func:`_safe` also stops there (the caller redoes it in the log domain)."""
     B, n, p = similarity.shape
-    pad = ~mask.unsqueeze(-1)
-    s = (similarity / epsilon).masked_fill_(pad, -math.inf)
-    row_max = s.amax(dim=2, keepdim=True).masked_fill_(pad, 0.0)
-    E = s.sub_(row_max).exp_()
-    n_real = mask.sum(1, keepdim=True).to(s.dtype)
-    a = mask.to(s.dtype) / n_real
-    pad_one = (~mask).to(s.dtype)
+    E, a, pad_one = _exp_setup(similarity, mask, epsilon)
     b = 1.0 / p
     v = similarity.new_ones(B, p, 1)
     u = a
