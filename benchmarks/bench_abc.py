@@ -203,7 +203,7 @@ def speed(args):
     t_ours, labels = timed(lambda: abc.predict(X), r)
     t_aff, A = timed(lambda: abc.affinity(X), r)
     # the previous code path, for reference: one batch of all instances on all intra-op threads
-    import skset.cluster as skc
+    import skset.cluster._abc as skc
 
     chunk = skc._CPU_CHUNK_PAIRS
     skc._CPU_CHUNK_PAIRS = abc.max_pairs
@@ -244,7 +244,7 @@ def profile(args):
     """Where predict's time goes on a CPU: eigh threading, forward chunk size, chunk budget."""
     from concurrent.futures import ThreadPoolExecutor
 
-    import skset.cluster as skc
+    import skset.cluster._abc as skc
     from skset._sets import pack
     from skset.nn.abc import abc_affinity
     from skset.nn.spectral import normalized_laplacian

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from skset._sets import pack
-from skset._training import epoch_batches
+from skset.neural_network._training import epoch_batches
 from skset.nn import SetTransformer
 
 

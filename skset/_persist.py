@@ -202,8 +202,8 @@ def _tensor(v, key, where) -> torch.Tensor:
 
 def _module_skeleton(est, name: str) -> torch.nn.Module:
     """A freshly built module of the right architecture for fitted attribute ``name`` of ``est``."""
-    from ._supervised_otk import _BaseSupervisedOTK, _OTKNetwork
-    from .neural_network import _BaseSetNetwork
+    from .neural_network._otk import _BaseSupervisedOTK, _OTKNetwork
+    from .neural_network._set_networks import _BaseSetNetwork
     from .nn.nystrom import NystromLayer
     from .nn.otk import OTKLayer
 

@@ -220,7 +220,7 @@ def test_circles_instances_overlap_and_shapes():
     X2, _ = make_circles_instances(5, 80, random_state=0)
     np.testing.assert_array_equal(X[0], X2[0])
     # each circle overlaps another: recover centres and radii from the points (noise-free)
-    from skset.datasets._clustering import make_circles_instances as mci
+    from skset.datasets import make_circles_instances as mci
     rng = np.random.RandomState(1)
     for _ in range(5):
         Xi, yi = mci(1, 400, random_state=rng)
@@ -390,7 +390,7 @@ def test_abc_predict_paths_agree(fitted, blob_instances):
 def test_abc_cpu_chunks_on_threads(fitted, blob_instances, monkeypatch):
     """Inference chunks run on a thread pool on the CPU: same labels whatever the number of
     threads, the same affinities whatever the chunking, and the caller's thread count kept."""
-    import skset.cluster as skc
+    import skset.cluster._abc as skc
     from skset.utils import limit_threads
 
     X, _ = blob_instances

@@ -11,8 +11,8 @@ from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.linear_model import LogisticRegression
 
 from skset import OTKClassifier, OTKRegressor
-from skset._supervised_otk import _OTKNetwork
 from skset.datasets import make_motif_order
+from skset.neural_network._otk import _OTKNetwork
 from skset.nn import NystromLayer, OTKLayer
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -201,7 +201,7 @@ def test_adaptive_learning_rate_follows_the_monitored_loss(motif_data, monkeypat
     ``early_stopping`` the validation loss (the task loss computed without grad), while the
     training loss then moves the other way (``2 - loss``) to show it is not the one monitored.
     """
-    import skset._supervised_otk as sotk
+    import skset.neural_network._otk as sotk
 
     real_train, real_loss = sotk.train_module, OTKClassifier._loss
     lr0 = 1e-3
@@ -304,7 +304,7 @@ def test_convergence_warning_when_max_iter_reached(motif_data):
 def test_early_stopping_initialisation_sees_only_the_training_part(motif_data, monkeypatch):
     from sklearn.utils import check_random_state
 
-    from skset._training import split_validation
+    from skset.neural_network._training import split_validation
 
     X, y = motif_data
     seen = {}

@@ -5,7 +5,7 @@ import pytest
 import torch
 from sklearn.exceptions import ConvergenceWarning
 
-from skset._training import (
+from skset.neural_network._training import (
     check_training_params,
     epoch_batches,
     make_optimizer,

@@ -13,6 +13,8 @@ import numbers
 import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
+from .._instances import _check_cluster_range, _check_pool, _sample_instance
+
 __all__ = ["make_circles_instances", "sample_clustering_instances", "load_digits_split"]
 
 
@@ -94,59 +96,6 @@ def make_circles_instances(
         X.append(pts - pts.mean(0))
         Y.append(labels.astype(np.int64))
     return X, Y
-
-
-def _composition(rng, n: int, k: int) -> np.ndarray:
-    """``k`` positive integers summing to ``n``, uniform over such compositions."""
-    cuts = np.sort(rng.choice(np.arange(1, n), size=k - 1, replace=False)) if k > 1 else []
-    return np.diff(np.concatenate([[0], cuts, [n]])).astype(np.int64)
-
-
-def _sample_instance(rng, by_class: list[np.ndarray], n_elements: int, k_lo: int, k_hi: int):
-    k = int(rng.randint(k_lo, k_hi + 1))
-    classes = rng.choice(len(by_class), size=k, replace=False)
-    sizes = _composition(rng, n_elements, k)
-    idx, lab = [], []
-    for c, (cls, size) in enumerate(zip(classes, sizes, strict=True)):
-        members = by_class[cls]
-        idx.append(rng.choice(members, size=size, replace=size > len(members)))
-        lab.append(np.full(size, c, dtype=np.int64))
-    idx, lab = np.concatenate(idx), np.concatenate(lab)
-    perm = rng.permutation(n_elements)
-    return idx[perm], lab[perm]
-
-
-def _check_pool(X, y):
-    X = np.asarray(X)
-    y = np.asarray(y)
-    if X.ndim != 2:
-        raise ValueError(f"X must be a 2-D pool of elements (N, d), got shape {X.shape}.")
-    if y.ndim != 1 or len(y) != len(X):
-        raise ValueError(f"y must hold one label per element of X ({len(X)}), got shape "
-                         f"{y.shape}.")
-    classes, y_idx = np.unique(y, return_inverse=True)
-    by_class = [np.flatnonzero(y_idx == c) for c in range(len(classes))]
-    return X, y, by_class
-
-
-def _check_cluster_range(n_clusters, n_classes: int, n_elements: int):
-    if isinstance(n_clusters, numbers.Integral) and not isinstance(n_clusters, bool):
-        lo = hi = int(n_clusters)
-    else:
-        try:
-            lo, hi = (int(v) for v in n_clusters)
-        except (TypeError, ValueError):
-            raise ValueError(f"n_clusters must be an int or a (min, max) pair, got "
-                             f"{n_clusters!r}.") from None
-    if not 1 <= lo <= hi:
-        raise ValueError(f"n_clusters range must satisfy 1 <= min <= max, got {n_clusters!r}.")
-    if hi > n_classes:
-        raise ValueError(f"n_clusters up to {hi} needs at least {hi} classes in the pool, which "
-                         f"has {n_classes}.")
-    if hi > n_elements:
-        raise ValueError(f"n_clusters up to {hi} cannot fit in instances of {n_elements} "
-                         "elements.")
-    return lo, hi
 
 
 def sample_clustering_instances(X, y, n_instances: int, n_elements: int = 100,

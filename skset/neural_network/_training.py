@@ -198,7 +198,7 @@ def epoch_batches(
     ``max_elements`` padded elements (see :func:`skset._sets.length_batches`), and the batch order
     is shuffled. All randomness comes from ``generator``.
     """
-    from ._sets import length_batches
+    from .._sets import length_batches
 
     lengths = np.asarray(lengths, dtype=np.int64)
     n = len(lengths)
@@ -410,7 +410,7 @@ def encode_class_targets(est, y, n_sets: int, first_fit: bool) -> tuple[np.ndarr
     Shared by every set classifier. A later (``warm_start``) fit may only use known classes.
     Returns ``(codes, n_classes)``.
     """
-    from ._sets import check_set_labels
+    from .._sets import check_set_labels
 
     y = check_set_labels(y, n_sets)
     if first_fit:
@@ -435,7 +435,7 @@ def encode_regression_targets(est, y, n_sets: int, first_fit: bool) -> tuple[np.
     ``est.y_mean_``, ``est.y_scale_`` and ``est._y_ndim`` (so ``predict`` returns ``y``'s shape).
     Returns ``(standardised (n_sets, n_outputs) targets, n_outputs)``.
     """
-    from ._sets import check_set_labels
+    from .._sets import check_set_labels
 
     y = check_set_labels(y, n_sets, multi_output=True)
     try:

@@ -1,12 +1,5 @@
-"""Spectral clustering with the number of clusters from the eigengap, and ABC.
-
-* :func:`estimate_n_clusters`: eigengap of the symmetric normalised Laplacian, for one affinity
-  matrix or (batched in torch) for many.
-* :class:`EigengapSpectralClustering`: scikit-learn style spectral clustering of one data set, with
-  ``n_clusters=None`` meaning "estimate it".
-* :class:`ABCClusterer`: Attention-Based Clustering, a kernel learned from labelled instances
-  and applied to many new instances at once.
-"""
+"""Attention-Based Clustering (ABC): a kernel learned from labelled instances and applied, with
+spectral clustering and the eigengap, to many new instances at once."""
 
 from __future__ import annotations
 
@@ -14,317 +7,23 @@ import numbers
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, ClusterMixin
+from sklearn.base import BaseEstimator
 from sklearn.cluster import spectral_clustering
-from sklearn.metrics.pairwise import rbf_kernel
-from sklearn.neighbors import kneighbors_graph
-from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
-from ._sets import length_batches
-from ._torch import (
+from .._sets import length_batches
+from .._torch import (
     TorchStateMixin,
     _to_cpu,
     make_generator,
     map_on_threads,
     seed_from_random_state,
 )
-from ._training import check_training_params
-from .nn.spectral import eigengap_n_clusters, laplacian_eigh
+from ..neural_network._training import check_training_params
+from ..nn.spectral import eigengap_n_clusters, laplacian_eigh
+from ._eigengap import _CPU_CHUNK_PAIRS, _check_max_clusters
 
-__all__ = ["estimate_n_clusters", "EigengapSpectralClustering", "ABCClusterer"]
-
-# padded pairs per inference chunk on a CPU (see ABCClusterer._chunks)
-_CPU_CHUNK_PAIRS = 1 << 18
-
-
-def _check_affinity(A, where: str = "affinity") -> np.ndarray:
-    if hasattr(A, "toarray") and not isinstance(A, np.ndarray):
-        A = A.toarray()
-    if isinstance(A, torch.Tensor):
-        A = A.detach().cpu().numpy()
-    try:
-        A = np.asarray(A, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{where} could not be read as a numeric matrix: {exc}") from None
-    if A.ndim != 2 or A.shape[0] != A.shape[1]:
-        raise ValueError(f"{where} must be a square 2-D matrix, got shape {A.shape}.")
-    if A.shape[0] == 0:
-        raise ValueError(f"{where} is empty (0 x 0).")
-    if not np.isfinite(A).all():
-        raise ValueError(f"{where} contains NaN or infinity.")
-    if (A < 0).any():
-        raise ValueError(f"{where} has negative entries; affinities must be >= 0.")
-    scale = max(float(np.abs(A).max()), 1e-300)
-    if not np.allclose(A, A.T, rtol=1e-5, atol=1e-8 * scale):
-        raise ValueError(f"{where} is not symmetric; symmetrise it first, e.g. (A + A.T) / 2.")
-    return A
-
-
-def _check_max_clusters(max_clusters):
-    if max_clusters is None:
-        return None
-    if (not isinstance(max_clusters, numbers.Integral) or isinstance(max_clusters, bool)
-            or max_clusters < 1):
-        raise ValueError(f"max_clusters must be None or an int >= 1, got {max_clusters!r}.")
-    return int(max_clusters)
-
-
-def _eigengap_batched(mats: list[np.ndarray], max_clusters, max_elements: int = _CPU_CHUNK_PAIRS):
-    """Eigengap k of each matrix, in float64 chunks of similar sizes (a budget of
-    ``B * n_max**2`` padded entries), the chunks spread over the intra-op threads."""
-    lengths = np.array([a.shape[0] for a in mats], dtype=np.int64)
-
-    def run(idx):
-        n = int(lengths[idx].max())
-        buf = np.zeros((len(idx), n, n))
-        mask = np.zeros((len(idx), n), dtype=bool)
-        for r, i in enumerate(idx):  # a copy per matrix; the eigensolver is one batched call
-            m = lengths[i]
-            buf[r, :m, :m] = mats[i]
-            mask[r, :m] = True
-        mask_t = torch.from_numpy(mask)
-        w = laplacian_eigh(torch.from_numpy(buf), mask_t, eigenvectors=False)
-        return eigengap_n_clusters(w, mask_t.sum(1), max_clusters).numpy()
-
-    chunks = list(length_batches(lengths**2, max_elements=max_elements))
-    out = np.empty(len(mats), dtype=np.int64)
-    for idx, k in zip(chunks, map_on_threads(run, chunks, "cpu"), strict=True):
-        out[idx] = k
-    return out
-
-
-def estimate_n_clusters(affinity, max_clusters: int | None = None):
-    r"""Number of clusters from the eigengap of the normalised Laplacian.
-
-    With :math:`L = I - D^{-1/2} A D^{-1/2}` and its eigenvalues
-    :math:`0 \le \lambda_1 \le \dots \le \lambda_n`,
-
-    .. math:: k = \arg\max_{c \le i \le K} \; (\lambda_{i+1} - \lambda_i),
-              \qquad \lambda_{n+1} := 1,
-
-    (von Luxburg, 2007; ABC, Sec. 4.4) where ``c`` is the number of zero eigenvalues (connected
-    components: ``k`` is never below it) and ``K = min(max_clusters, n)``.
-
-    Decisions, deliberately:
-
-    * The degrees **include the diagonal** :math:`A_{ii}` (as the ABC reference code does, unlike
-      scikit-learn's spectral embedding). An element's affinity to itself is 1 for an RBF kernel and
-      for the ideal same-cluster matrix; with it, an ideal ``k``-block matrix has eigenvalues 0
-      (``k`` times) and 1 (the others) whatever the block sizes, so tiny clusters (even single
-      elements) with near-zero affinity to the rest are found. A node of degree 0 is a cluster.
-    * The virtual :math:`\lambda_{n+1} = 1` (the non-zero eigenvalue of an ideal block matrix)
-      lets ``k = n`` be chosen when all elements are apart (the identity matrix gives ``n``), and
-      ``k = 1`` is possible too (unlike Google's ``spectralcluster``). ``n = 1`` gives 1; for
-      ``n = 2`` with ``A = [[1, a], [a, 1]]`` the answer is 2 when ``a < 1/3`` and 1 otherwise.
-    * Disconnected graphs: ``k >= `` the number of components (eigenvalues below ``1e-8``), capped
-      by ``max_clusters``.
-    * Ties (gaps within ``1e-8`` of the largest) go to the smallest ``k``.
-
-    Parameters
-    ----------
-    affinity : array-like of shape (n, n), or a list / 3-D array of such matrices
-        Symmetric, non-negative affinities. A list of 2-D arrays (or a 3-D array) is processed in
-        batches with one ``torch.linalg.eigvalsh`` call per batch of similar sizes; a list of
-        lists of numbers is one matrix.
-    max_clusters : int or None, default=None
-        Largest ``k`` considered; ``None`` means ``n``.
-
-    Returns
-    -------
-    k : int, or ndarray of int of shape (n_matrices,) for a list of matrices
-
-    See Also
-    --------
-    EigengapSpectralClustering, ABCClusterer
-
-    References
-    ----------
-    U. von Luxburg, "A tutorial on spectral clustering", Statistics and Computing 17(4), 2007.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from scipy.linalg import block_diag
-    >>> from skset.cluster import estimate_n_clusters
-    >>> A = block_diag(np.ones((30, 30)), np.ones((30, 30)), np.ones((40, 40)))
-    >>> int(estimate_n_clusters(A))
-    3
-    """
-    max_clusters = _check_max_clusters(max_clusters)
-    single = False
-    if isinstance(affinity, (list, tuple)) and len(affinity) and np.ndim(affinity[0]) == 2:
-        mats = [_check_affinity(a, f"affinity {i}") for i, a in enumerate(affinity)]
-    else:
-        arr = affinity
-        if isinstance(arr, torch.Tensor):
-            arr = arr.detach().cpu().numpy()
-        if hasattr(arr, "toarray") and not isinstance(arr, np.ndarray):
-            arr = arr.toarray()
-        arr = np.asarray(arr)
-        if arr.ndim == 3:
-            mats = [_check_affinity(a, f"affinity {i}") for i, a in enumerate(arr)]
-        else:
-            single = True
-            mats = [_check_affinity(arr)]
-    if not mats:
-        return np.empty(0, dtype=np.int64)
-    k = _eigengap_batched(mats, max_clusters)
-    return int(k[0]) if single else k
-
-
-class EigengapSpectralClustering(ClusterMixin, BaseEstimator):
-    """Spectral clustering of one data set, the number of clusters found by the eigengap.
-
-    The affinity matrix is built from ``X`` (or given), ``k`` is estimated with
-    :func:`estimate_n_clusters` when ``n_clusters`` is None, and the spectral embedding and label
-    assignment are delegated to :func:`sklearn.cluster.spectral_clustering`. Note that
-    scikit-learn's embedding ignores the diagonal of the affinity, while the eigengap counts it in
-    the degrees (see :func:`estimate_n_clusters` for why).
-
-    The eigengap needs a dense eigendecomposition (``O(n^3)``): meant for data sets of up to a few
-    thousand points.
-
-    Parameters
-    ----------
-    n_clusters : int or None, default=None
-        Number of clusters; ``None`` estimates it by the eigengap.
-    affinity : {"rbf", "nearest_neighbors", "precomputed"}, default="rbf"
-        ``"rbf"``: ``exp(-gamma ||x - x'||^2)``; ``"nearest_neighbors"``: the symmetrised
-        connectivity of the ``n_neighbors``-nearest-neighbour graph (self included), as in
-        :class:`sklearn.cluster.SpectralClustering`; ``"precomputed"``: ``X`` is a symmetric
-        non-negative ``(n, n)`` affinity matrix.
-    gamma : float, default=1.0
-        RBF kernel coefficient.
-    n_neighbors : int, default=10
-        Neighbours for ``affinity="nearest_neighbors"``.
-    max_clusters : int or None, default=None
-        Largest number of clusters the eigengap may return (``None``: ``n``).
-    assign_labels : {"kmeans", "discretize", "cluster_qr"}, default="kmeans"
-        Label assignment of :func:`sklearn.cluster.spectral_clustering`.
-    n_init : int, default=10
-        k-means restarts.
-    eigen_solver : {None, "arpack", "lobpcg", "amg"}, default=None
-        Passed to :func:`sklearn.cluster.spectral_clustering`.
-    random_state : int, RandomState or None, default=None
-        Seed of the embedding's eigensolver start and of k-means.
-
-    Attributes
-    ----------
-    labels_ : ndarray of shape (n_samples,)
-        Cluster labels ``0 .. n_clusters_ - 1``.
-    n_clusters_ : int
-        The number of clusters used (given or estimated).
-    affinity_matrix_ : ndarray of shape (n_samples, n_samples)
-        The dense affinity matrix.
-    n_features_in_ : int
-        Number of features seen in ``fit`` (``n_samples`` for ``affinity="precomputed"``).
-
-    See Also
-    --------
-    estimate_n_clusters : The eigengap rule.
-    sklearn.cluster.SpectralClustering : Spectral clustering with a given number of clusters.
-    ABCClusterer : A learned, context-dependent affinity for many small instances.
-
-    References
-    ----------
-    U. von Luxburg, "A tutorial on spectral clustering", Statistics and Computing 17(4), 2007.
-
-    Examples
-    --------
-    >>> from sklearn.datasets import make_blobs
-    >>> from skset import EigengapSpectralClustering
-    >>> X, _ = make_blobs(n_samples=90, centers=3, cluster_std=0.3, random_state=0)
-    >>> EigengapSpectralClustering(random_state=0).fit(X).n_clusters_
-    3
-    """
-
-    def __init__(self, n_clusters=None, *, affinity="rbf", gamma=1.0, n_neighbors=10,
-                 max_clusters=None, assign_labels="kmeans", n_init=10, eigen_solver=None,
-                 random_state=None):
-        self.n_clusters = n_clusters
-        self.affinity = affinity
-        self.gamma = gamma
-        self.n_neighbors = n_neighbors
-        self.max_clusters = max_clusters
-        self.assign_labels = assign_labels
-        self.n_init = n_init
-        self.eigen_solver = eigen_solver
-        self.random_state = random_state
-
-    def _validate_params(self):
-        if self.n_clusters is not None and (
-                not isinstance(self.n_clusters, numbers.Integral)
-                or isinstance(self.n_clusters, bool) or self.n_clusters < 1):
-            raise ValueError(f"n_clusters must be None or an int >= 1, got {self.n_clusters!r}.")
-        if self.affinity not in ("rbf", "nearest_neighbors", "precomputed"):
-            raise ValueError("affinity must be 'rbf', 'nearest_neighbors' or 'precomputed', got "
-                             f"{self.affinity!r}.")
-        if not isinstance(self.gamma, numbers.Real) or not self.gamma > 0:
-            raise ValueError(f"gamma must be a positive number, got {self.gamma!r}.")
-        if (not isinstance(self.n_neighbors, numbers.Integral) or isinstance(self.n_neighbors,
-                                                                             bool)
-                or self.n_neighbors < 1):
-            raise ValueError(f"n_neighbors must be an int >= 1, got {self.n_neighbors!r}.")
-        _check_max_clusters(self.max_clusters)
-        if self.assign_labels not in ("kmeans", "discretize", "cluster_qr"):
-            raise ValueError("assign_labels must be 'kmeans', 'discretize' or 'cluster_qr', got "
-                             f"{self.assign_labels!r}.")
-        if not isinstance(self.n_init, numbers.Integral) or self.n_init < 1:
-            raise ValueError(f"n_init must be an int >= 1, got {self.n_init!r}.")
-
-    def _affinity_matrix(self, X) -> np.ndarray:
-        if self.affinity == "precomputed":
-            return _check_affinity(X, "X (precomputed affinity)")
-        if self.affinity == "rbf":
-            return rbf_kernel(X, gamma=self.gamma)
-        n_neighbors = min(self.n_neighbors, X.shape[0])
-        G = kneighbors_graph(X, n_neighbors=n_neighbors, include_self=True).toarray()
-        return 0.5 * (G + G.T)
-
-    def fit(self, X, y=None):
-        """Build the affinity, choose ``k`` and cluster.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features), or (n_samples, n_samples)
-            Data, or the affinity matrix when ``affinity="precomputed"``.
-        y : ignored
-
-        Returns
-        -------
-        self
-        """
-        self._validate_params()
-        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=1)
-        A = self._affinity_matrix(X)
-        n = A.shape[0]
-        if self.n_clusters is None:
-            k = estimate_n_clusters(A, max_clusters=self.max_clusters)
-        else:
-            if self.n_clusters > n:
-                raise ValueError(f"n_clusters={self.n_clusters} is larger than the number of "
-                                 f"samples ({n}).")
-            k = int(self.n_clusters)
-        if k == 1:
-            labels = np.zeros(n, dtype=np.int64)
-        else:
-            labels = spectral_clustering(
-                A, n_clusters=k, eigen_solver=self.eigen_solver,
-                random_state=check_random_state(self.random_state), n_init=self.n_init,
-                assign_labels=self.assign_labels,
-            )
-            # consecutive labels 0 .. k'-1 even if a cluster came out empty
-            labels = np.unique(labels, return_inverse=True)[1].astype(np.int64)
-        self.affinity_matrix_ = A
-        self.n_clusters_ = int(k)
-        self.labels_ = labels
-        return self
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.pairwise = self.affinity == "precomputed"
-        return tags
+__all__ = ["ABCClusterer"]
 
 
 def _check_instance_labels(y, sets, name: str = "y") -> list[np.ndarray]:
@@ -633,14 +332,14 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
         -------
         self
         """
-        from ._sets import check_sets, pack
-        from ._torch import resolve_device
-        from ._training import split_validation, train_module
-        from .datasets._clustering import (
+        from .._instances import (
             _check_cluster_range,
             _sample_instance,
         )
-        from .nn.abc import abc_loss
+        from .._sets import check_sets, pack
+        from .._torch import resolve_device
+        from ..neural_network._training import split_validation, train_module
+        from ..nn.abc import abc_loss
 
         self._validate_params()
         name = type(self).__name__
@@ -778,7 +477,7 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
         return self
 
     def _build_module(self, n_features: int):
-        from .nn.abc import ABCKernel
+        from ..nn.abc import ABCKernel
 
         return ABCKernel(n_features, self.dim, self.n_blocks, self.n_heads,
                          compatibility=self.compatibility, compat_dim=self.compat_dim,
@@ -793,7 +492,7 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ inference
     def _check_X(self, X):
-        from ._sets import check_sets
+        from .._sets import check_sets
 
         check_is_fitted(self, "module_")
         return check_sets(X, name="X", n_features=self.n_features_in_)
@@ -816,8 +515,8 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
     def _chunk_affinity(self, sets):
         """Affinity (B, n, n) float32 and mask of one chunk of (scaled) sets (callers run it
         under ``torch.no_grad()``)."""
-        from ._sets import pack
-        from .nn.abc import abc_affinity
+        from .._sets import pack
+        from ..nn.abc import abc_affinity
 
         Xb, Mb = pack(sets, device=self.device_)
         # exactly symmetric: sigmoid(C) + sigmoid(C^T) is the same sum both ways
@@ -880,7 +579,7 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
         list of ndarray of shape (n_i,)
             Labels ``0 .. k_i - 1`` of each instance.
         """
-        from .nn.spectral import spectral_cluster
+        from ..nn.spectral import spectral_cluster
 
         coll = self._check_X(X)
         ks = self._n_clusters_arg(n_clusters, len(coll))

@@ -4,7 +4,7 @@ The model is the unsupervised pipeline ``NystromFeatures -> OTKEmbedding -> line
 trainable: a :class:`skset.nn.NystromLayer` (anchors ``w``), an :class:`skset.nn.OTKLayer`
 (references ``z``), the embedding's centring and normalisation, and a linear head. It is
 initialised by fitting the unsupervised estimators (and the head on their features), then trained
-end to end with the shared loop of :mod:`skset._training` (Mialon et al. 2021, Section 2.2 and
+end to end with the shared loop of :mod:`skset.neural_network._training` (Mialon et al. 2021, Section 2.2 and
 Appendix D.3).
 """
 
@@ -25,14 +25,18 @@ from sklearn.base import (
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from ._sets import (
+from .._sets import (
     check_finite_output,
     check_sets,
     kmer_windows,
     length_batches,
     pack,
 )
-from ._torch import TorchStateMixin, _to_cpu, make_generator, resolve_device, resolve_dtype
+from .._torch import TorchStateMixin, _to_cpu, make_generator, resolve_device, resolve_dtype
+from ..embedding import OTKEmbedding
+from ..kernel_approximation import NystromFeatures
+from ..nn.nystrom import DEFAULT_N_COMPONENTS, NystromLayer, kmer_unfold
+from ..nn.otk import POSITION_MODES, OTKLayer
 from ._training import (
     check_training_params,
     encode_class_targets,
@@ -41,10 +45,6 @@ from ._training import (
     split_validation,
     train_module,
 )
-from .embedding import OTKEmbedding
-from .kernel_approximation import NystromFeatures
-from .nn.nystrom import DEFAULT_N_COMPONENTS, NystromLayer, kmer_unfold
-from .nn.otk import POSITION_MODES, OTKLayer
 
 __all__ = ["OTKClassifier", "OTKRegressor"]
 

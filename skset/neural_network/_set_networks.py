@@ -3,7 +3,7 @@
 All of them validate their inputs with :func:`skset._sets.check_sets`, cut the sets into batches of
 similar lengths (padded, with a mask, so that sets of different sizes share a batch and a set's
 output never depends on its batch companions), and train with the one loop of
-:mod:`skset._training`.
+:mod:`skset.neural_network._training`.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from sklearn.base import (
 )
 from sklearn.utils.validation import check_is_fitted
 
-from ._sets import check_finite_output, check_sets, length_batches, pack
-from ._torch import (
+from .._sets import check_finite_output, check_sets, length_batches, pack
+from .._torch import (
     TorchStateMixin,
     _to_cpu,
     make_generator,
@@ -30,6 +30,8 @@ from ._torch import (
     resolve_dtype,
     seed_from_random_state,
 )
+from ..nn.attention import SetTransformer
+from ..nn.deep_sets import DeepSets
 from ._training import (
     check_training_params,
     encode_class_targets,
@@ -38,20 +40,12 @@ from ._training import (
     split_validation,
     train_module,
 )
-from .nn.attention import SetTransformer
-from .nn.deep_sets import DeepSets
-
-# the supervised OTK estimators live in their own module (they build on the unsupervised
-# estimators) and are public from here, beside the other neural estimators
-from ._supervised_otk import OTKClassifier, OTKRegressor  # noqa: E402,F401  isort: skip
 
 __all__ = [
     "SetTransformerClassifier",
     "SetTransformerRegressor",
     "DeepSetsClassifier",
     "DeepSetsRegressor",
-    "OTKClassifier",
-    "OTKRegressor",
 ]
 
 
