@@ -75,7 +75,7 @@ def _train(args, X, y, **kw):
             return abc, float("nan")
         # continue training the loaded model for --steps more steps (warm start)
         n_before = abc.n_iter_
-        abc.set_params(warm_start=True, max_iter=args.steps, verbose=args.verbose,
+        abc.set_params(warm_start=True, max_steps=args.steps, verbose=args.verbose,
                        n_iter_no_change=args.patience, tol=args.tol)
         if args.lr != abc.learning_rate_init:
             # a new learning rate needs a fresh optimizer (a restored Adam state keeps the old one)
@@ -89,13 +89,13 @@ def _train(args, X, y, **kw):
             with open(args.save, "wb") as f:
                 pickle.dump(abc, f)
         return abc, minutes
-    abc = ABCClusterer(args.compatibility, dim=args.dim, n_blocks=args.blocks,
-                       n_heads=args.heads, compat_dim=args.compat_dim, max_iter=args.steps,
+    abc = ABCClusterer(args.compatibility, hidden_size=args.dim, n_layers=args.blocks,
+                       n_heads=args.heads, compat_dim=args.compat_dim, max_steps=args.steps,
                        batch_size=args.batch_size, learning_rate_init=args.lr,
                        eval_every=args.eval_every, random_state=args.seed,
                        n_iter_no_change=args.patience, tol=args.tol,
                        verbose=args.verbose, input_similarity=args.input_similarity,
-                       standardize=not args.no_standardize, weight_decay=args.weight_decay,
+                       standardize=not args.no_standardize, alpha=args.weight_decay,
                        early_stopping=args.early_stopping,
                        class_weight=None if args.class_weight is None else tuple(args.class_weight),
                        **kw)
@@ -187,7 +187,7 @@ def speed(args):
         abc = _load(args.model)
     else:
         Xtr, ytr = make_circles_instances(64, args.points, random_state=args.seed)
-        abc = ABCClusterer(dim=args.dim, max_iter=20, batch_size=16, random_state=0).fit(Xtr,
+        abc = ABCClusterer(hidden_size=args.dim, max_steps=20, batch_size=16, random_state=0).fit(Xtr,
                                                                                            ytr)
     abc.predict(X[:50])  # warm up
 

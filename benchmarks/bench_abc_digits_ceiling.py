@@ -198,7 +198,7 @@ def shift():
     Xa, ya = np.concatenate(parts), np.tile(y, len(parts))
     print(f"ABC (run U's settings) with shift + noise augmentation: {len(Xa)} images, "
           f"{len(np.unique(ya))} classes")
-    abc = ABCClusterer(dim=64, n_blocks=2, n_heads=4, max_iter=250, batch_size=32,
+    abc = ABCClusterer(hidden_size=64, n_layers=2, n_heads=4, max_steps=250, batch_size=32,
                        eval_every=50, n_iter_no_change=1000, input_similarity="rbf",
                        standardize=False, class_weight=(3, 1), max_clusters=10, warm_start=True,
                        random_state=0)
@@ -214,7 +214,7 @@ def oracle():
                                          100, 100, (2, 4), random_state=1)
     print(f"ABC trained on half of the images of 6-9 ({half}), tested on instances of the "
           "other half")
-    abc = ABCClusterer(dim=64, n_blocks=2, n_heads=4, max_iter=250, batch_size=32,
+    abc = ABCClusterer(hidden_size=64, n_layers=2, n_heads=4, max_steps=250, batch_size=32,
                        eval_every=50, n_iter_no_change=1000, standardize=False,
                        instance_n_clusters=(2, 4), max_clusters=10, warm_start=True,
                        random_state=0)

@@ -13,7 +13,7 @@ points, so two distant points of one circle can be judged alike.
 far over this gallery's budget of a minute per example, so the example loads a model we trained
 with the project's benchmark script and stored with :func:`skset.save` (no pickle; 0.8 MB, in
 ``examples/data/abc_circles_20k.skset``). It is
-``ABCClusterer("multiplicative", dim=128, n_blocks=2, n_heads=4)`` trained with Adam on
+``ABCClusterer("multiplicative", hidden_size=128, n_layers=2, n_heads=4)`` trained with Adam on
 20,000 steps of 32 fresh circles instances each (640,000 instances): 8,750 steps at learning rate
 1e-3 (the last ones stopped by the plateau rule), then 3,250 at 3e-4 and 8,000 at 1e-4. The
 commands (``benchmarks/bench_abc.py``; each run resumes the previous one on new instances)::
@@ -63,12 +63,12 @@ except NameError:
 
 if RETRAIN:
     X_train, y_train = make_circles_instances(300 * 16, 100, random_state=0)
-    abc = skset.ABCClusterer(dim=32, n_blocks=2, n_heads=4, max_iter=300, batch_size=16,
+    abc = skset.ABCClusterer(hidden_size=32, n_layers=2, n_heads=4, max_steps=300, batch_size=16,
                              learning_rate_init=2e-3, device="cpu", random_state=0)
     abc.fit(X_train, y_train)
 else:
     abc = skset.load(HERE / "data" / "abc_circles_20k.skset")
-print(f"ABCClusterer(dim={abc.dim}, n_blocks={abc.n_blocks}, n_heads={abc.n_heads}), "
+print(f"ABCClusterer(hidden_size={abc.hidden_size}, n_layers={abc.n_layers}, n_heads={abc.n_heads}), "
       f"trained {abc.n_iter_} steps, final training BCE {abc.loss_curve_[-1]:.3f}")
 
 # %%

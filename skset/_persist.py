@@ -201,26 +201,15 @@ def _tensor(v, key, where) -> torch.Tensor:
 
 
 def _module_skeleton(est, name: str) -> torch.nn.Module:
-    """A freshly built module of the right architecture for fitted attribute ``name`` of ``est``."""
-    from .neural_network._otk import _BaseSupervisedOTK, _OTKNetwork
-    from .neural_network._set_networks import _BaseSetNetwork
-    from .nn.nystrom import NystromLayer
-    from .nn.otk import OTKLayer
-
+    """A freshly built module of the right architecture for fitted attribute ``name`` of ``est``
+    (every estimator with a torch module says how to rebuild it, in ``_persist_module``)."""
     builder = getattr(est, "_persist_module", None)
-    if builder is not None:  # estimators may say how to rebuild their modules
+    if builder is None:
+        raise _FormatError(f"{type(est).__name__} has no torch module to rebuild.")
+    try:
         return builder(name)
-    if name != "module_":
-        raise _FormatError(f"{type(est).__name__} has no torch module attribute {name!r}.")
-    n_out = len(est.classes_) if hasattr(est, "classes_") else len(est.y_mean_)
-    if isinstance(est, _BaseSetNetwork):
-        return est._build_module(est.n_features_in_, n_out)
-    if isinstance(est, _BaseSupervisedOTK):
-        nystrom = NystromLayer.from_estimator(est.nystrom_) if est.nystrom_ is not None else None
-        otk = OTKLayer.from_estimator(est.embedding_)
-        center = torch.as_tensor(est.embedding_.mean_)
-        return _OTKNetwork(nystrom, otk, est.window, center, True, n_out)
-    raise _FormatError(f"{type(est).__name__} has no torch module to rebuild.")
+    except ValueError as exc:
+        raise _FormatError(str(exc)) from None
 
 
 def _decode_estimator(v: dict, where: str):
@@ -238,6 +227,7 @@ def _decode_estimator(v: dict, where: str):
         raise _FormatError(f"{where}: the parameters are not valid JSON ({exc}).") from None
     if not isinstance(params, dict):
         raise _FormatError(f"{where}: the parameters must be a JSON object.")
+    params = cls._upgrade_params(params) if hasattr(cls, "_upgrade_params") else params
     valid = set(cls().get_params(deep=False))
     unknown = set(params) - valid
     if unknown:

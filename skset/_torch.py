@@ -14,6 +14,7 @@ __all__ = [
     "resolve_device",
     "resolve_dtype",
     "seed_from_random_state",
+    "random_streams",
     "make_generator",
     "to_numpy",
     "map_on_threads",
@@ -59,6 +60,14 @@ def resolve_dtype(dtype) -> torch.dtype:
 def seed_from_random_state(random_state) -> int:
     """An int seed drawn from ``random_state`` (None, int or RandomState), as scikit-learn does."""
     return int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
+
+
+def random_streams(random_state) -> tuple[int, np.random.RandomState]:
+    """The one way skset derives randomness from ``random_state``: an int seed (torch
+    initialisation, ``torch.Generator`` shuffling, splits) and a numpy ``RandomState`` seeded with
+    it for every further draw (k-means starts, seeds of inner estimators, sampled instances)."""
+    seed = seed_from_random_state(random_state)
+    return seed, np.random.RandomState(seed)
 
 
 def make_generator(seed: int, device: torch.device | str = "cpu") -> torch.Generator:

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import math
-import numbers
 import warnings
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.cluster import KMeans
 from sklearn.utils.validation import check_is_fitted
 
+from ._base import TorchEstimator
+from ._params import NON_NEGATIVE, POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, Param
 from ._sets import check_finite_output, check_sets, iter_packed
-from ._torch import TorchStateMixin, resolve_device, resolve_dtype, seed_from_random_state, to_numpy
-from .nn.otk import check_position_mode, otk_plans, otk_pool
+from ._torch import resolve_dtype, to_numpy
+from .nn.otk import POSITION_MODES, OTKLayer, otk_plans, otk_pool
 
 __all__ = ["OTKEmbedding"]
 
@@ -30,8 +31,7 @@ def _count_distinct(blocks, limit: int) -> int:
     return 0 if seen is None else len(seen)
 
 
-class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchStateMixin,
-                   BaseEstimator):
+class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimator):
     r"""Optimal transport kernel embedding (OTKE) of sets, with references learned without labels.
 
     Each set :math:`\mathbf{x} = (x_1..x_n)` is aligned to ``n_references`` references
@@ -116,8 +116,9 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchState
     normalize : bool, default=True
         Scale every output (after centring) to norm ``sqrt(n_features_out)``, i.e. unit average
         squared value per feature, which suits linear models with their default regularisation.
-    max_iter : int, default=10
-        Iterations of the Wasserstein barycenter / Wasserstein k-means.
+    barycenter_iter : int, default=10
+        Iterations of the Wasserstein barycenter / Wasserstein k-means (``max_iter`` before
+        0.2; ``max_iter`` means training epochs in skset).
     max_samples : int, default=100000
         Elements sampled for k-means.
     sinkhorn_method : {"auto", "log", "exp"}, default="auto"
@@ -178,69 +179,24 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchState
     (4, 12)
     """
 
-    def __init__(
-        self,
-        n_supports: int = 10,
-        n_references: int = 1,
-        *,
-        epsilon: float = 0.1,
-        sinkhorn_iter: int = 3000,
-        sinkhorn_tol: float | None = 1e-4,
-        fit_method: str = "kmeans",
-        position_sigma: float | None = None,
-        position_mode: str = "kernel",
-        center: bool = True,
-        normalize: bool = True,
-        max_iter: int = 10,
-        max_samples: int = 100_000,
-        sinkhorn_method: str = "auto",
-        max_elements: int = 32_768,
-        device: str = "auto",
-        dtype: str = "float32",
-        random_state=None,
-    ):
-        self.n_supports = n_supports
-        self.n_references = n_references
-        self.epsilon = epsilon
-        self.sinkhorn_iter = sinkhorn_iter
-        self.sinkhorn_tol = sinkhorn_tol
-        self.fit_method = fit_method
-        self.position_sigma = position_sigma
-        self.position_mode = position_mode
-        self.center = center
-        self.normalize = normalize
-        self.max_iter = max_iter
-        self.max_samples = max_samples
-        self.sinkhorn_method = sinkhorn_method
-        self.max_elements = max_elements
-        self.device = device
-        self.dtype = dtype
-        self.random_state = random_state
-
-    # -- parameters -----------------------------------------------------------------------------
-    def _validate_params(self):
-        for name in ("n_supports", "n_references", "sinkhorn_iter", "max_iter", "max_samples",
-                     "max_elements"):
-            v = getattr(self, name)
-            if not (isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 1):
-                raise ValueError(f"{name} must be a positive integer, got {v!r}")
-        e = self.epsilon
-        if not (isinstance(e, numbers.Real) and math.isfinite(e) and e > 0):
-            raise ValueError(f"epsilon must be a positive number, got {e!r}")
-        s = self.position_sigma
-        if s is not None and not (isinstance(s, numbers.Real) and math.isfinite(s) and s > 0):
-            raise ValueError(f"position_sigma must be None or a positive number, got {s!r}")
-        t = self.sinkhorn_tol
-        if t is not None and not (isinstance(t, numbers.Real) and not isinstance(t, bool)
-                                  and math.isfinite(t) and t >= 0):
-            raise ValueError(f"sinkhorn_tol must be None or a non-negative number, got {t!r}")
-        check_position_mode(self.position_mode)
-        if self.fit_method not in ("kmeans", "wasserstein"):
-            raise ValueError(f"fit_method must be 'kmeans' or 'wasserstein', got "
-                             f"{self.fit_method!r}")
-        if self.sinkhorn_method not in ("auto", "log", "exp"):
-            raise ValueError(f"sinkhorn_method must be 'auto', 'log' or 'exp', got "
-                             f"{self.sinkhorn_method!r}")
+    _params = {
+        "n_supports": Param(10, POSITIVE_INT, positional=True),
+        "n_references": Param(1, POSITIVE_INT, positional=True),
+        "epsilon": Param(0.1, POSITIVE),
+        "sinkhorn_iter": Param(3000, POSITIVE_INT),
+        "sinkhorn_tol": Param(1e-4, NON_NEGATIVE, None),
+        "fit_method": Param("kmeans", "kmeans", "wasserstein"),
+        "position_sigma": Param(None, POSITIVE, None),
+        "position_mode": Param("kernel", *POSITION_MODES),
+        "center": Param(True, Boolean()),
+        "normalize": Param(True, Boolean()),
+        "barycenter_iter": Param(10, POSITIVE_INT),
+        "max_samples": Param(100_000, POSITIVE_INT),
+        "sinkhorn_method": Param("auto", "auto", "log", "exp"),
+        "max_elements": Param(32_768, POSITIVE_INT),
+        **TORCH_PARAMS,
+    }
+    _renamed_params = {"max_iter": "barycenter_iter"}  # max_iter means training epochs in skset
 
     def _check_X(self, X, fitting=False):
         coll = check_sets(X, n_features=None if fitting else self.n_features_in_,
@@ -318,7 +274,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchState
         """Free-support Wasserstein barycenter: z_j <- mean over sets of p * (P^T x)_j."""
         z = torch.as_tensor(z0, dtype=self._tdtype, device=self.device_)[None]
         p = z.shape[1]
-        for _ in range(self.max_iter):
+        for _ in range(self.barycenter_iter):
             acc = torch.zeros_like(z[0])
             with torch.no_grad():
                 for _, X, M in self._batches(sets):
@@ -352,11 +308,9 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchState
         -------
         self
         """
-        self._validate_params()
-        self.device_ = resolve_device(self.device)
+        _, rng = self._begin_fit()
         sets = self._check_X(X, fitting=True)
         self.n_features_in_ = sets[0].shape[1]
-        rng = np.random.RandomState(seed_from_random_state(self.random_state))
         np_dtype = np.float64 if self._tdtype == torch.float64 else np.float32
         q = self.n_references
         # like NystromFeatures' anchors: no more supports than distinct training elements
@@ -380,7 +334,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchState
                             ).fit_predict(means)
             refs = np.empty((q, self.n_supports_, self.n_features_in_))
             worst = 0
-            for it in range(self.max_iter):
+            for it in range(self.barycenter_iter):
                 for r in range(q):
                     members = np.flatnonzero(assign == r)
                     if len(members) == 0:  # empty cluster: take the worst-fitting set
@@ -463,3 +417,27 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchState
         tags.input_tags.three_d_array = True
         tags.transformer_tags.preserves_dtype = [self.dtype]
         return tags
+
+    def to_module(self) -> OTKLayer:
+        """A layer with the fitted references of this estimator.
+
+        The layer returns the raw embedding; the estimator's optional centring and normalisation
+        of its output (``center``, ``normalize``) is not part of the layer. It takes the
+        estimator's Sinkhorn settings, ``sinkhorn_tol`` included: without autograd it gives
+        ``transform``'s raw embedding; under autograd it runs ``sinkhorn_iter`` iterations (the
+        estimator's cap, 3000 by default), which differs from it by about the tolerance. To train
+        the layer, a small fixed count is usual (the paper's supervised models use 10: set
+        ``layer.sinkhorn_iter = 10``).
+
+        Returns
+        -------
+        layer : skset.nn.OTKLayer
+            The equivalent differentiable layer, with the fitted ``references_`` as its
+            references and the estimator's Sinkhorn and position settings.
+        """
+        check_is_fitted(self)
+        refs = torch.as_tensor(self.references_)
+        return OTKLayer(refs.shape[2], refs.shape[1], refs.shape[0], epsilon=self.epsilon,
+                        sinkhorn_iter=self.sinkhorn_iter, position_sigma=self.position_sigma,
+                        method=self.sinkhorn_method, references=refs,
+                        sinkhorn_tol=self.sinkhorn_tol, position_mode=self.position_mode)

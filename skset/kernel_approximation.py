@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import numbers
 import warnings
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.cluster import KMeans
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._base import TorchEstimator
+from ._params import POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, Param, Real
 from ._sets import check_finite_output, check_sets, kmer_windows
 from ._torch import (
-    TorchStateMixin,
-    resolve_device,
     resolve_dtype,
-    seed_from_random_state,
     to_numpy,
 )
 from .nn.nystrom import (
@@ -25,6 +23,7 @@ from .nn.nystrom import (
     DEFAULT_KEEP_NORM,
     DEFAULT_N_COMPONENTS,
     DEFAULT_NORMALIZE,
+    NystromLayer,
     gaussian_kernel,
     inv_sqrt_psd,
     nystrom_map,
@@ -33,13 +32,7 @@ from .nn.nystrom import (
 __all__ = ["NystromFeatures"]
 
 
-def _check_param(cond: bool, msg: str):
-    if not cond:
-        raise ValueError(msg)
-
-
-class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchStateMixin,
-                      BaseEstimator):
+class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimator):
     r"""Nystrom approximation of a Gaussian kernel, applied to every element (or k-mer) of sets.
 
     Each element :math:`x` (after per-feature standardisation, optional k-mer concatenation and
@@ -147,54 +140,19 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchSt
     [(5, 6), (8, 6), (4, 6)]
     """
 
-    def __init__(
-        self,
-        n_components: int = DEFAULT_N_COMPONENTS,
-        *,
-        bandwidth: float = DEFAULT_BANDWIDTH,
-        window: int = 1,
-        standardize: bool = True,
-        normalize: bool = DEFAULT_NORMALIZE,
-        keep_norm: bool = DEFAULT_KEEP_NORM,
-        anchors: str = "kmeans",
-        max_samples: int = 100_000,
-        eigenvalue_floor: float = DEFAULT_EIGENVALUE_FLOOR,
-        max_elements: int = 262_144,
-        device: str = "auto",
-        dtype: str = "float32",
-        random_state=None,
-    ):
-        self.n_components = n_components
-        self.bandwidth = bandwidth
-        self.window = window
-        self.standardize = standardize
-        self.normalize = normalize
-        self.keep_norm = keep_norm
-        self.anchors = anchors
-        self.max_samples = max_samples
-        self.eigenvalue_floor = eigenvalue_floor
-        self.max_elements = max_elements
-        self.device = device
-        self.dtype = dtype
-        self.random_state = random_state
-
-    # -- validation -----------------------------------------------------------------------------
-    def _validate_params(self):
-        def pos_int(name):
-            v = getattr(self, name)
-            _check_param(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 1,
-                         f"{name} must be a positive integer, got {v!r}")
-
-        for name in ("n_components", "window", "max_samples", "max_elements"):
-            pos_int(name)
-        b = self.bandwidth
-        _check_param(isinstance(b, numbers.Real) and np.isfinite(b) and b > 0,
-                     f"bandwidth must be a positive number, got {b!r}")
-        f = self.eigenvalue_floor
-        _check_param(isinstance(f, numbers.Real) and 0 <= f < 1,
-                     f"eigenvalue_floor must be in [0, 1), got {f!r}")
-        _check_param(self.anchors in ("kmeans", "random"),
-                     f"anchors must be 'kmeans' or 'random', got {self.anchors!r}")
+    _params = {
+        "n_components": Param(DEFAULT_N_COMPONENTS, POSITIVE_INT, positional=True),
+        "bandwidth": Param(DEFAULT_BANDWIDTH, POSITIVE),
+        "window": Param(1, POSITIVE_INT),
+        "standardize": Param(True, Boolean()),
+        "normalize": Param(DEFAULT_NORMALIZE, Boolean()),
+        "keep_norm": Param(DEFAULT_KEEP_NORM, Boolean()),
+        "anchors": Param("kmeans", "kmeans", "random"),
+        "max_samples": Param(100_000, POSITIVE_INT),
+        "eigenvalue_floor": Param(DEFAULT_EIGENVALUE_FLOOR, Real(0, 1, closed="left")),
+        "max_elements": Param(262_144, POSITIVE_INT),
+        **TORCH_PARAMS,
+    }
 
     def _elements(self, X, *, fitting: bool):
         """Validate X; return (collection, per-set element arrays after k-mer windows)."""
@@ -238,11 +196,9 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchSt
         -------
         self
         """
-        self._validate_params()
-        self.device_ = resolve_device(self.device)
-        np_dtype = np.float64 if resolve_dtype(self.dtype) == torch.float64 else np.float32
+        _, rng = self._begin_fit()
+        np_dtype = np.float64 if self.dtype_ == torch.float64 else np.float32
         coll, _ = self._elements(X, fitting=True)
-        rng = np.random.RandomState(seed_from_random_state(self.random_state))
 
         raw = np.concatenate(coll.sets, axis=0)
         if self.standardize:
@@ -347,3 +303,29 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchSt
         tags.transformer_tags.preserves_dtype = ["float32"] if self.dtype == "float32" else [
             "float64"]
         return tags
+
+    def to_module(self) -> NystromLayer:
+        """A layer with the fitted parameters of this estimator.
+
+        Returns
+        -------
+        layer : skset.nn.NystromLayer
+            The equivalent differentiable layer: its anchors, absolute bandwidth ``bandwidth_``
+            and input standardisation are the estimator's, so that it gives ``transform``'s
+            features up to rounding.
+        """
+        check_is_fitted(self)
+        dtype = torch.float64 if self.anchors_.dtype.name == "float64" else torch.float32
+        layer = NystromLayer(
+            self.n_features_in_,
+            self.anchors_.shape[0],
+            bandwidth=self.bandwidth_,
+            window=self.window,
+            normalize=self.normalize,
+            keep_norm=self.keep_norm,
+            eigenvalue_floor=self.eigenvalue_floor,
+            anchors=torch.as_tensor(self.anchors_, dtype=dtype),
+        )
+        layer.mean.copy_(torch.as_tensor(self.mean_, dtype=dtype))
+        layer.scale.copy_(torch.as_tensor(self.scale_, dtype=dtype))
+        return layer

@@ -208,17 +208,22 @@ def sinkhorn_log(
     """Log-domain Sinkhorn plan, ``(B, n, p)``; see the module docstring and :func:`sinkhorn`."""
     mask = _check(similarity, mask, epsilon)
     tol = _stopping(similarity, tol, check_every)
-    B, n, p = similarity.shape
-    step = _block_sets(similarity)
     if tol is None:
-        def block(sl):
-            return _log_block(similarity[sl], mask[sl], epsilon, n_iter)
+        blocks = _blockwise(similarity, lambda sl: _log_block(similarity[sl], mask[sl], epsilon,
+                                                              n_iter))
     else:
-        def block(sl):
-            return _log_block_tol(similarity[sl], mask[sl], epsilon, n_iter, tol, check_every)
+        blocks = _blockwise(similarity, lambda sl: _log_block_tol(
+            similarity[sl], mask[sl], epsilon, n_iter, tol, check_every))
+    return blocks[0] if len(blocks) == 1 else torch.cat(blocks)
+
+
+def _blockwise(similarity: torch.Tensor, solve) -> list:
+    """``solve(slice)`` over blocks of sets small enough for the cache (:func:`_block_sets`)."""
+    B = similarity.shape[0]
+    step = _block_sets(similarity)
     if step >= B:
-        return block(slice(None))
-    return torch.cat([block(slice(i, i + step)) for i in range(0, B, step)])
+        return [solve(slice(None))]
+    return [solve(slice(i, i + step)) for i in range(0, B, step)]
 
 
 def _exp_setup(similarity, mask, epsilon):
@@ -302,19 +307,15 @@ def sinkhorn_exp(
     """
     mask = _check(similarity, mask, epsilon)
     tol = _stopping(similarity, tol, check_every)
-    B, n, p = similarity.shape
-    step = _block_sets(similarity)
     if tol is None:
-        def block(sl):
-            return _exp_block(similarity[sl], mask[sl], epsilon, n_iter)
+        blocks = _blockwise(similarity, lambda sl: _exp_block(similarity[sl], mask[sl], epsilon,
+                                                              n_iter))
     else:
-        def block(sl):
-            return _exp_block_tol(similarity[sl], mask[sl], epsilon, n_iter, tol, check_every,
-                                  stop_unsafe=return_ok)
-    if step >= B:
-        P, u, v = block(slice(None))
+        blocks = _blockwise(similarity, lambda sl: _exp_block_tol(
+            similarity[sl], mask[sl], epsilon, n_iter, tol, check_every, stop_unsafe=return_ok))
+    if len(blocks) == 1:
+        P, u, v = blocks[0]
     else:
-        blocks = [block(slice(i, i + step)) for i in range(0, B, step)]
         P, u, v = (torch.cat(t) for t in zip(*blocks, strict=True))
     if not return_ok:
         return P

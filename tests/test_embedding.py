@@ -85,7 +85,7 @@ def test_kmeans_references_ignore_padding(rng):
 
 def test_wasserstein_barycenter_is_a_fixed_point(rng):
     sets = make_sets(rng, n_sets=8, d=2, low=5, high=12)
-    otk = _fit(sets, n_supports=3, fit_method="wasserstein", max_iter=200, sinkhorn_iter=50)
+    otk = _fit(sets, n_supports=3, fit_method="wasserstein", barycenter_iter=200, sinkhorn_iter=50)
     z = torch.as_tensor(otk.references_)
     acc = torch.zeros(3, 2, dtype=torch.float64)
     for s in sets:
@@ -103,11 +103,11 @@ def test_several_references_assign_to_lowest_cost(rng):
     assert len(set(assign[:10])) == 1 and len(set(assign[10:])) == 1 and assign[0] != assign[10]
 
 
-def test_layer_from_estimator_matches_transform(rng):
+def test_to_module_matches_transform(rng):
     sets = make_sets(rng, d=3)
     otk = _fit(sets, n_supports=3, n_references=2, position_sigma=0.3, center=False,
                normalize=False)
-    layer = OTKLayer.from_estimator(otk)
+    layer = otk.to_module()
     X, M = pack(sets, dtype=torch.float64)
     with torch.no_grad():
         out = layer(X, M).reshape(len(sets), -1).numpy()
@@ -225,7 +225,7 @@ def test_n_supports_capped_at_distinct_training_elements(rng):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert _fit(sets, n_supports=5).n_supports_ == 5
-    layer = OTKLayer.from_estimator(otk)
+    layer = otk.to_module()
     assert layer.n_supports == 5
 
 

@@ -74,10 +74,10 @@ def test_kmer_window_matches_naive(rng):
     np.testing.assert_allclose(nf.transform(sets)[2], naive, rtol=1e-9, atol=1e-12)
 
 
-def test_layer_from_estimator_matches(rng):
+def test_to_module_matches(rng):
     sets = [rng.normal(size=(n, 3)) for n in (6, 4, 9)]
     nf = NystromFeatures(n_components=7, window=2, dtype="float64", random_state=0).fit(sets)
-    layer = NystromLayer.from_estimator(nf)
+    layer = nf.to_module()
     from skset._sets import pack
 
     X, M = pack(sets, dtype=torch.float64)

@@ -50,12 +50,12 @@ def test_inv_sqrt_psd_values_and_duplicate_anchors():
 
 # -- same numbers as the estimators --
 @pytest.mark.parametrize("window,normalize", [(1, True), (3, True), (2, False)])
-def test_nystrom_layer_from_estimator_matches_transform(window, normalize):
+def test_nystrom_to_module_matches_transform(window, normalize):
     rng = np.random.default_rng(0)
     sets = _sets(rng, [7, 12, 5, 9])
     est = NystromFeatures(n_components=8, window=window, normalize=normalize, dtype="float64",
                           random_state=0).fit(sets)
-    layer = NystromLayer.from_estimator(est)
+    layer = est.to_module()
     assert layer.anchors.dtype == torch.float64 and layer.anchors.requires_grad
     X, M = _garbage_pack(sets)
     out, mask = layer(X, M)
@@ -71,7 +71,7 @@ def test_nystrom_layer_float32_matches_estimator():
     rng = np.random.default_rng(1)
     sets = _sets(rng, [20, 31, 14], d=5)
     est = NystromFeatures(n_components=16, window=2, random_state=0).fit(sets)
-    layer = NystromLayer.from_estimator(est)
+    layer = est.to_module()
     assert layer.anchors.dtype == torch.float32
     X, M = pack(sets, dtype=torch.float32)
     out, _ = layer(X, M)
@@ -80,12 +80,12 @@ def test_nystrom_layer_float32_matches_estimator():
 
 
 @pytest.mark.parametrize("n_references,position_sigma", [(1, None), (2, 0.3)])
-def test_otk_layer_from_estimator_matches_raw_transform(n_references, position_sigma):
+def test_otk_to_module_matches_raw_transform(n_references, position_sigma):
     rng = np.random.default_rng(2)
     sets = _sets(rng, [6, 11, 4, 8, 9], d=4)
     est = OTKEmbedding(n_supports=3, n_references=n_references, position_sigma=position_sigma,
                        center=False, normalize=False, dtype="float64", random_state=0).fit(sets)
-    layer = OTKLayer.from_estimator(est)
+    layer = est.to_module()
     assert layer.references.shape == (n_references, 3, 4) and layer.references.requires_grad
     X, M = _garbage_pack(sets)
     with torch.no_grad():  # the estimator's stopping tolerance applies (not under autograd)
@@ -104,7 +104,7 @@ def test_stacked_layers_match_pipeline():
     feats = nf.transform(sets)
     otk = OTKEmbedding(n_supports=4, position_sigma=0.5, center=False, normalize=False,
                        dtype="float64", random_state=0).fit(feats)
-    model_n, model_o = NystromLayer.from_estimator(nf), OTKLayer.from_estimator(otk)
+    model_n, model_o = nf.to_module(), otk.to_module()
     X, M = _garbage_pack(sets)
     with torch.no_grad():  # the estimator's stopping tolerance applies (not under autograd)
         out = model_o(*model_n(X, M)).reshape(len(sets), -1).numpy()
@@ -270,7 +270,7 @@ def test_kernel_mode_small_sigma_stays_finite(method):
     assert torch.isfinite(layer.references.grad).all()
 
 
-def test_position_mode_errors_and_from_estimator():
+def test_position_mode_errors_and_to_module():
     from skset.nn.otk import otk_plans
 
     with pytest.raises(ValueError, match="position_mode"):
@@ -284,7 +284,7 @@ def test_position_mode_errors_and_from_estimator():
         OTKEmbedding(position_mode="x").fit(sets)
     est = OTKEmbedding(n_supports=3, position_sigma=0.3, position_mode="kernel", center=False,
                        normalize=False, dtype="float64", random_state=0).fit(sets)
-    layer = OTKLayer.from_estimator(est)
+    layer = est.to_module()
     assert layer.position_mode == "kernel" and layer.sinkhorn_tol == est.sinkhorn_tol
     X, M = _garbage_pack(sets)
     with torch.no_grad():

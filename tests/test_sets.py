@@ -121,6 +121,18 @@ def test_kmer_windows_matches_naive_loop(rng):
         kmer_windows(sets, 4)
 
 
+def test_kmer_windows_and_kmer_unfold_agree(rng):
+    """The numpy k-mers of the estimators and the tensor k-mers of the modules are the same rows."""
+    from skset.nn import kmer_unfold
+
+    sets = [rng.normal(size=(n, 2)) for n in (3, 7, 5)]
+    X, M = pack(sets, dtype=torch.float64)
+    U, UM = kmer_unfold(X, M, 3)
+    for b, k in enumerate(kmer_windows(sets, 3)):
+        assert int(UM[b].sum()) == len(k)
+        np.testing.assert_array_equal(U[b, UM[b]].numpy(), k)
+
+
 def test_inputs_not_modified(rng):
     sets = [rng.normal(size=(n, 3)) for n in (4, 5)]
     before = [s.copy() for s in sets]

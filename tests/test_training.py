@@ -172,3 +172,70 @@ def test_check_training_params(attr, value, match):
     setattr(est, attr, value)
     with pytest.raises(ValueError, match=match):
         check_training_params(est)
+
+
+# -- callbacks ----------------------------------------------------------------------------------
+def _plateau_run(losses, **kw):
+    """ReduceLROnPlateau fed a scripted monitored loss; returns the learning rate of each epoch."""
+    from skset.neural_network._training import ReduceLROnPlateau
+
+    module, loss_fn, batches = _problem()
+    cb = ReduceLROnPlateau(lambda state: losses[state.epoch], **kw)
+    res = train_module(module, loss_fn, batches, max_iter=len(losses), learning_rate_init=1.0,
+                       n_iter_no_change=10**6, warn_convergence=False, callbacks=[cb])
+    return res.learning_rates
+
+
+def test_reduce_on_plateau_never_halves_a_falling_loss():
+    # the defect of the first adaptive schedule: from best = inf, "best - tol * best" was nan and
+    # every epoch counted as stalled, halving the rate every 5 epochs whatever the loss did
+    assert _plateau_run([0.9**e for e in range(20)]) == [1.0] * 20
+
+
+def test_reduce_on_plateau_halves_a_stalled_loss():
+    lrs = _plateau_run([1.0] * 12, patience=5, factor=0.5)
+    assert lrs == [1.0] * 6 + [0.5] * 5 + [0.25]
+    # relative tolerance: tiny decreases are no progress; a real decrease resets the count
+    assert _plateau_run([1.0 - 1e-7 * e for e in range(7)], tol=1e-4) == [1.0] * 6 + [0.5]
+    assert _plateau_run([3.0] * 4 + [2.0] * 8) == [1.0] * 10 + [0.5] * 2
+
+
+def test_callbacks_run_in_order_and_can_stop():
+    from skset.neural_network._training import Callback
+
+    calls = []
+
+    class Recorder(Callback):
+        def on_train_begin(self, state):
+            calls.append("begin")
+
+        def on_epoch_begin(self, state):
+            calls.append(f"e{state.epoch}")
+
+        def on_epoch_end(self, state):
+            calls.append(f"end{state.epoch}:{state.epoch_loss > 0}")
+            if state.epoch == 2:
+                state.stop = True
+
+        def on_train_end(self, state):
+            calls.append("done")
+
+    module, loss_fn, batches = _problem()
+    res = train_module(module, loss_fn, batches, max_iter=10, callbacks=[Recorder()])
+    assert calls == ["begin", "e0", "end0:True", "e1", "end1:True", "e2", "end2:True", "done"]
+    assert res.n_iter == 3 and res.converged and len(res.learning_rates) == 3
+
+
+def test_early_stopping_restores_the_best_checkpoint():
+    module, loss_fn, batches = _problem()
+    scores = [0.1, 0.5, 0.3, 0.2, 0.1, 0.0]
+    snapshots = []
+
+    def validation(m):
+        snapshots.append(m.weight.detach().clone())
+        return scores[len(snapshots) - 1]
+
+    res = train_module(module, loss_fn, batches, validation=validation, early_stopping=True,
+                       max_iter=6, n_iter_no_change=3, learning_rate_init=0.05)
+    assert res.n_iter == 5 and res.best_score == 0.5
+    torch.testing.assert_close(module.weight.detach(), snapshots[1])  # epoch 2's weights

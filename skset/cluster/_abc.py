@@ -3,27 +3,32 @@ spectral clustering and the eigengap, to many new instances at once."""
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator
 from sklearn.cluster import spectral_clustering
 from sklearn.utils.validation import check_is_fitted
 
+from .._params import POSITIVE_INT, TORCH_PARAMS, Boolean, Integer, Param, Satisfies
 from .._sets import length_batches
 from .._torch import (
-    TorchStateMixin,
-    _to_cpu,
     make_generator,
     map_on_threads,
     seed_from_random_state,
 )
-from ..neural_network._training import check_training_params
+from ..neural_network._base import BaseNeuralEstimator
+from ..neural_network._training import TRAINING_PARAMS
 from ..nn.spectral import eigengap_n_clusters, laplacian_eigh
-from ._eigengap import _CPU_CHUNK_PAIRS, _check_max_clusters
+from ._eigengap import _CPU_CHUNK_PAIRS
 
 __all__ = ["ABCClusterer"]
+
+_PAIR_OF_WEIGHTS = Satisfies(
+    lambda v: not isinstance(v, str) and len(v) == 2 and all(float(w) >= 0 for w in v),
+    "a pair (w_neg, w_pos) of non-negative numbers")
+_CLUSTER_RANGE = Satisfies(
+    lambda v: not isinstance(v, str) and len(v) == 2
+    and all(isinstance(k, (int, np.integer)) and not isinstance(k, bool) for k in v)
+    and 1 <= v[0] <= v[1], "an inclusive range (k_min, k_max) with 1 <= k_min <= k_max")
 
 
 def _check_instance_labels(y, sets, name: str = "y") -> list[np.ndarray]:
@@ -59,7 +64,7 @@ def _pack_labels(labels: list[np.ndarray], n: int) -> torch.Tensor:
     return torch.from_numpy(buf)
 
 
-class ABCClusterer(TorchStateMixin, BaseEstimator):
+class ABCClusterer(BaseNeuralEstimator):
     r"""Attention-Based Clustering: a learned, context-dependent kernel + spectral clustering.
 
     A network (:class:`skset.nn.ABCKernel`: element-wise ``tanh`` embedding, a stack of masked
@@ -86,14 +91,14 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
     compatibility : {"multiplicative", "additive"}, default="multiplicative"
         Form of the compatibility ``c(z_i, z_j)`` (scaled dot product, or ``v^T tanh(W_q z_i +
         W_k z_j)``).
-    dim : int, default=128
+    hidden_size : int, default=128
         Width of the embedding and the SABs.
-    n_blocks : int, default=2
+    n_layers : int, default=2
         Number of SABs (0: the pairwise, context-free ablation).
     n_heads : int, default=4
         Attention heads.
     compat_dim : int or None, default=None
-        Width of the compatibility's projections (``None``: ``dim``; the additive form costs
+        Width of the compatibility's projections (``None``: ``hidden_size``; the additive form costs
         ``n^2 * compat_dim`` memory per instance).
     norm : {"layer", "set", None}, default="layer"
         Normalisation inside the SABs (layer norm, set norm, or none).
@@ -121,13 +126,13 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
         Elements per sampled training instance (pool input only).
     instance_n_clusters : int or (int, int), default=(2, 6)
         Number of clusters of sampled training instances, or its inclusive range (pool only).
-    max_iter : int, default=1000
+    max_steps : int, default=1000
         Number of optimisation steps (one step = one batch of ``batch_size`` instances).
     batch_size : int, default=32
         Instances per step.
     learning_rate_init : float, default=1e-3
         Step size of the optimiser (1e-4 to 1e-3; lowering it once the loss plateaus helps).
-    weight_decay : float, default=0.0
+    alpha : float, default=0.0
         L2 penalty (``"adam"``) or decoupled weight decay (``"adamw"``).
     optimizer : {"adam", "adamw"}, default="adam"
         The torch optimiser.
@@ -209,93 +214,54 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
     >>> from skset import ABCClusterer
     >>> from skset.datasets import make_circles_instances
     >>> X, y = make_circles_instances(64, 40, random_state=0)
-    >>> abc = ABCClusterer(dim=16, n_heads=2, max_iter=5, batch_size=8,
+    >>> abc = ABCClusterer(hidden_size=16, n_heads=2, max_steps=5, batch_size=8,
     ...                    random_state=0).fit(X, y)
     >>> labels = abc.predict(X[:2], n_clusters=4)
     >>> [lab.shape for lab in labels]
     [(40,), (40,)]
     """
 
-    def __init__(self, compatibility="multiplicative", *, dim=128, n_blocks=2, n_heads=4,
-                 compat_dim=None, norm="layer", residual="original", input_similarity=None,
-                 class_weight=None,
-                 standardize=True, instance_size=100, instance_n_clusters=(2, 6), max_iter=1000,
-                 batch_size=32, learning_rate_init=1e-3, weight_decay=0.0, optimizer="adam",
-                 eval_every=50, early_stopping=False, validation_fraction=0.1,
-                 n_validation_instances=64, n_iter_no_change=10, tol=1e-4, max_clusters=None,
-                 n_init=10, assign_labels="kmeans", max_pairs=10_000_000, warm_start=False,
-                 device="auto", random_state=None, verbose=0):
-        self.compatibility = compatibility
-        self.dim = dim
-        self.n_blocks = n_blocks
-        self.n_heads = n_heads
-        self.compat_dim = compat_dim
-        self.norm = norm
-        self.residual = residual
-        self.input_similarity = input_similarity
-        self.class_weight = class_weight
-        self.standardize = standardize
-        self.instance_size = instance_size
-        self.instance_n_clusters = instance_n_clusters
-        self.max_iter = max_iter
-        self.batch_size = batch_size
-        self.learning_rate_init = learning_rate_init
-        self.weight_decay = weight_decay
-        self.optimizer = optimizer
-        self.eval_every = eval_every
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_validation_instances = n_validation_instances
-        self.n_iter_no_change = n_iter_no_change
-        self.tol = tol
-        self.max_clusters = max_clusters
-        self.n_init = n_init
-        self.assign_labels = assign_labels
-        self.max_pairs = max_pairs
-        self.warm_start = warm_start
-        self.device = device
-        self.random_state = random_state
-        self.verbose = verbose
+    _params = {
+        "compatibility": Param("multiplicative", "multiplicative", "additive", positional=True),
+        "hidden_size": Param(128, POSITIVE_INT),
+        "n_layers": Param(2, Integer(0)),
+        "n_heads": Param(4, POSITIVE_INT),
+        "compat_dim": Param(None, POSITIVE_INT, None),
+        "norm": Param("layer", "layer", "set", None),
+        "residual": Param("original", "original", "clean"),
+        "input_similarity": Param(None, None, "rbf", "cosine"),
+        "class_weight": Param(None, None, "balanced", _PAIR_OF_WEIGHTS),
+        "standardize": Param(True, Boolean()),
+        "instance_size": Param(100, Integer(2)),
+        "instance_n_clusters": Param((2, 6), POSITIVE_INT, _CLUSTER_RANGE),
+        "max_steps": Param(1000, POSITIVE_INT),
+        "batch_size": Param(32, POSITIVE_INT),
+        "learning_rate_init": TRAINING_PARAMS["learning_rate_init"],
+        "alpha": TRAINING_PARAMS["alpha"],
+        "optimizer": TRAINING_PARAMS["optimizer"],
+        "eval_every": Param(50, POSITIVE_INT),
+        "early_stopping": TRAINING_PARAMS["early_stopping"],
+        "validation_fraction": TRAINING_PARAMS["validation_fraction"],
+        "n_validation_instances": Param(64, POSITIVE_INT),
+        "n_iter_no_change": TRAINING_PARAMS["n_iter_no_change"],
+        "tol": TRAINING_PARAMS["tol"],
+        "max_clusters": Param(None, POSITIVE_INT, None),
+        "n_init": Param(10, POSITIVE_INT),
+        "assign_labels": Param("kmeans", "kmeans", "sklearn"),
+        "max_pairs": Param(10_000_000, POSITIVE_INT),
+        "warm_start": TRAINING_PARAMS["warm_start"],
+        "device": TORCH_PARAMS["device"],
+        "random_state": TORCH_PARAMS["random_state"],
+        "verbose": TRAINING_PARAMS["verbose"],
+    }
+    # models saved before the names were shared with the other neural estimators
+    _renamed_params = {"dim": "hidden_size", "n_blocks": "n_layers", "max_iter": "max_steps",
+                       "weight_decay": "alpha"}
 
-    # ------------------------------------------------------------------ validation
-    def _validate_params(self):
-        check_training_params(self, with_early_stopping=self.early_stopping)
-        name = type(self).__name__
-
-        def _int(attr, low, allow_none=False):
-            v = getattr(self, attr)
-            if allow_none and v is None:
-                return
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < low:
-                raise ValueError(f"{name}: {attr}={v!r} must be an int >= {low}.")
-
-        if self.compatibility not in ("multiplicative", "additive"):
-            raise ValueError(f"{name}: compatibility={self.compatibility!r} must be "
-                             "'multiplicative' or 'additive'.")
-        if self.input_similarity not in (None, "rbf", "cosine"):
-            raise ValueError(f"{name}: input_similarity={self.input_similarity!r} must be None, "
-                             "'rbf' or 'cosine'.")
-        for attr, low in (("dim", 1), ("n_blocks", 0), ("n_heads", 1), ("instance_size", 2),
-                          ("eval_every", 1), ("n_validation_instances", 1), ("n_init", 1),
-                          ("max_pairs", 1)):
-            _int(attr, low)
-        _int("compat_dim", 1, allow_none=True)
-        if self.dim % self.n_heads:
-            raise ValueError(f"{name}: dim={self.dim} must be divisible by n_heads="
-                             f"{self.n_heads}.")
-        cw = self.class_weight
-        if not (cw is None or (isinstance(cw, str) and cw == "balanced")):
-            try:
-                ok = len(cw) == 2 and all(float(v) >= 0 for v in cw)
-            except (TypeError, ValueError):
-                ok = False
-            if not ok:
-                raise ValueError(f"{name}: class_weight={cw!r} must be None, 'balanced' or a "
-                                 "pair (w_neg, w_pos) of non-negative numbers.")
-        if self.assign_labels not in ("kmeans", "sklearn"):
-            raise ValueError(f"{name}: assign_labels={self.assign_labels!r} must be 'kmeans' or "
-                             "'sklearn'.")
-        _check_max_clusters(self.max_clusters)
+    def _check_param_relations(self):
+        if self.hidden_size % self.n_heads:
+            raise self._param_error(f"hidden_size={self.hidden_size} must be divisible by "
+                                    f"n_heads={self.n_heads}.")
 
     def _is_pool(self, X, y) -> bool:
         if isinstance(X, torch.Tensor):
@@ -337,11 +303,10 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
             _sample_instance,
         )
         from .._sets import check_sets, pack
-        from .._torch import resolve_device
-        from ..neural_network._training import split_validation, train_module
+        from ..neural_network._training import split_validation
         from ..nn.abc import abc_loss
 
-        self._validate_params()
+        self._check_params()
         name = type(self).__name__
         pool = self._is_pool(X, y)
         if pool:
@@ -368,23 +333,17 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
             raise ValueError(f"{name}: warm_start with {d} features, but the model was fitted on "
                              f"{self.n_features_in_}.")
 
-        seed = seed_from_random_state(self.random_state)
-        rng = np.random.RandomState(seed % (2**31 - 1))
-        dev = resolve_device(self.device)
-        self.device_ = dev
+        warm = bool(self.warm_start) and hasattr(self, "module_")
+        seed, rng = self._start_fit(warm)
+        dev = self.device_
         gen = make_generator(seed, "cpu")
-        warm = self.warm_start and hasattr(self, "module_")
         if not warm:
             self.n_features_in_ = d
             if self.standardize:
                 self.mean_ = elements.mean(0)
                 sd = elements.std(0)
                 self.scale_ = np.where(sd > 1e-12, sd, 1.0)
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(seed)
-                self.module_ = self._build_module(d).to(dev)
-            self._optimizer_state = None
-            self.loss_curve_, self.validation_scores_, self.n_iter_ = [], [], 0
+            self.module_ = self._seeded(seed, lambda: self._build_module(d)).to(dev)
         cw = self.class_weight
         if cw is not None and not isinstance(cw, str):
             cw = tuple(float(v) for v in cw)
@@ -437,7 +396,7 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
                     state["pos"] += 1
                 return to_batch([sets[i] for i in take], [labels[i] for i in take])
 
-        max_steps = int(self.max_iter)
+        max_steps = int(self.max_steps)
         every = int(self.eval_every)
         n_chunks = -(-max_steps // every)
 
@@ -453,7 +412,7 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
         if val_batch is not None:
             val_parts = []
             vlen = np.array([len(s) for s in val_batch[0]])
-            for idx in length_batches(vlen**2, max_elements=self.max_pairs):
+            for idx in length_batches(self._batch_cost(vlen), max_elements=self.max_pairs):
                 val_parts.append(to_batch([val_batch[0][i] for i in idx],
                                           [val_batch[1][i] for i in idx]))
 
@@ -462,24 +421,15 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
                           for Xb, Mb, Yb in val_parts)
                 return -tot / len(vlen)
 
-        result = train_module(
-            self.module_, loss_fn, batches, validation=validation, optimizer=self.optimizer,
-            learning_rate_init=self.learning_rate_init, weight_decay=self.weight_decay,
-            max_iter=n_chunks, tol=self.tol, early_stopping=self.early_stopping,
-            n_iter_no_change=self.n_iter_no_change, optimizer_state=self._optimizer_state,
-            verbose=self.verbose, name=name, warn_convergence=False,
-        )
-        # on the CPU (as __getstate__ would put it): a GPU fit pickles and loads without CUDA
-        self._optimizer_state = _to_cpu(result.optimizer_state, clone=True)
-        self.loss_curve_ = list(self.loss_curve_) + list(result.loss_curve)
-        self.validation_scores_ = list(self.validation_scores_) + list(result.validation_scores)
-        self.n_iter_ = int(self.n_iter_) + min(result.n_iter * every, max_steps)
+        # one "epoch" of the loop = eval_every optimisation steps
+        self._train(loss_fn, batches, validation=validation, max_iter=n_chunks,
+                    warn_convergence=False, units_per_epoch=every, max_units=max_steps)
         return self
 
     def _build_module(self, n_features: int):
         from ..nn.abc import ABCKernel
 
-        return ABCKernel(n_features, self.dim, self.n_blocks, self.n_heads,
+        return ABCKernel(n_features, self.hidden_size, self.n_layers, self.n_heads,
                          compatibility=self.compatibility, compat_dim=self.compat_dim,
                          norm=self.norm, residual=self.residual,
                          input_similarity=getattr(self, "input_similarity", None))
@@ -510,7 +460,11 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
         budget = int(self.max_pairs)
         if self.device_.type == "cpu":
             budget = min(budget, _CPU_CHUNK_PAIRS)
-        return list(length_batches(lengths**2, max_elements=budget))
+        return list(length_batches(self._batch_cost(lengths), max_elements=budget))
+
+    def _batch_cost(self, lengths):
+        """An instance of ``n`` elements costs ``n^2`` pairs (the affinity, the attention)."""
+        return np.asarray(lengths, dtype=np.int64) ** 2
 
     def _chunk_affinity(self, sets):
         """Affinity (B, n, n) float32 and mask of one chunk of (scaled) sets (callers run it
@@ -625,9 +579,3 @@ class ABCClusterer(TorchStateMixin, BaseEstimator):
                 out[i] = np.unique(lab, return_inverse=True)[1].astype(np.int64)
         return out
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.two_d_array = False
-        tags.input_tags.three_d_array = True
-        tags.non_deterministic = False
-        return tags

@@ -19,6 +19,7 @@ from sklearn.neighbors import kneighbors_graph
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import validate_data
 
+from .._params import POSITIVE, POSITIVE_INT, RANDOM_STATE, Param, ParamsMixin
 from .._sets import length_batches
 from .._torch import map_on_threads
 from ..nn.spectral import eigengap_n_clusters, laplacian_eigh
@@ -164,7 +165,7 @@ def estimate_n_clusters(affinity, max_clusters: int | None = None):
     return int(k[0]) if single else k
 
 
-class EigengapSpectralClustering(ClusterMixin, BaseEstimator):
+class EigengapSpectralClustering(ParamsMixin, ClusterMixin, BaseEstimator):
     """Spectral clustering of one data set, the number of clusters found by the eigengap.
 
     The affinity matrix is built from ``X`` (or given), ``k`` is estimated with
@@ -230,39 +231,17 @@ class EigengapSpectralClustering(ClusterMixin, BaseEstimator):
     3
     """
 
-    def __init__(self, n_clusters=None, *, affinity="rbf", gamma=1.0, n_neighbors=10,
-                 max_clusters=None, assign_labels="kmeans", n_init=10, eigen_solver=None,
-                 random_state=None):
-        self.n_clusters = n_clusters
-        self.affinity = affinity
-        self.gamma = gamma
-        self.n_neighbors = n_neighbors
-        self.max_clusters = max_clusters
-        self.assign_labels = assign_labels
-        self.n_init = n_init
-        self.eigen_solver = eigen_solver
-        self.random_state = random_state
-
-    def _validate_params(self):
-        if self.n_clusters is not None and (
-                not isinstance(self.n_clusters, numbers.Integral)
-                or isinstance(self.n_clusters, bool) or self.n_clusters < 1):
-            raise ValueError(f"n_clusters must be None or an int >= 1, got {self.n_clusters!r}.")
-        if self.affinity not in ("rbf", "nearest_neighbors", "precomputed"):
-            raise ValueError("affinity must be 'rbf', 'nearest_neighbors' or 'precomputed', got "
-                             f"{self.affinity!r}.")
-        if not isinstance(self.gamma, numbers.Real) or not self.gamma > 0:
-            raise ValueError(f"gamma must be a positive number, got {self.gamma!r}.")
-        if (not isinstance(self.n_neighbors, numbers.Integral) or isinstance(self.n_neighbors,
-                                                                             bool)
-                or self.n_neighbors < 1):
-            raise ValueError(f"n_neighbors must be an int >= 1, got {self.n_neighbors!r}.")
-        _check_max_clusters(self.max_clusters)
-        if self.assign_labels not in ("kmeans", "discretize", "cluster_qr"):
-            raise ValueError("assign_labels must be 'kmeans', 'discretize' or 'cluster_qr', got "
-                             f"{self.assign_labels!r}.")
-        if not isinstance(self.n_init, numbers.Integral) or self.n_init < 1:
-            raise ValueError(f"n_init must be an int >= 1, got {self.n_init!r}.")
+    _params = {
+        "n_clusters": Param(None, POSITIVE_INT, None, positional=True),
+        "affinity": Param("rbf", "rbf", "nearest_neighbors", "precomputed"),
+        "gamma": Param(1.0, POSITIVE),
+        "n_neighbors": Param(10, POSITIVE_INT),
+        "max_clusters": Param(None, POSITIVE_INT, None),
+        "assign_labels": Param("kmeans", "kmeans", "discretize", "cluster_qr"),
+        "n_init": Param(10, POSITIVE_INT),
+        "eigen_solver": Param(None, None, "arpack", "lobpcg", "amg"),
+        "random_state": Param(None, RANDOM_STATE),
+    }
 
     def _affinity_matrix(self, X) -> np.ndarray:
         if self.affinity == "precomputed":
@@ -286,7 +265,7 @@ class EigengapSpectralClustering(ClusterMixin, BaseEstimator):
         -------
         self
         """
-        self._validate_params()
+        self._check_params()
         X = validate_data(self, X, dtype=np.float64, ensure_min_samples=1)
         A = self._affinity_matrix(X)
         n = A.shape[0]

@@ -11,40 +11,19 @@ Appendix D.3).
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from sklearn.base import (
-    BaseEstimator,
-    ClassifierMixin,
-    ClassNamePrefixFeaturesOutMixin,
-    RegressorMixin,
-)
-from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted
 
-from .._sets import (
-    check_finite_output,
-    check_sets,
-    kmer_windows,
-    length_batches,
-    pack,
-)
-from .._torch import TorchStateMixin, _to_cpu, make_generator, resolve_device, resolve_dtype
+from .._params import NON_NEGATIVE, POSITIVE, POSITIVE_INT, Integer, Param
+from .._sets import kmer_windows
 from ..embedding import OTKEmbedding
 from ..kernel_approximation import NystromFeatures
 from ..nn.nystrom import DEFAULT_N_COMPONENTS, NystromLayer, kmer_unfold
 from ..nn.otk import POSITION_MODES, OTKLayer
-from ._training import (
-    check_training_params,
-    encode_class_targets,
-    encode_regression_targets,
-    epoch_batches,
-    split_validation,
-    train_module,
-)
+from ._base import SetClassifierMixin, SetNetworkEstimator, SetRegressorMixin, compose_doc
+from ._training import TRAINING_PARAMS, LambdaCallback, ReduceLROnPlateau
 
 __all__ = ["OTKClassifier", "OTKRegressor"]
 
@@ -127,137 +106,33 @@ def _fit_ridge_head(head: torch.nn.Linear, Z: torch.Tensor, Y: torch.Tensor, alp
         head.bias.copy_((ym - zm @ Wt).to(head.bias.dtype))
 
 
-def _check(cond: bool, msg: str):
-    if not cond:
-        raise ValueError(msg)
+class _BaseSupervisedOTK(SetNetworkEstimator):
+    _params = {
+        "n_components": Param(DEFAULT_N_COMPONENTS, Integer(0), None, positional=True),
+        "bandwidth": Param(SUPERVISED_BANDWIDTH, POSITIVE),
+        "window": Param(1, POSITIVE_INT),
+        "n_supports": Param(10, POSITIVE_INT),
+        "n_references": Param(1, POSITIVE_INT),
+        "epsilon": Param(0.5, POSITIVE),
+        "sinkhorn_iter": Param(10, POSITIVE_INT),
+        "position_sigma": Param(None, POSITIVE, None),
+        "position_mode": Param("plan", *POSITION_MODES),
+        "fit_method": Param("kmeans", "kmeans", "wasserstein"),
+        "solver": Param("alternating", "alternating", "adam"),
+        "learning_rate": Param("adaptive", "adaptive", "constant"),
+        **{k: p for k, p in TRAINING_PARAMS.items() if k != "optimizer"},  # always Adam
+        "max_iter": Param(50, POSITIVE_INT),
+        "learning_rate_init": Param(0.01, POSITIVE),
+        "alpha": Param(1e-3, NON_NEGATIVE),
+    }
 
-
-class _BaseSupervisedOTK(ClassNamePrefixFeaturesOutMixin, TorchStateMixin, BaseEstimator):
-    _is_classifier = False
-
-    def __init__(
-        self,
-        n_components: int | None = DEFAULT_N_COMPONENTS,
-        *,
-        bandwidth: float = SUPERVISED_BANDWIDTH,
-        window: int = 1,
-        n_supports: int = 10,
-        n_references: int = 1,
-        epsilon: float = 0.5,
-        sinkhorn_iter: int = 10,
-        position_sigma: float | None = None,
-        position_mode: str = "plan",
-        fit_method: str = "kmeans",
-        solver: str = "alternating",
-        max_iter: int = 50,
-        batch_size: int = 64,
-        learning_rate_init: float = 0.01,
-        learning_rate: str = "adaptive",
-        alpha: float = 1e-3,
-        tol: float = 1e-4,
-        early_stopping: bool = False,
-        validation_fraction: float = 0.1,
-        n_iter_no_change: int = 10,
-        warm_start: bool = False,
-        verbose: int = 0,
-        max_elements: int = 131_072,
-        device: str = "auto",
-        dtype: str = "float32",
-        random_state=None,
-    ):
-        self.n_components = n_components
-        self.bandwidth = bandwidth
-        self.window = window
-        self.n_supports = n_supports
-        self.n_references = n_references
-        self.epsilon = epsilon
-        self.sinkhorn_iter = sinkhorn_iter
-        self.position_sigma = position_sigma
-        self.position_mode = position_mode
-        self.fit_method = fit_method
-        self.solver = solver
-        self.max_iter = max_iter
-        self.batch_size = batch_size
-        self.learning_rate_init = learning_rate_init
-        self.learning_rate = learning_rate
-        self.alpha = alpha
-        self.tol = tol
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.warm_start = warm_start
-        self.verbose = verbose
-        self.max_elements = max_elements
-        self.device = device
-        self.dtype = dtype
-        self.random_state = random_state
-
-    # -- validation -----------------------------------------------------------------------------
-    def _check_params(self):
-        name = type(self).__name__
-        check_training_params(self)
-
-        def pos_int(attr):
-            v = getattr(self, attr)
-            _check(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 1,
-                   f"{name}: {attr}={v!r} must be a positive integer.")
-
-        def pos_real(attr, allow_none=False):
-            v = getattr(self, attr)
-            if allow_none and v is None:
-                return
-            _check(isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
-                   and v > 0, f"{name}: {attr}={v!r} must be a positive number"
-                   + (" or None." if allow_none else "."))
-
-        nc = self.n_components
-        _check(nc is None or (isinstance(nc, numbers.Integral) and not isinstance(nc, bool)
-                              and nc >= 0),
-               f"{name}: n_components={nc!r} must be a non-negative integer or None (no Nystrom "
-               "layer).")
-        for attr in ("window", "n_supports", "n_references", "sinkhorn_iter", "max_elements"):
-            pos_int(attr)
-        pos_real("bandwidth")
-        pos_real("epsilon")
-        pos_real("position_sigma", allow_none=True)
-        _check(self.position_mode in POSITION_MODES,
-               f"{name}: position_mode={self.position_mode!r} must be one of {POSITION_MODES}.")
-        _check(self.fit_method in ("kmeans", "wasserstein"),
-               f"{name}: fit_method={self.fit_method!r} must be 'kmeans' or 'wasserstein'.")
-        _check(self.solver in ("alternating", "adam"),
-               f"{name}: solver={self.solver!r} must be 'alternating' or 'adam'.")
-        _check(self.learning_rate in ("adaptive", "constant"),
-               f"{name}: learning_rate={self.learning_rate!r} must be 'adaptive' or 'constant'.")
-        for attr in ("warm_start", "early_stopping"):
-            _check(isinstance(getattr(self, attr), (bool, np.bool_)),
-                   f"{name}: {attr}={getattr(self, attr)!r} must be a bool.")
+    @property
+    def _min_elements(self) -> int:
+        return self.window
 
     @property
     def _use_nystrom(self) -> bool:
         return bool(self.n_components)
-
-    # -- batching -------------------------------------------------------------------------------
-    def _apply(self, sets, fn, module=None) -> torch.Tensor:
-        """``fn(module, X, mask)`` over length batches of ``sets``; rows in input order."""
-        module = self.module_ if module is None else module
-        lengths = np.fromiter((s.shape[0] for s in sets), dtype=np.int64, count=len(sets))
-        out = None
-        module.eval()
-        with torch.no_grad():
-            for idx in length_batches(lengths, max_elements=self.max_elements):
-                X, M = pack([sets[i] for i in idx], device=self.device_, dtype=self.dtype_)
-                res = fn(module, X, M)
-                if out is None:
-                    out = torch.empty((len(sets),) + tuple(res.shape[1:]), dtype=res.dtype,
-                                      device=res.device)
-                out[torch.as_tensor(idx, device=res.device)] = res
-        check_finite_output(out, type(self).__name__, self.dtype_)
-        return out
-
-    def _check_predict_X(self, X):
-        check_is_fitted(self, "module_")
-        return check_sets(X, n_features=self.n_features_in_, min_elements=self.window,
-                          compute_dtype=self.dtype_).sets
 
     # -- initialisation -------------------------------------------------------------------------
     def _initial_module(self, sets, n_outputs: int, rng) -> _OTKNetwork:
@@ -269,7 +144,7 @@ class _BaseSupervisedOTK(ClassNamePrefixFeaturesOutMixin, TorchStateMixin, BaseE
                 normalize=SUPERVISED_NORMALIZE, keep_norm=SUPERVISED_KEEP_NORM,
                 random_state=rng.randint(2**31 - 1), **common).fit(sets)
             feats = self.nystrom_.transform(sets)
-            nystrom = NystromLayer.from_estimator(self.nystrom_)
+            nystrom = self.nystrom_.to_module()
         else:
             self.nystrom_ = None
             feats = kmer_windows(sets, self.window) if self.window > 1 else sets
@@ -281,159 +156,76 @@ class _BaseSupervisedOTK(ClassNamePrefixFeaturesOutMixin, TorchStateMixin, BaseE
             normalize=True,
             max_elements=self.max_elements, random_state=rng.randint(2**31 - 1), **common,
         ).fit(feats)
-        otk = OTKLayer.from_estimator(self.embedding_)
+        otk = self.embedding_.to_module()
         center = torch.as_tensor(self.embedding_.mean_, dtype=self.dtype_)
         return _OTKNetwork(nystrom, otk, self.window, center, True, n_outputs)
 
     def _refit_head(self, module: _OTKNetwork, sets, targets: torch.Tensor) -> None:
         was_training = module.training
-        Z = self._apply(sets, lambda m, X, M: m.embed(X, M), module)
+        Z = self._predict_batches(sets, lambda m, X, M: m.embed(X, M), module)
         self._fit_head(module.head, Z, targets)
         module.train(was_training)
 
-    # -- fit ------------------------------------------------------------------------------------
-    def fit(self, X, y):
-        """Initialise from the unsupervised estimators, then train end to end.
+    # -- training (hooks of SetNetworkEstimator.fit) --------------------------------------------
+    def _init_module(self, data, n_outputs, seed, rng):
+        # the unsupervised initialisation sees the training part only: the validation sets of
+        # early_stopping must stay unseen by the anchors and references too
+        tr_sets, Y_tr = data.subset(data.train)
+        module = self._seeded(seed, lambda: self._initial_module(tr_sets, n_outputs, rng))
+        module = module.to(device=self.device_, dtype=self.dtype_)
+        with torch.no_grad():
+            module.head.weight.zero_()
+            module.head.bias.zero_()
+        self._refit_head(module, tr_sets, Y_tr)
+        return module
 
-        Parameters
-        ----------
-        X : collection of sets (list of (n_i, d) arrays, 1-D object array or 3-D array)
-            Training sets (sequences when ``window > 1`` or ``position_sigma`` is set).
-        y : array-like of shape (n_sets,)
-            One target per set.
+    def _before_training(self, data, warm):
+        # the alternating solver fits the head in closed form between epochs: Adam leaves it be
+        self.module_.head.requires_grad_(self.solver != "alternating")
 
-        Returns
-        -------
-        self
-        """
-        self._check_params()
-        name = type(self).__name__
-        coll = check_sets(X, min_elements=self.window, compute_dtype=resolve_dtype(self.dtype))
-        sets = coll.sets
-        warm = bool(self.warm_start) and hasattr(self, "module_")
-        if warm and coll.n_features != self.n_features_in_:
-            raise ValueError(f"X has {coll.n_features} features, but {name} was fitted on "
-                             f"{self.n_features_in_} features (warm_start=True).")
-        targets, n_outputs = self._encode_targets(y, len(sets), first_fit=not warm)
-        self.device_ = resolve_device(self.device)
-        self.dtype_ = resolve_dtype(self.dtype)
-        rng = check_random_state(self.random_state)
-        seed = int(rng.randint(2**31 - 1))
-        n = len(sets)
-        if self.early_stopping:
-            tr, va = split_validation(n, self.validation_fraction,
-                                      y=targets if self._is_classifier else None,
-                                      stratify=self._is_classifier, seed=seed)
-        else:
-            tr, va = np.arange(n), None
-        tdtype = torch.long if self._is_classifier else self.dtype_
-        Y = torch.as_tensor(targets).to(device=self.device_, dtype=tdtype)
-        tr_sets = [sets[i] for i in tr]
-        Y_tr = Y[torch.as_tensor(tr, device=self.device_)]
+    def _loss_terms(self, module, loss):
+        if self.solver != "alternating" and self.alpha > 0:
+            loss = loss + 0.5 * float(self.alpha) * module.head.weight.square().sum()
+        return loss
 
-        if not warm:
-            self.n_features_in_ = coll.n_features
-            with torch.random.fork_rng(devices=[]):  # leave the global torch RNG alone
-                torch.manual_seed(seed)
-                # the unsupervised initialisation sees the training part only: the validation
-                # sets of early_stopping must stay unseen by the anchors and references too
-                module = self._initial_module(tr_sets, n_outputs, rng)
-            module = module.to(device=self.device_, dtype=self.dtype_)
-            with torch.no_grad():
-                module.head.weight.zero_()
-                module.head.bias.zero_()
-            self._refit_head(module, tr_sets, Y_tr)
-            self.module_ = module
-            self._optimizer_state = None
-            self.loss_curve_ = []
-            self.validation_scores_ = []
-            self.best_validation_score_ = None
-            self.n_iter_ = 0
-            self.learning_rates_ = []
-        module = self.module_
-        alternating = self.solver == "alternating"
-        module.head.requires_grad_(not alternating)
+    def _callbacks(self, data, warm, validation_loss):
+        callbacks = []
+        if self.solver == "alternating":
+            tr_sets, Y_tr = data.subset(data.train)
 
-        gen = make_generator(seed + self.n_iter_)
-        lengths = np.fromiter((s.shape[0] for s in sets), dtype=np.int64, count=n)
-        dev, dt = self.device_, self.dtype_
+            def refit(state):
+                if state.epoch > 0 or warm:  # epoch 0 of a fresh fit: head just fitted at init
+                    self._refit_head(state.module, tr_sets, Y_tr)
 
-        def batches(epoch):
-            for b in epoch_batches(lengths[tr], batch_size=self.batch_size,
-                                   max_elements=self.max_elements, generator=gen):
-                idx = tr[b]
-                Xb, Mb = pack([sets[i] for i in idx], device=dev, dtype=dt)
-                yield Xb, Mb, Y[torch.as_tensor(idx, device=dev)]
+            callbacks.append(LambdaCallback(on_epoch_begin=refit))
+        if self.learning_rate == "adaptive":
+            # the paper's rule: halve the rate after 5 epochs without progress of the validation
+            # loss (the training loss without early_stopping)
+            early = bool(self.early_stopping)
+            callbacks.append(ReduceLROnPlateau(
+                lambda state: validation_loss[0] if early else state.epoch_loss,
+                patience=5, factor=0.5, tol=self.tol))
+        return callbacks
 
-        alpha = float(self.alpha)
-        task_loss = self._loss
+    def _train_overrides(self):
+        return {"optimizer": "adam", "weight_decay": 0.0}  # alpha is the head's L2 penalty
 
-        def loss_fn(m, batch):
-            Xb, Mb, Yb = batch
-            loss = task_loss(m(Xb, Mb), Yb)
-            if not alternating and alpha > 0:
-                loss = loss + 0.5 * alpha * m.head.weight.square().sum()
-            return loss, Yb.shape[0]
-
-        val_loss = [math.inf]
-        validation = None
-        if self.early_stopping:
-            val_sets = [sets[i] for i in va]
-            Y_va = Y[torch.as_tensor(va, device=dev)]
-
-            def validation(m):
-                out = self._apply(val_sets, lambda mm, X_, M_: mm(X_, M_), m)
-                val_loss[0] = float(task_loss(out, Y_va))
-                return self._val_score(out, Y_va)
-
-        on_start = None
-        if alternating:
-            def on_start(epoch, m, opt):
-                if epoch > 0 or warm:  # epoch 0 of a fresh fit: head just fitted at init
-                    self._refit_head(m, tr_sets, Y_tr)
-
-        plateau = {"best": None, "bad": 0}  # best monitored loss of this fit, "bad" epochs since
-
-        def on_end(epoch, m, opt, epoch_loss, score):
-            self.learning_rates_.append(opt.param_groups[0]["lr"])
-            if self.learning_rate != "adaptive":
-                return
-            monitored = val_loss[0] if self.early_stopping else epoch_loss
-            # progress = a decrease beyond tol (relative), not a change in the last rounding bits;
-            # the first epoch always counts (from best = inf, inf - tol * inf would be nan)
-            best = plateau["best"]
-            if best is None or monitored < best - self.tol * abs(best):
-                plateau["best"], plateau["bad"] = monitored, 0
-            else:
-                plateau["bad"] += 1
-                if plateau["bad"] >= 5:  # the paper's rule: halve after 5 stalled epochs
-                    for g in opt.param_groups:
-                        g["lr"] *= 0.5
-                    plateau["bad"] = 0
-
-        try:
-            result = train_module(
-                module, loss_fn, batches, validation=validation, optimizer="adam",
-                learning_rate_init=self.learning_rate_init, weight_decay=0.0,
-                max_iter=self.max_iter, tol=self.tol, early_stopping=bool(self.early_stopping),
-                n_iter_no_change=self.n_iter_no_change, optimizer_state=self._optimizer_state,
-                verbose=int(self.verbose), name=name, on_epoch_start=on_start, on_epoch_end=on_end,
-            )
-        finally:
-            module.head.requires_grad_(True)
-            self.module_ = module
-        if alternating and not self.early_stopping:
+    def _after_training(self, data, completed):
+        self.module_.head.requires_grad_(True)
+        if completed and self.solver == "alternating" and not self.early_stopping:
             # the head that goes with the final embedding (with early stopping, the restored
             # best epoch keeps the head it was validated with)
-            self._refit_head(module, tr_sets, Y_tr)
-        module.eval()
-        self._optimizer_state = _to_cpu(result.optimizer_state, clone=True)
-        self.loss_curve_ = list(self.loss_curve_) + result.loss_curve
-        self.validation_scores_ = list(self.validation_scores_) + result.validation_scores
-        if self.early_stopping:
-            self.best_validation_score_ = result.best_score
-        self.n_iter_ += result.n_iter
-        return self
+            self._refit_head(self.module_, *data.subset(data.train))
+        self.module_.eval()
+
+    def _persist_module(self, name: str):
+        """The untrained architecture of fitted module ``name`` (for :func:`skset.load`)."""
+        if name != "module_":
+            raise ValueError(f"{type(self).__name__} has no torch module attribute {name!r}.")
+        n_out = len(self.classes_) if hasattr(self, "classes_") else len(self.y_mean_)
+        nystrom = self.nystrom_.to_module() if self.nystrom_ is not None else None
+        center = torch.as_tensor(self.embedding_.mean_)
+        return _OTKNetwork(nystrom, self.embedding_.to_module(), self.window, center, True, n_out)
 
     # -- outputs --------------------------------------------------------------------------------
     @property
@@ -446,18 +238,7 @@ class _BaseSupervisedOTK(ClassNamePrefixFeaturesOutMixin, TorchStateMixin, BaseE
         The features the linear head reads: the OTK embedding with the trained anchors and
         references, centred and normalised like :class:`OTKEmbedding`'s output.
         """
-        sets = self._check_predict_X(X)
-        return self._apply(sets, lambda m, X_, M: m.embed(X_, M)).cpu().numpy()
-
-    def _raw_outputs(self, sets) -> torch.Tensor:
-        return self._apply(sets, lambda m, X_, M: m(X_, M))
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.two_d_array = False
-        tags.input_tags.three_d_array = True
-        tags.non_deterministic = False
-        return tags
+        return super().transform(X)
 
 
 _DOC_PARAMS = """
@@ -572,39 +353,12 @@ _DOC_REFS = """
 """
 
 
-class OTKClassifier(ClassifierMixin, _BaseSupervisedOTK):
-    _is_classifier = True
-
-    def _encode_targets(self, y, n_sets, first_fit):
-        return encode_class_targets(self, y, n_sets, first_fit)
-
-    @staticmethod
-    def _loss(out, target):
-        return F.cross_entropy(out, target)
-
-    @staticmethod
-    def _val_score(out, target):
-        return float((out.argmax(1) == target).double().mean())
-
+class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
     def _fit_head(self, head, Z, targets):
         _fit_logistic_head(head, Z, targets, float(self.alpha))
 
-    def decision_function(self, X) -> np.ndarray:
-        """The head's logits, ``(n_sets, n_classes)``."""
-        return self._raw_outputs(self._check_predict_X(X)).cpu().numpy()
 
-    def predict_proba(self, X) -> np.ndarray:
-        """Class probabilities, ``(n_sets, n_classes)``, rows summing to 1."""
-        logits = self._raw_outputs(self._check_predict_X(X)).double()
-        return torch.softmax(logits, dim=1).cpu().numpy()
-
-    def predict(self, X) -> np.ndarray:
-        """The most probable class of each set."""
-        logits = self._raw_outputs(self._check_predict_X(X))
-        return self.classes_[logits.argmax(1).cpu().numpy()]
-
-
-OTKClassifier.__doc__ = (
+OTKClassifier.__doc__ = compose_doc(
     """Supervised optimal transport kernel embedding with a linear classifier, trained end to end.
 
     Elements (or k-mers) go through a Nystrom map of a Gaussian kernel (trainable anchors), are
@@ -612,22 +366,22 @@ OTKClassifier.__doc__ = (
     the centred, normalised embedding. The model starts from the unsupervised pipeline
     ``NystromFeatures -> OTKEmbedding -> logistic regression`` fitted on the same data, then the
     anchors and references learn from the labels through the differentiable Sinkhorn plans.
-"""
-    + _DOC_PARAMS
-    + """
+""",
+    _DOC_PARAMS,
+    """
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
-        Class labels."""
-    + _DOC_ATTRS
-    + """
+        Class labels.""",
+    _DOC_ATTRS,
+    """
     See Also
     --------
     OTKEmbedding, NystromFeatures : the unsupervised pipeline this model starts from.
     skset.nn.OTKLayer, skset.nn.NystromLayer : the layers, for use in any torch model.
-"""
-    + _DOC_REFS
-    + """
+""",
+    _DOC_REFS,
+    """
     Examples
     --------
     >>> from skset import OTKClassifier
@@ -637,65 +391,42 @@ OTKClassifier.__doc__ = (
     ...                     max_iter=2, random_state=0, device="cpu").fit(X, y)
     >>> clf.predict_proba(X[:2]).shape
     (2, 2)
-"""
+""",
 )
 
 
-class OTKRegressor(RegressorMixin, _BaseSupervisedOTK):
-    _is_classifier = False
-
-    def _encode_targets(self, y, n_sets, first_fit):
-        return encode_regression_targets(self, y, n_sets, first_fit)
-
+class OTKRegressor(SetRegressorMixin, _BaseSupervisedOTK):
     @staticmethod
     def _loss(out, target):
+        # half the squared error summed over outputs (the ridge head's objective), batch mean
         return 0.5 * F.mse_loss(out, target.reshape(out.shape), reduction="none").sum(1).mean()
-
-    @staticmethod
-    def _val_score(out, target):
-        target = target.reshape(out.shape)
-        ss_res = ((target - out) ** 2).sum(0)
-        ss_tot = ((target - target.mean(0)) ** 2).sum(0)
-        return float((1.0 - ss_res / torch.where(ss_tot > 0, ss_tot, 1.0)).mean())
 
     def _fit_head(self, head, Z, targets):
         _fit_ridge_head(head, Z, targets, float(self.alpha))
 
-    def predict(self, X) -> np.ndarray:
-        """Predicted targets, ``(n_sets,)`` (or ``(n_sets, n_outputs)`` like ``y`` in fit)."""
-        out = self._raw_outputs(self._check_predict_X(X)).double().cpu().numpy()
-        out = out * self.y_scale_ + self.y_mean_
-        return out[:, 0] if self._y_ndim == 1 else out
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.target_tags.multi_output = True
-        tags.target_tags.single_output = True
-        return tags
-
-
-OTKRegressor.__doc__ = (
+OTKRegressor.__doc__ = compose_doc(
     """Supervised optimal transport kernel embedding with a linear regressor, trained end to end.
 
     The regression counterpart of :class:`OTKClassifier`: the same Nystrom -> OTK network, a
     linear head on standardised targets with the squared loss (refitted in closed form, ridge, by
     the ``"alternating"`` solver).
-"""
-    + _DOC_PARAMS
-    + """
+""",
+    _DOC_PARAMS,
+    """
     Attributes
     ----------
     y_mean_, y_scale_ : ndarray of shape (n_outputs,)
-        Target standardisation."""
-    + _DOC_ATTRS
-    + """
+        Target standardisation.""",
+    _DOC_ATTRS,
+    """
     See Also
     --------
     OTKClassifier : the classifier.
     OTKEmbedding, NystromFeatures : the unsupervised pipeline this model starts from.
-"""
-    + _DOC_REFS
-    + """
+""",
+    _DOC_REFS,
+    """
     Examples
     --------
     >>> import numpy as np
@@ -707,5 +438,5 @@ OTKRegressor.__doc__ = (
     ...                    device="cpu").fit(X, y)
     >>> reg.predict(X[:3]).shape
     (3,)
-"""
+""",
 )

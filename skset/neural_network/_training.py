@@ -41,22 +41,59 @@ import time
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from numbers import Integral, Real
 
 import numpy as np
 import torch
 from sklearn.exceptions import ConvergenceWarning
 
+from .._params import (
+    NON_NEGATIVE,
+    POSITIVE,
+    POSITIVE_INT,
+    TORCH_PARAMS,
+    Boolean,
+    Integer,
+    Options,
+    Param,
+    Real,
+    check_params,
+)
+
 __all__ = [
     "encode_class_targets",
     "encode_regression_targets",
     "TrainResult",
+    "TrainingState",
+    "Callback",
+    "EarlyStopping",
+    "ReduceLROnPlateau",
+    "LambdaCallback",
+    "EpochPrinter",
     "train_module",
     "make_optimizer",
     "split_validation",
     "epoch_batches",
     "check_training_params",
 ]
+
+
+#: The training parameters of the neural estimators, with the defaults of the Set Transformer and
+#: Deep Sets estimators; the others merge this table and override a few defaults.
+TRAINING_PARAMS = {
+    "optimizer": Param("adam", Options("adam", "adamw")),
+    "learning_rate_init": Param(1e-3, POSITIVE),
+    "alpha": Param(0.0, NON_NEGATIVE),
+    "batch_size": Param(64, POSITIVE_INT),
+    "max_elements": Param(131_072, POSITIVE_INT, None),
+    "max_iter": Param(200, POSITIVE_INT),
+    "tol": Param(1e-4, NON_NEGATIVE),
+    "early_stopping": Param(False, Boolean()),
+    "validation_fraction": Param(0.1, Real(0, 1, closed="neither")),
+    "n_iter_no_change": Param(10, POSITIVE_INT),
+    "warm_start": Param(False, Boolean()),
+    "verbose": Param(0, Integer(0), Boolean()),
+    **TORCH_PARAMS,
+}
 
 
 @dataclass
@@ -69,6 +106,8 @@ class TrainResult:
         Mean training loss of each epoch run in this call (weighted by the batch weights).
     validation_scores : list of float
         The validation score of each epoch (empty without ``validation``).
+    learning_rates : list of float
+        The learning rate each epoch ran with (of the first parameter group).
     n_iter : int
         Epochs run in this call.
     best_score : float or None
@@ -84,6 +123,7 @@ class TrainResult:
 
     loss_curve: list = field(default_factory=list)
     validation_scores: list = field(default_factory=list)
+    learning_rates: list = field(default_factory=list)
     n_iter: int = 0
     best_score: float | None = None
     best_state: dict | None = None
@@ -91,55 +131,13 @@ class TrainResult:
     converged: bool = False
 
 
-def check_training_params(est, *, with_early_stopping: bool = True) -> None:
-    """Validate the MLP-style training attributes of an estimator; raise a clear ValueError.
+def check_training_params(est) -> None:
+    """Check the training attributes an object has against :data:`TRAINING_PARAMS`.
 
-    Looks for ``max_iter``, ``batch_size``, ``learning_rate_init``, ``tol``, ``n_iter_no_change``,
-    ``validation_fraction``, ``optimizer``, ``alpha`` / ``weight_decay`` when present.
+    For objects that are not estimators with a parameter table (the estimators check their whole
+    table with ``_check_params``). Raises :class:`skset._params.InvalidParameterError`.
     """
-    name = type(est).__name__
-
-    def _int(attr, low):
-        v = getattr(est, attr)
-        if isinstance(v, bool) or not isinstance(v, Integral) or v < low:
-            raise ValueError(f"{name}: {attr}={v!r} must be an integer >= {low}.")
-
-    def _real(attr, low, high=None, low_open=False, high_open=False):
-        v = getattr(est, attr)
-        if isinstance(v, bool) or not isinstance(v, Real) or not math.isfinite(v):
-            raise ValueError(f"{name}: {attr}={v!r} must be a finite number.")
-        if (v <= low if low_open else v < low) or (
-            high is not None and (v >= high if high_open else v > high)
-        ):
-            lo = "(" if low_open else "["
-            hi = ")" if high_open else "]"
-            raise ValueError(f"{name}: {attr}={v!r} must lie in {lo}{low}, "
-                             f"{'inf' if high is None else high}{hi}.")
-
-    if hasattr(est, "max_iter"):
-        _int("max_iter", 1)
-    if hasattr(est, "batch_size"):
-        _int("batch_size", 1)
-    if hasattr(est, "learning_rate_init"):
-        _real("learning_rate_init", 0.0, low_open=True)
-    if hasattr(est, "tol"):
-        _real("tol", 0.0)
-    if hasattr(est, "n_iter_no_change"):
-        _int("n_iter_no_change", 1)
-    for attr in ("alpha", "weight_decay"):
-        if hasattr(est, attr):
-            _real(attr, 0.0)
-    if with_early_stopping and hasattr(est, "validation_fraction"):
-        _real("validation_fraction", 0.0, 1.0, low_open=True, high_open=True)
-    if hasattr(est, "optimizer") and est.optimizer not in ("adam", "adamw"):
-        raise ValueError(f"{name}: optimizer={est.optimizer!r} is not supported; use 'adam' or "
-                         "'adamw'.")
-    if hasattr(est, "verbose"):
-        v = est.verbose
-        if isinstance(v, bool):
-            return
-        if not isinstance(v, Integral) or v < 0:
-            raise ValueError(f"{name}: verbose={v!r} must be a non-negative integer or a bool.")
+    check_params(est, {k: p for k, p in TRAINING_PARAMS.items() if hasattr(est, k)})
 
 
 def make_optimizer(params, optimizer: str = "adam", learning_rate_init: float = 1e-3,
@@ -226,6 +224,160 @@ def _progress(iterable, enabled: bool, desc: str):
     return tqdm(iterable, desc=desc, leave=False)
 
 
+@dataclass
+class TrainingState:
+    """What the callbacks of :func:`train_module` see and may change.
+
+    ``epoch`` counts from 0 within one call; ``epoch_loss`` and ``score`` are those of the epoch
+    that just ended (``score`` is None without validation); a callback stops training by setting
+    ``stop = True`` (and ``stop_message``, printed with ``verbose``).
+    """
+
+    module: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    name: str = ""
+    verbose: int = 0
+    epoch: int = -1
+    epoch_loss: float | None = None
+    score: float | None = None
+    loss_curve: list = field(default_factory=list)
+    validation_scores: list = field(default_factory=list)
+    learning_rates: list = field(default_factory=list)
+    stop: bool = False
+    stop_message: str = ""
+    best_score: float | None = None
+    best_state: dict | None = None
+
+    @property
+    def prefix(self) -> str:
+        return f"{self.name}: " if self.name else ""
+
+
+class Callback:
+    """A hook into :func:`train_module` (in the spirit of skorch's callbacks).
+
+    Every method gets the :class:`TrainingState`; the default methods do nothing. At the end of an
+    epoch the callbacks run in the order given, after the epoch's validation.
+    """
+
+    def on_train_begin(self, state: TrainingState) -> None:
+        pass
+
+    def on_epoch_begin(self, state: TrainingState) -> None:
+        pass
+
+    def on_epoch_end(self, state: TrainingState) -> None:
+        pass
+
+    def on_train_end(self, state: TrainingState) -> None:
+        pass
+
+
+class LambdaCallback(Callback):
+    """A callback from plain functions ``fn(state)``, e.g. to refit a linear head between epochs."""
+
+    def __init__(self, *, on_epoch_begin=None, on_epoch_end=None):
+        self._begin, self._end = on_epoch_begin, on_epoch_end
+
+    def on_epoch_begin(self, state):
+        if self._begin is not None:
+            self._begin(state)
+
+    def on_epoch_end(self, state):
+        if self._end is not None:
+            self._end(state)
+
+
+class EpochPrinter(Callback):
+    """With ``verbose >= 1``, one line per epoch: loss, validation score, seconds."""
+
+    def on_epoch_begin(self, state):
+        self._t0 = time.perf_counter()
+
+    def on_epoch_end(self, state):
+        if not state.verbose:
+            return
+        msg = f"{state.prefix}epoch {state.epoch + 1}, loss = {state.epoch_loss:.6g}"
+        if state.score is not None:
+            msg += f", validation score = {state.score:.6g}"
+        print(msg + f" ({time.perf_counter() - self._t0:.2f} s)", file=sys.stdout, flush=True)
+
+    def on_train_end(self, state):
+        if state.verbose and state.stop_message:
+            print(state.prefix + state.stop_message, file=sys.stdout, flush=True)
+
+
+class EarlyStopping(Callback):
+    """scikit-learn MLP's stopping rules, with the best weights restored.
+
+    ``monitor="validation"``: stop when the validation score (higher is better) has not risen above
+    ``best + tol`` for ``patience`` epochs, then load the weights of the best-scoring epoch.
+    ``monitor="loss"``: stop when the training loss has not dropped below ``best - tol`` for
+    ``patience`` epochs (the weights of the last epoch are kept, as in scikit-learn).
+    """
+
+    def __init__(self, monitor: str = "validation", *, tol: float = 1e-4, patience: int = 10,
+                 restore_best: bool = True):
+        if monitor not in ("validation", "loss"):
+            raise ValueError(f"monitor={monitor!r} must be 'validation' or 'loss'.")
+        self.monitor, self.tol, self.patience = monitor, tol, patience
+        self.restore_best = restore_best
+
+    def on_train_begin(self, state):
+        self._best = -math.inf
+        self._bad = 0
+
+    def on_epoch_end(self, state):
+        if self.monitor == "validation":
+            if state.score is None:
+                raise ValueError("EarlyStopping(monitor='validation') needs a validation callable.")
+            value = state.score
+        else:
+            value = -state.epoch_loss  # higher is better from here on
+        self._bad = 0 if value > self._best + self.tol else self._bad + 1
+        if value > self._best:
+            self._best = value
+            state.best_score = value if self.monitor == "validation" else -value
+            if self.monitor == "validation" and self.restore_best:
+                state.best_state = copy.deepcopy(state.module.state_dict())
+        if self._bad >= self.patience:
+            what = "Validation score" if self.monitor == "validation" else "Training loss"
+            state.stop = True
+            state.stop_message = (f"{what} did not improve more than tol={self.tol} for "
+                                  f"{self.patience} consecutive epochs. Stopping.")
+
+    def on_train_end(self, state):
+        if state.best_state is not None:
+            state.module.load_state_dict(state.best_state)
+
+
+class ReduceLROnPlateau(Callback):
+    """Multiply the learning rate by ``factor`` after ``patience`` epochs without progress.
+
+    Progress is a decrease of the monitored value (``monitor(state)``, lower is better: a training
+    or validation loss) below ``best - tol * |best|``: relative, so that a change in the last
+    rounding bits is no progress; the first epoch always sets ``best``.
+    """
+
+    def __init__(self, monitor: Callable[[TrainingState], float], *, patience: int = 5,
+                 factor: float = 0.5, tol: float = 1e-4):
+        self.monitor, self.patience, self.factor, self.tol = monitor, patience, factor, tol
+
+    def on_train_begin(self, state):
+        self._best, self._bad = None, 0
+
+    def on_epoch_end(self, state):
+        value = float(self.monitor(state))
+        if self._best is None or value < self._best - self.tol * abs(self._best):
+            self._best, self._bad = value, 0
+            return
+        self._bad += 1
+        if self._bad >= self.patience:
+            for g in state.optimizer.param_groups:
+                g["lr"] *= self.factor
+            self._bad = 0
+
+
 def train_module(
     module: torch.nn.Module,
     loss_fn: Callable[[torch.nn.Module, object], torch.Tensor | tuple[torch.Tensor, float]],
@@ -244,9 +396,8 @@ def train_module(
     verbose: int = 0,
     name: str = "",
     warn_convergence: bool = True,
-    on_epoch_start: Callable[[int, torch.nn.Module, torch.optim.Optimizer], None] | None = None,
-    on_epoch_end: Callable[[int, torch.nn.Module, torch.optim.Optimizer, float, float | None],
-                           None] | None = None,
+    callbacks: Iterable[Callback] = (),
+    stacklevel: int = 3,
 ) -> TrainResult:
     """Train ``module`` with Adam/AdamW for up to ``max_iter`` epochs; the shared skset loop.
 
@@ -275,16 +426,12 @@ def train_module(
         L2 penalty / decoupled weight decay.
     max_iter : int
         Maximum number of epochs.
-    tol : float
-        Improvement threshold. Without early stopping, training stops when the epoch loss has not
-        dropped below ``best_loss - tol`` for ``n_iter_no_change`` consecutive epochs; with it,
-        when the validation score has not risen above ``best_score + tol`` for
-        ``n_iter_no_change`` epochs (scikit-learn's MLP rules).
+    tol, n_iter_no_change : float, int
+        The stopping rule (an :class:`EarlyStopping` callback, always last): with
+        ``early_stopping``, on the validation score, with the best weights restored; without, on
+        the training loss (scikit-learn's MLP rules).
     early_stopping : bool
-        Stop on the validation score (``validation`` is required) and restore the weights of the
-        best-scoring epoch.
-    n_iter_no_change : int
-        Patience in epochs.
+        Stop on the validation score (``validation`` is required).
     optimizer_state : dict or None
         An optimizer ``state_dict`` from a previous call (``TrainResult.optimizer_state``) to
         resume from: the warm start of an estimator keeps the module and passes this back.
@@ -298,12 +445,12 @@ def train_module(
         Prefix of the progress lines (e.g. the estimator's class name).
     warn_convergence : bool
         Emit a ``ConvergenceWarning`` when ``max_iter`` is reached before a stopping rule fired.
-    on_epoch_start : callable ``(epoch, module, optimizer) -> None`` or None
-        Called before each epoch's batches (e.g. to refit a linear head in closed form between
-        epochs, as in the alternating scheme of supervised CKN / OTK).
-    on_epoch_end : callable ``(epoch, module, optimizer, epoch_loss, score) -> None`` or None
-        Called after each epoch's validation (``score`` is None without ``validation``), before
-        the stopping rules (e.g. to halve the learning rate on a plateau).
+    callbacks : iterable of Callback
+        Run before the progress line and the stopping rule at the end of each epoch, in order:
+        learning-rate schedules (:class:`ReduceLROnPlateau`), head refits
+        (:class:`LambdaCallback`), a callback that sets ``state.stop``.
+    stacklevel : int
+        Of the ``ConvergenceWarning`` (3: the caller of the function that called this one).
 
     Returns
     -------
@@ -323,24 +470,26 @@ def train_module(
             opt.load_state_dict(optimizer_state)
         except (ValueError, KeyError):
             pass  # architecture or optimizer changed: start the optimizer afresh
-    result = TrainResult()
-    best_loss = math.inf
-    best_score = -math.inf
-    no_improve = 0
-    prefix = f"{name}: " if name else ""
+    state = TrainingState(module=module, optimizer=opt, name=name, verbose=int(verbose))
+    stopping = EarlyStopping("validation" if early_stopping else "loss", tol=tol,
+                             patience=n_iter_no_change)
+    cbs = [*callbacks, EpochPrinter(), stopping]
+    for cb in cbs:
+        cb.on_train_begin(state)
     for epoch in range(int(max_iter)):
-        t0 = time.perf_counter()
-        if on_epoch_start is not None:
-            on_epoch_start(epoch, module, opt)
+        state.epoch = epoch
+        for cb in cbs:
+            cb.on_epoch_begin(state)
         module.train()
         total, weight_sum = 0.0, 0.0
-        for batch in _progress(batches(epoch), verbose >= 2, f"{prefix}epoch {epoch + 1}"):
+        for batch in _progress(batches(epoch), verbose >= 2, f"{state.prefix}epoch {epoch + 1}"):
             out = loss_fn(module, batch)
             loss, w = out if isinstance(out, tuple) else (out, 1.0)
             if not torch.isfinite(loss):
                 raise FloatingPointError(
-                    f"{prefix}the training loss became {loss.item()} at epoch {epoch + 1}; lower "
-                    "learning_rate_init, scale the inputs, or use norm='set'/residual='clean'."
+                    f"{state.prefix}the training loss became {loss.item()} at epoch {epoch + 1}; "
+                    "lower learning_rate_init, scale the inputs, or use norm='set'/"
+                    "residual='clean'."
                 )
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -349,59 +498,35 @@ def train_module(
             opt.step()
             total += float(loss.detach()) * float(w)
             weight_sum += float(w)
-        epoch_loss = total / max(weight_sum, 1e-300)
-        result.loss_curve.append(epoch_loss)
-        result.n_iter = epoch + 1
-        score = None
+        state.epoch_loss = total / max(weight_sum, 1e-300)
+        state.loss_curve.append(state.epoch_loss)
+        state.learning_rates.append(opt.param_groups[0]["lr"])
+        state.score = None
         if validation is not None:
             module.eval()
             with torch.no_grad():
-                score = float(validation(module))
-            result.validation_scores.append(score)
-        if on_epoch_end is not None:
-            on_epoch_end(epoch, module, opt, epoch_loss, score)
-        if verbose:
-            msg = f"{prefix}epoch {epoch + 1}, loss = {epoch_loss:.6g}"
-            if score is not None:
-                msg += f", validation score = {score:.6g}"
-            print(msg + f" ({time.perf_counter() - t0:.2f} s)", file=sys.stdout, flush=True)
-
-        if early_stopping:
-            if score > best_score + tol:
-                no_improve = 0
-            else:
-                no_improve += 1
-            if score > best_score:
-                best_score = score
-                result.best_state = copy.deepcopy(module.state_dict())
-                result.best_score = score
-        else:
-            if epoch_loss < best_loss - tol:
-                no_improve = 0
-            else:
-                no_improve += 1
-            if epoch_loss < best_loss:
-                best_loss = epoch_loss
-                result.best_score = epoch_loss
-        if no_improve >= n_iter_no_change:
-            result.converged = True
-            if verbose:
-                what = "Validation score" if early_stopping else "Training loss"
-                print(f"{prefix}{what} did not improve more than tol={tol} for "
-                      f"{n_iter_no_change} consecutive epochs. Stopping.", flush=True)
+                state.score = float(validation(module))
+            state.validation_scores.append(state.score)
+        for cb in cbs:
+            cb.on_epoch_end(state)
+        if state.stop:
             break
-    if early_stopping and result.best_state is not None:
-        module.load_state_dict(result.best_state)
+    for cb in cbs:
+        cb.on_train_end(state)
     module.eval()
-    result.optimizer_state = opt.state_dict()
-    if not result.converged and warn_convergence:
+    if not state.stop and warn_convergence:
         warnings.warn(
-            f"{prefix}maximum iterations ({max_iter}) reached and the optimization hasn't "
+            f"{state.prefix}maximum iterations ({max_iter}) reached and the optimization hasn't "
             "converged yet.",
             ConvergenceWarning,
-            stacklevel=3,
+            stacklevel=stacklevel,
         )
-    return result
+    return TrainResult(
+        loss_curve=state.loss_curve, validation_scores=state.validation_scores,
+        learning_rates=state.learning_rates, n_iter=state.epoch + 1,
+        best_score=state.best_score, best_state=state.best_state,
+        optimizer_state=opt.state_dict(), converged=state.stop,
+    )
 
 
 def encode_class_targets(est, y, n_sets: int, first_fit: bool) -> tuple[np.ndarray, int]:

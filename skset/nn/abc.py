@@ -44,7 +44,7 @@ class ABCKernel(nn.Module):
         ``d_x``.
     dim : int, default=128
         Width ``d_z`` of the embedding and of the SABs.
-    n_blocks : int, default=2
+    n_layers : int, default=2
         Number of SABs ``N`` (0 gives the pairwise, context-free ablation).
     n_heads : int, default=4
         Attention heads per SAB.
@@ -90,7 +90,7 @@ class ABCKernel(nn.Module):
     (torch.Size([3, 10, 10]), True)
     """
 
-    def __init__(self, in_features: int, dim: int = 128, n_blocks: int = 2, n_heads: int = 4, *,
+    def __init__(self, in_features: int, dim: int = 128, n_layers: int = 2, n_heads: int = 4, *,
                  compatibility: str = "multiplicative", compat_dim: int | None = None,
                  norm: str | None = "layer", residual: str = "original",
                  input_similarity: str | None = None):
@@ -107,7 +107,7 @@ class ABCKernel(nn.Module):
         self.compat_dim = cd
         self.embed = nn.Linear(in_features, dim)
         self.blocks = nn.ModuleList(
-            SAB(dim, n_heads, norm=norm, residual=residual) for _ in range(int(n_blocks))
+            SAB(dim, n_heads, norm=norm, residual=residual) for _ in range(int(n_layers))
         )
         self.query = nn.Linear(dim, cd)
         self.key = nn.Linear(dim, cd, bias=compatibility == "additive")

@@ -250,11 +250,11 @@ class SetTransformer(nn.Module):
 
     Parameters
     ----------
-    in_dim : int
+    in_features : int
         Features per element.
     dim : int
         Model width ``D``.
-    out_dim : int
+    out_features : int
         Outputs of the decoder.
     n_layers : int, default=2
         Encoder blocks.
@@ -273,21 +273,22 @@ class SetTransformer(nn.Module):
     --------
     >>> import torch
     >>> from skset.nn import SetTransformer
-    >>> net = SetTransformer(in_dim=3, dim=16, out_dim=2, n_inducing=4, norm="set",
-    ...                      residual="clean")  # Set Transformer++
+    >>> net = SetTransformer(in_features=3, dim=16, out_features=2, n_inducing=4,
+    ...                      norm="set", residual="clean")  # Set Transformer++
     >>> x = torch.randn(2, 7, 3); mask = torch.arange(7) < torch.tensor([[7], [5]])
     >>> net(x, mask).shape, net.embed(x, mask).shape
     (torch.Size([2, 2]), torch.Size([2, 16]))
     """
 
-    def __init__(self, in_dim: int, dim: int, out_dim: int, n_layers: int = 2, n_heads: int = 4,
-                 *, n_inducing: int | None = None, n_seeds: int = 1, norm: str | None = "layer",
-                 residual: str = "original", n_decoder_layers: int = 1):
+    def __init__(self, in_features: int, dim: int, out_features: int, n_layers: int = 2,
+                 n_heads: int = 4, *, n_inducing: int | None = None, n_seeds: int = 1,
+                 norm: str | None = "layer", residual: str = "original",
+                 n_decoder_layers: int = 1):
         super().__init__()
         from .deep_sets import mlp_head
 
         _check_options(dim, n_heads, norm, residual)
-        self.input = nn.Linear(in_dim, dim)
+        self.input = nn.Linear(in_features, dim)
         if n_inducing is None:
             blocks = [SAB(dim, n_heads, norm=norm, residual=residual) for _ in range(n_layers)]
         else:
@@ -295,7 +296,7 @@ class SetTransformer(nn.Module):
                       for _ in range(n_layers)]
         self.blocks = nn.ModuleList(blocks)
         self.pool = PMA(dim, n_heads, n_seeds, norm=norm, residual=residual)
-        self.decoder = mlp_head(int(n_seeds) * dim, dim, out_dim, n_decoder_layers)
+        self.decoder = mlp_head(int(n_seeds) * dim, dim, out_features, n_decoder_layers)
 
     def embed(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """The pooled representation ``(B, n_seeds * dim)``."""

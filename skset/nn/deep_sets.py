@@ -50,14 +50,14 @@ def masked_pool(x: torch.Tensor, mask: torch.Tensor | None, how: str = "sum") ->
     return s / mask.sum(1, keepdim=True).clamp_min(1).to(x.dtype)
 
 
-def mlp_head(in_dim: int, hidden: int, out_dim: int, n_hidden: int) -> nn.Sequential:
-    """``n_hidden`` Linear-ReLU layers of width ``hidden``, then a Linear to ``out_dim``."""
+def mlp_head(in_features: int, dim: int, out_features: int, n_layers: int) -> nn.Sequential:
+    """``n_layers`` Linear-ReLU layers of width ``dim``, then a Linear to ``out_features``."""
     layers: list[nn.Module] = []
-    d = in_dim
-    for _ in range(n_hidden):
-        layers += [nn.Linear(d, hidden), nn.ReLU()]
-        d = hidden
-    layers.append(nn.Linear(d, out_dim))
+    d = in_features
+    for _ in range(n_layers):
+        layers += [nn.Linear(d, dim), nn.ReLU()]
+        d = dim
+    layers.append(nn.Linear(d, out_features))
     return nn.Sequential(*layers)
 
 
@@ -92,7 +92,7 @@ class DeepSetsEncoder(nn.Module):
 
     Parameters
     ----------
-    in_dim : int
+    in_features : int
         Features per element.
     dim : int
         Hidden width ``D``.
@@ -104,11 +104,11 @@ class DeepSetsEncoder(nn.Module):
         Block form.
     """
 
-    def __init__(self, in_dim: int, dim: int, n_layers: int, *, norm: str | None = None,
+    def __init__(self, in_features: int, dim: int, n_layers: int, *, norm: str | None = None,
                  residual: str | None = None):
         super().__init__()
         self.residual = residual
-        self.input = nn.Linear(in_dim, dim, bias=residual != "clean")
+        self.input = nn.Linear(in_features, dim, bias=residual != "clean")
         self.blocks = nn.ModuleList(
             DeepSetsBlock(dim, norm=norm, residual=residual) for _ in range(int(n_layers))
         )
@@ -130,9 +130,9 @@ class DeepSets(nn.Module):
 
     Parameters
     ----------
-    in_dim, dim, n_layers, norm, residual
+    in_features, dim, n_layers, norm, residual
         The encoder, see :class:`DeepSetsEncoder`.
-    out_dim : int
+    out_features : int
         Outputs of the decoder ``rho``.
     pooling : {"sum", "mean", "max"}, default="sum"
     n_decoder_layers : int, default=2
@@ -147,21 +147,22 @@ class DeepSets(nn.Module):
     --------
     >>> import torch
     >>> from skset.nn import DeepSets
-    >>> net = DeepSets(in_dim=3, dim=16, out_dim=1, n_layers=4, norm="set", residual="clean")
+    >>> net = DeepSets(in_features=3, dim=16, out_features=1, n_layers=4, norm="set",
+    ...                residual="clean")
     >>> x = torch.randn(2, 6, 3); mask = torch.arange(6) < torch.tensor([[6], [4]])
     >>> net(x, mask).shape  # Deep Sets++: one output per set
     torch.Size([2, 1])
     """
 
-    def __init__(self, in_dim: int, dim: int, out_dim: int, n_layers: int = 2, *,
+    def __init__(self, in_features: int, dim: int, out_features: int, n_layers: int = 2, *,
                  norm: str | None = None, residual: str | None = None, pooling: str = "sum",
                  n_decoder_layers: int = 2):
         super().__init__()
         if pooling not in _POOLS:
             raise ValueError(f"pooling={pooling!r} is not supported; use 'sum', 'mean' or 'max'.")
         self.pooling = pooling
-        self.encoder = DeepSetsEncoder(in_dim, dim, n_layers, norm=norm, residual=residual)
-        self.decoder = mlp_head(dim, dim, out_dim, n_decoder_layers)
+        self.encoder = DeepSetsEncoder(in_features, dim, n_layers, norm=norm, residual=residual)
+        self.decoder = mlp_head(dim, dim, out_features, n_decoder_layers)
 
     def embed(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """The pooled representation ``(B, dim)``."""

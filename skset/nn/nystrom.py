@@ -28,7 +28,7 @@ __all__ = ["NystromLayer", "gaussian_kernel", "inv_sqrt_psd", "nystrom_map", "km
 # mean to unit norm), a Gaussian kernel of bandwidth 0.5 times the data's scale. NystromFeatures
 # reads the bandwidth relative to the median distance of training elements when normalize=False
 # (its ``bandwidth_`` is the absolute value); the layer, which sees no training data, reads it as
-# absolute, so ``NystromLayer.from_estimator`` is the way to get the estimator's map.
+# absolute, so ``NystromFeatures.to_module`` is the way to get the estimator's map.
 DEFAULT_N_COMPONENTS = 128
 DEFAULT_BANDWIDTH = 0.5
 DEFAULT_NORMALIZE = False
@@ -173,7 +173,7 @@ class NystromLayer(nn.Module):
     the same map (their values are listed in :class:`skset.NystromFeatures`).
 
     The input standardisation ``(x - mean) / scale`` is held in buffers (identity by default) so a
-    layer built by :meth:`from_estimator` gives exactly the estimator's numbers.
+    layer built by :meth:`skset.NystromFeatures.to_module` gives exactly the estimator's numbers.
 
     Shapes: ``forward(x (B, n, d), mask (B, n))`` -> ``(B, n - window + 1, k)``, new mask.
 
@@ -231,24 +231,3 @@ class NystromLayer(nn.Module):
         psi = nystrom_map(x, w, self.normalization(), self.bandwidth,
                           normalize=self.normalize, keep_norm=self.keep_norm)
         return psi * mask.unsqueeze(-1).to(psi.dtype), mask
-
-    @classmethod
-    def from_estimator(cls, est) -> NystromLayer:
-        """A layer with the fitted parameters of a :class:`skset.NystromFeatures`."""
-        from sklearn.utils.validation import check_is_fitted
-
-        check_is_fitted(est)
-        dtype = torch.float64 if est.anchors_.dtype.name == "float64" else torch.float32
-        layer = cls(
-            est.n_features_in_,
-            est.anchors_.shape[0],
-            bandwidth=est.bandwidth_,
-            window=est.window,
-            normalize=est.normalize,
-            keep_norm=est.keep_norm,
-            eigenvalue_floor=est.eigenvalue_floor,
-            anchors=torch.as_tensor(est.anchors_, dtype=dtype),
-        )
-        layer.mean.copy_(torch.as_tensor(est.mean_, dtype=dtype))
-        layer.scale.copy_(torch.as_tensor(est.scale_, dtype=dtype))
-        return layer

@@ -189,24 +189,3 @@ class OTKLayer(nn.Module):
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         out = otk_pool(x, self.plans(x, mask))
         return out.reshape(x.shape[0], -1, x.shape[-1])
-
-    @classmethod
-    def from_estimator(cls, est) -> OTKLayer:
-        """A layer with the fitted references of a :class:`skset.OTKEmbedding`.
-
-        The layer returns the raw embedding; the estimator's optional centring and normalisation
-        of its output (``center``, ``normalize``) is not part of the layer. It takes the
-        estimator's Sinkhorn settings, ``sinkhorn_tol`` included: without autograd it gives
-        ``transform``'s raw embedding; under autograd it runs ``sinkhorn_iter`` iterations (the
-        estimator's cap, 3000 by default), which differs from it by about the tolerance. To train
-        the layer, a small fixed count is usual (the paper's supervised models use 10: set
-        ``layer.sinkhorn_iter = 10``).
-        """
-        from sklearn.utils.validation import check_is_fitted
-
-        check_is_fitted(est)
-        refs = torch.as_tensor(est.references_)
-        return cls(refs.shape[2], refs.shape[1], refs.shape[0], epsilon=est.epsilon,
-                   sinkhorn_iter=est.sinkhorn_iter, position_sigma=est.position_sigma,
-                   method=est.sinkhorn_method, references=refs,
-                   sinkhorn_tol=est.sinkhorn_tol, position_mode=est.position_mode)

@@ -1,0 +1,343 @@
+"""The base of every trained estimator in skset.
+
+:class:`BaseNeuralEstimator` (Set Transformer / Deep Sets, supervised OTK, ABC) owns what they
+share: the parameter table and its check, device and dtype, the random streams, the one training
+loop of :mod:`skset.neural_network._training` (callbacks, early stopping, best-checkpoint restore,
+learning-rate schedules), the training history, prediction batches bounded by the element budget,
+and pickling with every tensor, module and optimizer state moved to the CPU and back
+(:class:`skset._torch.TorchStateMixin`).
+
+:class:`SetNetworkEstimator` adds the whole ``fit`` of a network that maps a set to one target:
+input checks, target encoding, warm start, the validation split, length-bucketed batches and the
+per-epoch validation; subclasses build the network and may add a loss term, callbacks, or work
+before and after training. :class:`SetClassifierMixin` and :class:`SetRegressorMixin` give the
+task: targets, loss, validation score and the ``predict*`` methods.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from sklearn.base import ClassifierMixin, ClassNamePrefixFeaturesOutMixin, RegressorMixin
+from sklearn.utils.validation import check_is_fitted
+
+from .._base import TorchEstimator
+from .._sets import check_finite_output, check_sets, length_batches, pack
+from .._torch import (
+    _to_cpu,
+    make_generator,
+)
+from ._training import (
+    Callback,
+    TrainResult,
+    encode_class_targets,
+    encode_regression_targets,
+    epoch_batches,
+    split_validation,
+    train_module,
+)
+
+__all__ = ["BaseNeuralEstimator", "SetNetworkEstimator", "SetClassifierMixin",
+           "SetRegressorMixin", "compose_doc"]
+
+
+def compose_doc(*parts: str) -> str:
+    """A class docstring from its parts: the class's own paragraphs and the sections it shares
+    with its siblings (parameters, training parameters, references)."""
+    return "".join(parts)
+
+
+class BaseNeuralEstimator(TorchEstimator):
+    """The training loop and its history on top of :class:`skset._base.TorchEstimator`."""
+
+    #: fitted attributes of the training history, reset by a fit that is not a warm start
+    _history = ("loss_curve_", "validation_scores_", "learning_rates_")
+
+    def _start_fit(self, warm: bool) -> tuple[int, np.random.RandomState]:
+        """:meth:`_begin_fit`, and the history reset unless ``warm``; returns ``(seed, rng)``."""
+        streams = self._begin_fit()
+        if not warm:
+            self._optimizer_state = None
+            for attr in self._history:
+                setattr(self, attr, [])
+            self.best_validation_score_ = None
+            self.n_iter_ = 0
+        return streams
+
+    @staticmethod
+    def _seeded(seed: int, build):
+        """``build()`` with torch's global RNG seeded privately (the caller's RNG is untouched)."""
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            return build()
+
+    def _train(self, loss_fn, batches, *, validation=None, callbacks: list[Callback] = (),
+               units_per_epoch: int = 1, max_units: int | None = None, **overrides) -> TrainResult:
+        """Run :func:`train_module` on ``self.module_`` with this estimator's training parameters
+        (``overrides`` replace them) and append the result to the history.
+
+        ``n_iter_`` counts epochs, or optimisation steps for an estimator whose "epoch" is a chunk
+        of ``units_per_epoch`` steps (capped at ``max_units``).
+        """
+        kw = dict(
+            optimizer=getattr(self, "optimizer", "adam"),
+            learning_rate_init=self.learning_rate_init, weight_decay=self.alpha,
+            max_iter=getattr(self, "max_iter", None), tol=self.tol,
+            early_stopping=bool(self.early_stopping), n_iter_no_change=self.n_iter_no_change,
+            optimizer_state=self._optimizer_state, verbose=int(self.verbose),
+            name=type(self).__name__, stacklevel=4,  # the warning points at the user's fit call
+        )
+        kw.update(overrides)
+        result = train_module(self.module_, loss_fn, batches, validation=validation,
+                              callbacks=callbacks, **kw)
+        # on the CPU (as __getstate__ would put it): a GPU fit pickles and loads without CUDA
+        self._optimizer_state = _to_cpu(result.optimizer_state, clone=True)
+        self.loss_curve_ = [*self.loss_curve_, *result.loss_curve]
+        self.validation_scores_ = [*self.validation_scores_, *result.validation_scores]
+        self.learning_rates_ = [*self.learning_rates_, *result.learning_rates]
+        if self.early_stopping:
+            self.best_validation_score_ = result.best_score
+        units = result.n_iter * units_per_epoch
+        self.n_iter_ = int(self.n_iter_) + (units if max_units is None else min(units, max_units))
+        return result
+
+    def __sklearn_tags__(self):  # collections of sets in, deterministic for a random_state
+        tags = super().__sklearn_tags__()
+        tags.input_tags.two_d_array = False
+        tags.input_tags.three_d_array = True
+        tags.non_deterministic = False
+        return tags
+
+    def _batch_cost(self, lengths: np.ndarray) -> np.ndarray:
+        """The memory cost of a set in a batch, counted against ``max_elements``."""
+        return lengths
+
+    def _predict_batches(self, sets, fn, module=None, budget=None) -> torch.Tensor:
+        """``fn(module, X, mask)`` over length-sorted batches of ``sets`` whose padded cost stays
+        under the element budget (``max_elements``); rows in input order, on the device."""
+        module = self.module_ if module is None else module
+        lengths = np.fromiter((s.shape[0] for s in sets), dtype=np.int64, count=len(sets))
+        budget = self.max_elements if budget is None else budget
+        out = None
+        was_training = module.training
+        module.eval()
+        with torch.no_grad():
+            for idx in length_batches(self._batch_cost(lengths), max_elements=budget):
+                X, M = pack([sets[i] for i in idx], device=self.device_, dtype=self.dtype_)
+                res = fn(module, X, M)
+                if out is None:
+                    out = torch.empty((len(sets),) + tuple(res.shape[1:]), dtype=res.dtype,
+                                      device=res.device)
+                out[torch.as_tensor(idx, device=res.device)] = res
+        module.train(was_training)
+        check_finite_output(out, type(self).__name__, self.dtype_)
+        return out
+
+
+@dataclass
+class FitData:
+    """The training sets of one ``fit``, its split and its encoded targets (on the device)."""
+
+    sets: list
+    targets: torch.Tensor
+    train: np.ndarray
+    validation: np.ndarray | None
+    lengths: np.ndarray
+
+    def subset(self, idx):
+        return [self.sets[i] for i in idx], self.targets[torch.as_tensor(idx,
+                                                                         device=self.targets.device)]
+
+
+class SetNetworkEstimator(ClassNamePrefixFeaturesOutMixin, BaseNeuralEstimator):
+    """The ``fit`` of a network from a set to one target (see the module docstring).
+
+    Subclass hooks: :meth:`_init_module` (required), :meth:`_loss_terms`, :meth:`_callbacks`,
+    :meth:`_train_overrides`, :meth:`_before_training`, :meth:`_after_training`;
+    :attr:`_min_elements` (the k-mer window).
+    """
+
+    _is_classifier = False
+
+    @property
+    def _min_elements(self) -> int:
+        return 1
+
+    # -- hooks ------------------------------------------------------------------------------------
+    def _init_module(self, data: FitData, n_outputs: int, seed: int,
+                     rng: np.random.RandomState) -> torch.nn.Module:  # pragma: no cover
+        raise NotImplementedError
+
+    def _loss_terms(self, module, loss):
+        """The loss of a batch with any extra penalty added (default: none)."""
+        return loss
+
+    def _callbacks(self, data: FitData, warm: bool, validation_loss: list) -> list[Callback]:
+        return []
+
+    def _train_overrides(self) -> dict:
+        return {}
+
+    def _before_training(self, data: FitData, warm: bool) -> None:
+        pass
+
+    def _after_training(self, data: FitData, completed: bool) -> None:
+        """Called after training, also when it raised (``completed=False``)."""
+
+    # -- fit --------------------------------------------------------------------------------------
+    def fit(self, X, y):
+        """Fit the network on the sets ``X`` with one target per set ``y``.
+
+        Parameters
+        ----------
+        X : list of array-like of shape (n_i, n_features), or ndarray (n_sets, n, n_features)
+            The training sets; sizes may differ.
+        y : array-like of shape (n_sets,) (or (n_sets, n_outputs) for regressors)
+            One target per set.
+
+        Returns
+        -------
+        self
+        """
+        warm = bool(self.warm_start) and hasattr(self, "module_")
+        seed, rng = self._start_fit(warm)
+        coll = check_sets(X, min_elements=self._min_elements, compute_dtype=self.dtype_)
+        sets = coll.sets
+        if warm and coll.n_features != self.n_features_in_:
+            raise ValueError(f"X has {coll.n_features} features, but {type(self).__name__} was "
+                             f"fitted on {self.n_features_in_} features (warm_start=True).")
+        targets, n_outputs = self._encode_targets(y, len(sets), first_fit=not warm)
+        n = len(sets)
+        if self.early_stopping:
+            tr, va = split_validation(n, self.validation_fraction,
+                                      y=targets if self._is_classifier else None,
+                                      stratify=self._is_classifier, seed=seed)
+        else:
+            tr, va = np.arange(n), None
+        tdtype = torch.long if self._is_classifier else self.dtype_
+        data = FitData(
+            sets=sets, targets=torch.as_tensor(targets).to(device=self.device_, dtype=tdtype),
+            train=tr, validation=va,
+            lengths=np.fromiter((s.shape[0] for s in sets), dtype=np.int64, count=n))
+        if not warm:
+            self.n_features_in_ = coll.n_features
+            self.module_ = self._init_module(data, n_outputs, seed, rng).to(
+                device=self.device_, dtype=self.dtype_)
+
+        gen = make_generator(seed + self.n_iter_)
+        dev, dt, Y = self.device_, self.dtype_, data.targets
+
+        def batches(epoch):
+            for b in epoch_batches(data.lengths[tr], batch_size=self.batch_size,
+                                   max_elements=self.max_elements, generator=gen):
+                idx = tr[b]
+                Xb, Mb = pack([sets[i] for i in idx], device=dev, dtype=dt)
+                yield Xb, Mb, Y[torch.as_tensor(idx, device=dev)]
+
+        def loss_fn(module, batch):
+            Xb, Mb, Yb = batch
+            return self._loss_terms(module, self._loss(module(Xb, Mb), Yb)), Yb.shape[0]
+
+        validation_loss = [float("nan")]  # the task loss of the last validation, for schedules
+        validation = None
+        if self.early_stopping:
+            val_sets, Y_va = data.subset(va)
+
+            def validation(module):
+                out = self._predict_batches(val_sets, lambda m, X_, M_: m(X_, M_), module)
+                validation_loss[0] = float(self._loss(out, Y_va))
+                return self._val_score(out, Y_va)
+
+        self._before_training(data, warm)
+        completed = False
+        try:
+            self._train(loss_fn, batches, validation=validation,
+                        callbacks=self._callbacks(data, warm, validation_loss),
+                        **self._train_overrides())
+            completed = True
+        finally:
+            self._after_training(data, completed)
+        return self
+
+    # -- outputs ----------------------------------------------------------------------------------
+    def _check_predict_X(self, X):
+        check_is_fitted(self, "module_")
+        return check_sets(X, n_features=self.n_features_in_, min_elements=self._min_elements,
+                          compute_dtype=self.dtype_).sets
+
+    def _raw_outputs(self, sets) -> torch.Tensor:
+        return self._predict_batches(sets, lambda m, X_, M: m(X_, M))
+
+    def transform(self, X) -> np.ndarray:
+        """The learned representation of each set, ``(n_sets, n_features_out)``: what the
+        network's output layer reads (see the class docstring)."""
+        sets = self._check_predict_X(X)
+        return self._predict_batches(sets, lambda m, X_, M: m.embed(X_, M)).cpu().numpy()
+
+
+
+class SetClassifierMixin(ClassifierMixin):
+    """Classes: cross-entropy on the logits, accuracy for validation, ``predict*``."""
+
+    _is_classifier = True
+
+    def _encode_targets(self, y, n_sets, first_fit):
+        return encode_class_targets(self, y, n_sets, first_fit)
+
+    @staticmethod
+    def _loss(out, target):
+        return F.cross_entropy(out, target)
+
+    @staticmethod
+    def _val_score(out, target):
+        return float((out.argmax(1) == target).double().mean())
+
+    def decision_function(self, X) -> np.ndarray:
+        """The network's logits, ``(n_sets, n_classes)``."""
+        return self._raw_outputs(self._check_predict_X(X)).cpu().numpy()
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities, ``(n_sets, n_classes)``, rows summing to 1."""
+        logits = self._raw_outputs(self._check_predict_X(X)).double()
+        p = torch.softmax(logits, dim=1).cpu().numpy()
+        return p / p.sum(1, keepdims=True)
+
+    def predict(self, X) -> np.ndarray:
+        """The most probable class of each set."""
+        logits = self._raw_outputs(self._check_predict_X(X))
+        return self.classes_[logits.argmax(1).cpu().numpy()]
+
+
+class SetRegressorMixin(RegressorMixin):
+    """Standardised numeric targets: mean squared error, R^2 for validation, ``predict``."""
+
+    _is_classifier = False
+
+    def _encode_targets(self, y, n_sets, first_fit):
+        return encode_regression_targets(self, y, n_sets, first_fit)
+
+    @staticmethod
+    def _loss(out, target):
+        return F.mse_loss(out, target.reshape(out.shape))
+
+    @staticmethod
+    def _val_score(out, target):
+        target = target.reshape(out.shape)
+        ss_res = ((target - out) ** 2).sum(0)
+        ss_tot = ((target - target.mean(0)) ** 2).sum(0)
+        return float((1.0 - ss_res / torch.where(ss_tot > 0, ss_tot, 1.0)).mean())
+
+    def predict(self, X) -> np.ndarray:
+        """Predicted targets, ``(n_sets,)`` or ``(n_sets, n_outputs)`` like ``y`` in fit."""
+        out = self._raw_outputs(self._check_predict_X(X)).double().cpu().numpy()
+        out = out * self.y_scale_ + self.y_mean_
+        return out[:, 0] if self._y_ndim == 1 else out
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        tags.target_tags.single_output = True
+        return tags

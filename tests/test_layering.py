@@ -1,0 +1,96 @@
+"""The engine (``skset.nn``, ``skset.ot``, ``skset._sets``) depends on no estimator.
+
+The estimators build on the engine, never the other way round: no engine module imports
+scikit-learn or one of skset's estimator modules, at module level or inside a function. The check
+parses the sources (nothing is imported), resolving relative imports.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE_DIR = Path(__file__).resolve().parent.parent / "skset"
+ENGINE_FILES = sorted([*(PACKAGE_DIR / "nn").glob("*.py"), PACKAGE_DIR / "ot.py",
+                       PACKAGE_DIR / "_sets.py"])
+FORBIDDEN = (
+    "sklearn",
+    "skset.embedding",
+    "skset.kernel_approximation",
+    "skset.cluster",
+    "skset.neural_network",
+    "skset._persist",
+    "skset.utils",
+    "skset.datasets",
+)
+
+
+def _module_name(path: Path, package_dir: Path) -> str:
+    parts = path.relative_to(package_dir.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imported_modules(path: Path, package_dir: Path = PACKAGE_DIR) -> list[tuple[int, str]]:
+    """``(line, module)`` for every module an import statement of ``path`` may load.
+
+    ``from pkg import name`` yields ``pkg`` and ``pkg.name`` (``name`` may be a submodule).
+    """
+    module = _module_name(path, package_dir)
+    # the package that relative imports start from
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                if node.level - 1 >= len(parts):
+                    raise AssertionError(f"{path}:{node.lineno}: relative import beyond the top")
+                base = ".".join(parts[: len(parts) - (node.level - 1)])
+                base = f"{base}.{node.module}" if node.module else base
+            else:
+                base = node.module
+            found.append((node.lineno, base))
+            found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names
+                      if alias.name != "*"]
+    return found
+
+
+def _is_forbidden(name: str) -> bool:
+    return any(name == f or name.startswith(f + ".") for f in FORBIDDEN)
+
+
+def test_engine_files_found():
+    names = {p.name for p in ENGINE_FILES}
+    assert {"__init__.py", "nystrom.py", "otk.py", "ot.py", "_sets.py"} <= names
+
+
+@pytest.mark.parametrize("path", ENGINE_FILES, ids=lambda p: str(p.relative_to(PACKAGE_DIR)))
+def test_engine_imports_no_estimator(path):
+    bad = [f"line {line}: {name}" for line, name in _imported_modules(path) if _is_forbidden(name)]
+    assert not bad, f"{path.relative_to(PACKAGE_DIR.parent)} imports estimator code: {bad}"
+
+
+def test_relative_imports_are_resolved(tmp_path):
+    """The checker itself: relative and absolute forms, inside functions too."""
+    pkg = tmp_path / "skset"
+    (pkg / "nn").mkdir(parents=True)
+    cases = {
+        "from ..embedding import OTKEmbedding": True,
+        "from .. import embedding": True,
+        "from .. import ot": False,
+        "from ..ot import sinkhorn": False,
+        "from .otk import OTKLayer": False,
+        "from ..neural_network._otk import x": True,
+        "import sklearn": True,
+        "from sklearn.utils.validation import check_is_fitted": True,
+        "import skset.utils": True,
+        "import sklearnish": False,
+        "def f():\n    from sklearn.utils import check_array": True,
+    }
+    for i, (source, forbidden) in enumerate(cases.items()):
+        path = pkg / "nn" / f"m{i}.py"
+        path.write_text(source + "\n")
+        names = [name for _, name in _imported_modules(path, pkg)]
+        assert any(map(_is_forbidden, names)) == forbidden, (source, names)
