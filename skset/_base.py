@@ -1,6 +1,6 @@
 """The base of every torch-backed skset estimator.
 
-:class:`TorchEstimator` joins the parameter table (:class:`skset._params.ParamsMixin`), pickling
+:class:`TorchEstimator` joins the parameter table (:class:`skset._validation.ParamsMixin`), pickling
 with tensors on the CPU (:class:`skset._torch.TorchStateMixin`) and scikit-learn's
 ``BaseEstimator``, and starts every ``fit`` the same way (:meth:`TorchEstimator._begin_fit`):
 parameters checked, device and dtype resolved, random streams drawn. The trained estimators
@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from ._params import ParamsMixin
 from ._torch import TorchStateMixin, random_streams, resolve_device, resolve_dtype
+from ._validation import ParamsMixin
 
 __all__ = ["TorchEstimator"]
 

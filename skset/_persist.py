@@ -94,6 +94,9 @@ def _encode(v: Any, where: str):
     raise TypeError(f"{where}: cannot save a value of type {type(v).__name__} without pickle.")
 
 
+_TUPLE = "__tuple__"
+
+
 def _json_param(name: str, value, cls_name: str):
     if value is None or isinstance(value, (bool, str)):
         return value
@@ -109,7 +112,9 @@ def _json_param(name: str, value, cls_name: str):
         return value
     if isinstance(value, torch.device):  # nested estimators get their parent's device_
         return str(value)
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, tuple):  # JSON has no tuples: tag them so that load gives them back
+        return {_TUPLE: [_json_param(name, x, cls_name) for x in value]}
+    if isinstance(value, list):
         return [_json_param(name, x, cls_name) for x in value]
     if name == "random_state":
         warnings.warn(f"{cls_name}: random_state={type(value).__name__} cannot be saved; it is "
@@ -222,7 +227,8 @@ def _decode_estimator(v: dict, where: str):
                          f"(known: {', '.join(sorted(allowed))}).")
     cls = allowed[cls_name]
     try:
-        params = json.loads(_str(v, "params", where))
+        params = json.loads(_str(v, "params", where),
+                            object_hook=lambda d: tuple(d[_TUPLE]) if set(d) == {_TUPLE} else d)
     except json.JSONDecodeError as exc:
         raise _FormatError(f"{where}: the parameters are not valid JSON ({exc}).") from None
     if not isinstance(params, dict):

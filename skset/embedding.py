@@ -12,9 +12,9 @@ from sklearn.cluster import KMeans
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import TorchEstimator
-from ._params import NON_NEGATIVE, POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, Param
 from ._sets import check_finite_output, check_sets, iter_packed
 from ._torch import resolve_dtype, to_numpy
+from ._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, Param
 from .nn.otk import POSITION_MODES, OTKLayer, otk_plans, otk_pool
 
 __all__ = ["OTKEmbedding"]

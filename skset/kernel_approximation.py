@@ -11,12 +11,12 @@ from sklearn.cluster import KMeans
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._base import TorchEstimator
-from ._params import POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, Param, Real
 from ._sets import check_finite_output, check_sets, kmer_windows
 from ._torch import (
     resolve_dtype,
     to_numpy,
 )
+from ._validation import POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, Param, Real
 from .nn.nystrom import (
     DEFAULT_BANDWIDTH,
     DEFAULT_EIGENVALUE_FLOOR,

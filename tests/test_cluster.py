@@ -322,6 +322,9 @@ def test_abc_loss_matches_bce_and_gradcheck():
 
 
 # ----------------------------------------------------------------------------- ABCClusterer
+# ABCClusterer's part of the set-estimator contract (clone, determinism, pickle / joblib / skset.save
+# round trips, equivariance, padding, a GPU-fitted model loaded on a CPU, scikit-learn's data-free
+# checks) is in test_common.py.
 @pytest.fixture(scope="module")
 def blob_instances():
     """Instances of 2-4 well separated Gaussian blobs (centres differ per instance)."""
@@ -339,7 +342,7 @@ def blob_instances():
 @pytest.fixture(scope="module")
 def fitted(blob_instances):
     X, y = blob_instances
-    return ABCClusterer(dim=16, n_heads=2, max_iter=120, batch_size=16, eval_every=20,
+    return ABCClusterer(hidden_size=16, n_heads=2, max_steps=120, batch_size=16, eval_every=20,
                         learning_rate_init=3e-3, random_state=0).fit(X[:120], y[:120])
 
 
@@ -408,7 +411,7 @@ def test_abc_cpu_chunks_on_threads(fitted, blob_instances, monkeypatch):
     for a, b in zip(p1, p2, strict=True):
         np.testing.assert_array_equal(a, b)
     for a, b in zip(A_one, A2, strict=True):
-        np.testing.assert_allclose(a, b, atol=1e-6)
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)  # float32, other reduction order
     ks = estimate_n_clusters(A2)
     assert np.mean(ks == np.array([len(np.unique(p)) for p in p2])) >= 0.9
 
@@ -440,7 +443,7 @@ def test_map_on_threads_order_errors_and_threads():
 
 def test_abc_pool_fit_with_early_stopping():
     b = load_digits_split()
-    abc = ABCClusterer(dim=16, n_heads=2, max_iter=20, batch_size=4, eval_every=5,
+    abc = ABCClusterer(hidden_size=16, n_heads=2, max_steps=20, batch_size=4, eval_every=5,
                        instance_size=30, instance_n_clusters=(2, 3), early_stopping=True,
                        n_validation_instances=4, random_state=0)
     abc.fit(b.X_seen, b.y_seen)
@@ -458,7 +461,7 @@ def test_abc_input_similarity_prior_transfers(blob_instances):
     kt = [len(np.unique(v)) for v in yt]
     ari = {}
     for prior in (None, "rbf"):
-        abc = ABCClusterer(dim=16, n_heads=2, max_iter=3, batch_size=8, eval_every=3,
+        abc = ABCClusterer(hidden_size=16, n_heads=2, max_steps=3, batch_size=8, eval_every=3,
                            input_similarity=prior, random_state=0).fit(X[:24], y[:24])
         ari[prior] = np.mean([adjusted_rand_score(a, b) for a, b in
                               zip(yt, abc.predict(Xt, n_clusters=kt), strict=True)])
@@ -497,7 +500,7 @@ def test_abc_clone_pickle_determinism(fitted, blob_instances):
         np.testing.assert_allclose(a, b)
     for a, b in zip(p.predict(X[:3]), fitted.predict(X[:3]), strict=True):
         np.testing.assert_array_equal(a, b)
-    kw = dict(dim=8, n_heads=2, max_iter=4, batch_size=4, eval_every=2, random_state=3)
+    kw = dict(hidden_size=8, n_heads=2, max_steps=4, batch_size=4, eval_every=2, random_state=3)
     m1 = ABCClusterer(**kw).fit(X[:20], y[:20])
     m2 = ABCClusterer(**kw).fit(X[:20], y[:20])
     np.testing.assert_allclose(m1.affinity(X[:2])[0], m2.affinity(X[:2])[0])
@@ -525,100 +528,9 @@ def test_abc_skset_save_load(fitted, blob_instances, tmp_path):
     np.testing.assert_array_equal(skset.load(path).labels_, est.labels_)
 
 
-def _restore_on_gpu(t):
-    """Unpickle ``t`` on the GPU as torch does a CUDA tensor (fails where CUDA is not available)."""
-    storage = torch.serialization.default_restore_location(t.untyped_storage(), "cuda:0")
-    return torch.empty(0, dtype=t.dtype, device=storage.device).set_(storage, 0, t.shape,
-                                                                      t.stride())
-
-
-class _OnGPU(torch.Tensor):
-    """A CPU tensor that behaves as a CUDA one where it matters here: its ``device`` says cuda, it
-    pickles as a CUDA tensor (loading it without CUDA raises torch's own error), and only
-    ``.cpu()`` / ``.to("cpu")`` turn it into a plain CPU tensor."""
-
-    __torch_function__ = torch._C._disabled_torch_function_impl
-    device = property(lambda self: torch.device("cuda", 0))
-    is_cuda = property(lambda self: True)
-
-    def _plain(self):
-        return torch.Tensor.detach(self).as_subclass(torch.Tensor)
-
-    def detach(self):
-        return self._plain().as_subclass(_OnGPU)
-
-    def clone(self, *args, **kwargs):
-        return self._plain().clone().as_subclass(_OnGPU)
-
-    def cpu(self, *args, **kwargs):
-        return self._plain().clone()
-
-    def to(self, *args, **kwargs):
-        dev = torch._C._nn._parse_to(*args, **kwargs)[0]
-        return self._plain().clone() if dev is not None and dev.type == "cpu" else self
-
-    def __reduce_ex__(self, protocol):
-        return _restore_on_gpu, (self._plain().clone(),)
-
-
-def _tensors(obj):
-    """Every tensor reachable from ``obj`` through dicts, lists, tuples and modules."""
-    if isinstance(obj, torch.Tensor):
-        return [obj]
-    if isinstance(obj, torch.nn.Module):
-        return list(obj.parameters()) + list(obj.buffers())
-    if isinstance(obj, dict):
-        return [t for v in obj.values() for t in _tensors(v)]
-    if isinstance(obj, (list, tuple)):
-        return [t for v in obj for t in _tensors(v)]
-    return []
-
-
-def _map_tensors(obj, fn):
-    if isinstance(obj, torch.Tensor):
-        return fn(obj)
-    if isinstance(obj, dict):
-        return {k: _map_tensors(v, fn) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_map_tensors(v, fn) for v in obj)
-    return obj
-
-
-def test_abc_gpu_fitted_optimizer_state_loads_on_cpu(blob_instances, monkeypatch):
-    import io
-
-    import joblib
-
-    X, y = blob_instances
-    abc = ABCClusterer(dim=8, n_heads=2, max_iter=4, batch_size=4, eval_every=2,
-                       random_state=3).fit(X[:20], y[:20])
-    # as after a GPU fit: the optimizer state's tensors live on the GPU
-    abc.device_ = torch.device("cuda", 0)
-    original = abc._optimizer_state
-    assert len(_tensors(original)) > 0
-    abc._optimizer_state = _map_tensors(original, lambda t: t.as_subclass(_OnGPU))
-    state = abc.__getstate__()
-    assert all(not isinstance(t, _OnGPU) and t.device.type == "cpu" for t in _tensors(state))
-    assert all(t.device.type == "cuda" for t in _tensors(abc._optimizer_state))  # a copy
-    blob = pickle.dumps(abc)
-    buf = io.BytesIO()
-    joblib.dump(abc, buf)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    for load in (lambda: pickle.loads(blob), lambda: joblib.load(io.BytesIO(buf.getvalue()))):
-        with pytest.warns(UserWarning, match="not available here; it is loaded on the CPU"):
-            loaded = load()
-        assert loaded.device_ == torch.device("cpu")
-        got = _tensors(loaded._optimizer_state)
-        assert all(type(t) is torch.Tensor and t.device.type == "cpu" for t in got)
-        for a, b in zip(got, _tensors(original), strict=True):
-            torch.testing.assert_close(a, b, rtol=0, atol=0)
-        loaded.set_params(warm_start=True).fit(X[:20], y[:20])  # resumes from that state
-        assert loaded.n_iter_ == 8
-
-
 def test_abc_bad_inputs(blob_instances):
     X, y = blob_instances
-    abc = ABCClusterer(dim=8, n_heads=2, max_iter=2, batch_size=4)
+    abc = ABCClusterer(hidden_size=8, n_heads=2, max_steps=2, batch_size=4)
     with pytest.raises(NotFittedError):
         abc.predict(X[:2])
     with pytest.raises(ValueError, match="instance 1 has .* elements but .* labels"):
@@ -636,7 +548,7 @@ def test_abc_bad_inputs(blob_instances):
     with pytest.raises(ValueError, match="compatibility"):
         ABCClusterer("cosine").fit(X[:2], y[:2])
     with pytest.raises(ValueError, match="divisible"):
-        ABCClusterer(dim=10, n_heads=4).fit(X[:2], y[:2])
+        ABCClusterer(hidden_size=10, n_heads=4).fit(X[:2], y[:2])
     fitted = abc.fit(X[:8], y[:8])
     with pytest.raises(ValueError, match="NaN"):
         fitted.predict([bad])
@@ -646,23 +558,13 @@ def test_abc_bad_inputs(blob_instances):
         fitted.predict(X[:2], n_clusters=[2])
 
 
-@pytest.mark.parametrize("check_name", ["check_parameters_default_constructible",
-                                        "check_no_attributes_set_in_init",
-                                        "check_get_params_invariance", "check_set_params",
-                                        "check_estimator_repr"])
-def test_abc_data_free_sklearn_checks(check_name):
-    from sklearn.utils import estimator_checks
-
-    getattr(estimator_checks, check_name)("ABCClusterer", ABCClusterer())
-
-
 _FUZZ_MODEL = {}
 
 
 def _fuzz_model():
     if "m" not in _FUZZ_MODEL:
         X, y = make_circles_instances(16, 20, random_state=0)
-        _FUZZ_MODEL["m"] = ABCClusterer(dim=8, n_heads=2, max_iter=4, batch_size=4,
+        _FUZZ_MODEL["m"] = ABCClusterer(hidden_size=8, n_heads=2, max_steps=4, batch_size=4,
                                         random_state=0).fit(X, y)
     return _FUZZ_MODEL["m"]
 

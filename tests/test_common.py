@@ -2,18 +2,25 @@
 
 clone, idempotent fit, pickle and joblib round trip, determinism, permutation invariance within a
 set, padding invariance (a set alone == the set in a batch beside a long one), NotFittedError, no
-mutation of inputs, Pipeline / GridSearchCV / cross_val_score, and scikit-learn's data-free checks.
+mutation of inputs, Pipeline / GridSearchCV / cross_val_score, scikit-learn's data-free checks, and
+a model fitted on a GPU loading on a CPU-only machine. ABCClusterer (instances with per-element
+labels in, a partition of each instance out) has its own versions of the checks at the end.
 """
 
+import copy
+import io
 import pickle
 import warnings
 
 import joblib
 import numpy as np
 import pytest
+import torch
+from conftest import OnGPU, simulate_gpu_fit, tensors
 from sklearn.base import clone, is_classifier, is_regressor
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import adjusted_rand_score
 from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.pipeline import Pipeline
 from sklearn.utils.estimator_checks import (
@@ -26,6 +33,7 @@ from sklearn.utils.estimator_checks import (
 
 import skset
 from skset import (
+    ABCClusterer,
     DeepSetsClassifier,
     DeepSetsRegressor,
     NystromFeatures,
@@ -53,6 +61,11 @@ ESTIMATORS = [
     OTKRegressor(**OTKS),
 ]
 IDS = [type(e).__name__ + str(i) for i, e in enumerate(ESTIMATORS)]
+# the rbf prior makes the 4-step kernel cluster the blobs of _instances: the labels compared below
+# are not all one cluster
+ABC = ABCClusterer(hidden_size=8, n_heads=2, max_steps=4, batch_size=4, eval_every=2,
+                   input_similarity="rbf", random_state=0)
+ALL, ALL_IDS = ESTIMATORS + [ABC], IDS + ["ABCClusterer"]
 ORDERED = (OTKEmbedding, OTKClassifier, OTKRegressor)  # position_sigma may make them order-aware
 
 
@@ -90,15 +103,15 @@ def test_all_public_estimators_are_covered():
 
     public = {n for n in skset.__all__ if isinstance(getattr(skset, n), type)
               and issubclass(getattr(skset, n), BaseEstimator)}
-    covered = {type(e).__name__ for e in ESTIMATORS}
-    # the clustering estimators have their own contract tests in test_cluster.py
-    assert public - covered <= {"ABCClusterer", "EigengapSpectralClustering"}
+    covered = {type(e).__name__ for e in ALL}
+    # a scikit-learn clusterer of one data set: parametrize_with_checks in test_cluster.py
+    assert public - covered <= {"EigengapSpectralClustering"}
 
 
 @pytest.mark.parametrize(
     "check", [check_parameters_default_constructible, check_no_attributes_set_in_init,
               check_get_params_invariance, check_set_params, check_estimator_repr])
-@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+@pytest.mark.parametrize("est", ALL, ids=ALL_IDS)
 def test_sklearn_data_free_checks(est, check):
     check(type(est).__name__, clone(est))
 
@@ -206,3 +219,195 @@ def test_model_selection_tools(est):
         warnings.simplefilter("ignore")
         search = GridSearchCV(pipe, grid, cv=2).fit(X, y)
     assert 0.0 <= search.score(X, y) <= 1.0
+
+
+# ----------------------------------------------------------------------------- a GPU fit, on a CPU
+def _fitted_with_outputs(est):
+    """``est`` fitted on small data, its training data, and its outputs on other data as a
+    function of a model."""
+    if isinstance(est, ABCClusterer):
+        X, y = _instances()
+        Xt, _ = _instances(6, seed=1)
+        return clone(est).fit(X, y), (X, y), lambda m: [*m.affinity(Xt), *m.predict(Xt)]
+    X, y = _data()
+    Xt, _ = _data(6, seed=1)
+    return _fit(est, X, y), (X, _y(est, y)), lambda m: [_out(m, Xt)]
+
+
+# NystromFeatures and OTKEmbedding keep no tensor once fitted (test_persist.py checks that their
+# recorded device falls back to the CPU)
+TORCH_STATE = [e for e in ALL if not isinstance(e, (NystromFeatures, OTKEmbedding))]
+
+
+@pytest.mark.parametrize("est", TORCH_STATE, ids=lambda e: type(e).__name__)
+def test_gpu_fitted_model_loads_on_cpu(est, monkeypatch):
+    """Pickle and joblib a model whose tensors (optimizer state, module buffers) look like CUDA
+    tensors, then load it where CUDA is not available: ``__getstate__`` must have moved them all,
+    nested ones included, to the CPU."""
+    # a CPU fit (also where CUDA is available), dressed up below as a GPU one
+    a, (X, y), outputs = _fitted_with_outputs(clone(est).set_params(device="cpu"))
+    expected, before, n_iter = outputs(a), [t.clone() for t in tensors(a)], a.n_iter_
+    n = simulate_gpu_fit(a)
+    assert n >= len(tensors(a._optimizer_state)) > 0
+    state = a.__getstate__()
+    assert all(not isinstance(t, OnGPU) and t.device.type == "cpu" for t in tensors(state))
+    assert sum(isinstance(t, OnGPU) for t in tensors(a)) == n  # on a copy: `a` is unchanged
+    blob = pickle.dumps(a)
+    buf = io.BytesIO()
+    joblib.dump(a, buf)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(RuntimeError, match="CUDA"):  # the simulation holds: raw, they need CUDA
+        pickle.loads(pickle.dumps(dict(vars(a))))
+    for load in (lambda: pickle.loads(blob), lambda: joblib.load(io.BytesIO(buf.getvalue()))):
+        with pytest.warns(UserWarning, match="not available here; it is loaded on the CPU"):
+            loaded = load()
+        assert loaded.device_ == torch.device("cpu")
+        got = tensors(loaded)
+        assert len(got) == len(before)
+        for u, v in zip(got, before, strict=True):
+            assert not isinstance(u, OnGPU) and u.device.type == "cpu"
+            torch.testing.assert_close(u, v, rtol=0, atol=0)
+        for u, v in zip(outputs(loaded), expected, strict=True):
+            np.testing.assert_array_equal(u, v)
+        loaded.set_params(warm_start=True).fit(X, y)  # resumes from the loaded optimizer state
+        assert loaded.n_iter_ == 2 * n_iter
+
+
+# ----------------------------------------------------------------------------- ABCClusterer
+def _instances(n=12, seed=0):
+    """Instances of 2 or 3 separated Gaussian blobs in 3-D; the labels do not start at 0, so a
+    relabelling in place would show."""
+    rng = np.random.default_rng(seed)
+    X, y = [], []
+    for i in range(n):
+        k = 2 + i % 2
+        sizes = rng.integers(3, 7, k)
+        centres = rng.normal(scale=4, size=(k, 3))
+        X.append(np.concatenate([c + 0.3 * rng.normal(size=(m, 3))
+                                 for c, m in zip(centres, sizes)]))
+        y.append(2 * np.repeat(np.arange(k), sizes) + 5)
+    return X, y
+
+
+def _abc_outputs(est, X):
+    """Affinities, eigengap labels and labels for a given number of clusters of each instance."""
+    ks = [2 + i % 2 for i in range(len(X))]
+    return est.affinity(X), est.predict(X), est.predict(X, n_clusters=ks)
+
+
+def _assert_same_outputs(got, expected, exact=True):
+    for u, v in zip(got[0], expected[0], strict=True):
+        if exact:
+            np.testing.assert_array_equal(u, v)
+        else:
+            np.testing.assert_allclose(u, v, rtol=1e-5, atol=1e-6)
+    for labels, labels_ref in zip(got[1:], expected[1:], strict=True):
+        for u, v in zip(labels, labels_ref, strict=True):
+            np.testing.assert_array_equal(u, v)
+
+
+def test_abc_not_fitted():
+    X, _ = _instances(2)
+    for method in ("predict", "affinity"):
+        with pytest.raises(NotFittedError):
+            getattr(clone(ABC), method)(X)
+
+
+def test_abc_idempotent_fit_determinism_and_no_mutation():
+    X, y = _instances()
+    Xt, _ = _instances(6, seed=1)
+    inputs = (X, y, Xt)
+    copies = copy.deepcopy(inputs)
+    a = clone(ABC).fit(X, y)
+    out = _abc_outputs(a, Xt)
+    assert max(len(np.unique(lab)) for lab in out[1]) > 1
+    a.fit(X, y)  # refit on the same data: same result
+    _assert_same_outputs(_abc_outputs(a, Xt), out, exact=False)
+    fresh = clone(a)  # a clone of the fitted model: the same parameters, nothing fitted
+    assert fresh.get_params() == a.get_params() and not hasattr(fresh, "module_")
+    _assert_same_outputs(_abc_outputs(fresh.fit(X, y), Xt), out)  # a fresh fit, same seed
+    # a labelled pool (2-D X, 1-D classes) is not modified either
+    pool, classes = np.concatenate(X), np.concatenate(y)
+    pool_copy, classes_copy = pool.copy(), classes.copy()
+    b = clone(ABC).set_params(instance_size=8, instance_n_clusters=(2, 3)).fit(pool, classes)
+    b.predict([pool[:10]])
+    np.testing.assert_array_equal(pool, pool_copy)
+    np.testing.assert_array_equal(classes, classes_copy)
+    for got, want in zip(inputs, copies, strict=True):
+        for u, v in zip(got, want, strict=True):
+            np.testing.assert_array_equal(u, v)
+
+
+def test_abc_pickle_joblib_and_save_load_round_trip(tmp_path):
+    X, y = _instances()
+    Xt, _ = _instances(6, seed=1)
+    a = clone(ABC).fit(X, y)
+    out = _abc_outputs(a, Xt)
+    joblib.dump(a, tmp_path / "m.joblib")
+    skset.save(a, tmp_path / "m.skset")
+    for b in (pickle.loads(pickle.dumps(a)), joblib.load(tmp_path / "m.joblib"),
+              skset.load(tmp_path / "m.skset")):
+        assert type(b) is ABCClusterer
+        _assert_same_outputs(_abc_outputs(b, Xt), out)
+    assert pickle.loads(pickle.dumps(a)).get_params() == a.get_params()
+
+
+def test_abc_save_load_keeps_tuple_parameters(tmp_path):
+    # skset.save writes the parameters as JSON, which has no tuples: they are tagged and given back
+    est = clone(ABC).set_params(class_weight=(1.0, 2.5))
+    skset.save(est, tmp_path / "m.skset")
+    loaded = skset.load(tmp_path / "m.skset").get_params()
+    assert loaded == est.get_params()
+    assert type(loaded["instance_n_clusters"]) is tuple and type(loaded["class_weight"]) is tuple
+
+
+def test_abc_permutation_equivariance_and_padding_invariance():
+    a = clone(ABC).fit(*_instances())
+    X, _ = _instances(6, seed=1)
+    A, labels, labels_k = _abc_outputs(a, X)
+    assert max(len(np.unique(lab)) for lab in labels) > 1
+    rng = np.random.default_rng(0)
+    perms = [rng.permutation(len(x)) for x in X]
+    Ap, labels_p, labels_kp = _abc_outputs(a, [x[p] for x, p in zip(X, perms, strict=True)])
+    for i, p in enumerate(perms):  # rows and columns permuted; the same partition
+        np.testing.assert_allclose(Ap[i], A[i][p][:, p], rtol=1e-5, atol=1e-6)
+        assert adjusted_rand_score(labels[i][p], labels_p[i]) == 1.0
+        assert adjusted_rand_score(labels_k[i][p], labels_kp[i]) == 1.0
+    # an instance alone == the instance padded in a batch beside a much longer one
+    long = 5 * rng.normal(size=(40, 3))
+    in_batch = a.affinity(X + [long])
+    for x, A_batch in zip(X, in_batch, strict=False):
+        np.testing.assert_allclose(A_batch, a.affinity([x])[0], rtol=1e-5, atol=1e-6)
+    ks = [2 + i % 2 for i in range(len(X))]
+    for lab, lab_batch in zip(labels_k, a.predict(X + [long], n_clusters=ks + [2]), strict=False):
+        assert adjusted_rand_score(lab, lab_batch) == 1.0
+
+
+def test_abc_accepts_3d_and_object_arrays():
+    a = clone(ABC).fit(*_instances())
+    X3 = np.random.default_rng(2).normal(size=(4, 5, 3))
+    obj = np.empty(4, dtype=object)
+    obj[:] = list(X3)
+    ref = a.affinity(list(X3))
+    for X in (X3, obj):
+        for u, v in zip(a.affinity(X), ref, strict=True):
+            np.testing.assert_array_equal(u, v)
+
+
+def _mean_ari(est, X, y):
+    return float(np.mean([adjusted_rand_score(t, p) for t, p in zip(y, est.predict(X),
+                                                                     strict=True)]))
+
+
+def test_abc_model_selection_tools():
+    X, y = _instances(16)
+    scores = cross_val_score(clone(ABC), X, y, cv=2, scoring=_mean_ari)
+    assert scores.shape == (2,) and np.all(scores > 0.5), scores
+    pipe = Pipeline([("nf", NystromFeatures(n_components=6, random_state=0)),
+                     ("abc", clone(ABC))])
+    search = GridSearchCV(pipe, {"abc__n_layers": [0, 1]}, cv=2, scoring=_mean_ari).fit(X, y)
+    assert search.best_params_["abc__n_layers"] in (0, 1) and np.isfinite(search.best_score_)
+    labels = search.predict(X)
+    assert [lab.shape for lab in labels] == [(len(x),) for x in X]
+    fixed = search.best_estimator_.predict(X, n_clusters=3)  # predict's keyword goes to ABC
+    assert all(len(np.unique(lab)) == 3 for lab in fixed)

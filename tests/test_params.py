@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import skset
-from skset._params import InvalidParameterError, Param, ParamsMixin, check_params
+from skset._validation import InvalidParameterError, Param, ParamsMixin, check_params
 
 ESTIMATORS = [getattr(skset, name) for name in skset.__all__
               if inspect.isclass(getattr(skset, name))]

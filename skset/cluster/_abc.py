@@ -8,13 +8,13 @@ import torch
 from sklearn.cluster import spectral_clustering
 from sklearn.utils.validation import check_is_fitted
 
-from .._params import POSITIVE_INT, TORCH_PARAMS, Boolean, Integer, Param, Satisfies
 from .._sets import length_batches
 from .._torch import (
     make_generator,
     map_on_threads,
     seed_from_random_state,
 )
+from .._validation import POSITIVE_INT, TORCH_PARAMS, Boolean, Integer, Param, Satisfies
 from ..neural_network._base import BaseNeuralEstimator
 from ..neural_network._training import TRAINING_PARAMS
 from ..nn.spectral import eigengap_n_clusters, laplacian_eigh

@@ -19,9 +19,9 @@ from sklearn.neighbors import kneighbors_graph
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import validate_data
 
-from .._params import POSITIVE, POSITIVE_INT, RANDOM_STATE, Param, ParamsMixin
 from .._sets import length_batches
 from .._torch import map_on_threads
+from .._validation import POSITIVE, POSITIVE_INT, RANDOM_STATE, Param, ParamsMixin
 from ..nn.spectral import eigengap_n_clusters, laplacian_eigh
 
 __all__ = ["estimate_n_clusters", "EigengapSpectralClustering"]

@@ -16,8 +16,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .._params import NON_NEGATIVE, POSITIVE, POSITIVE_INT, Integer, Param
 from .._sets import kmer_windows
+from .._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, Integer, Param
 from ..embedding import OTKEmbedding
 from ..kernel_approximation import NystromFeatures
 from ..nn.nystrom import DEFAULT_N_COMPONENTS, NystromLayer, kmer_unfold

@@ -8,7 +8,7 @@ output never depends on its batch companions), and train with the one loop of
 
 from __future__ import annotations
 
-from .._params import POSITIVE_INT, Integer, Param
+from .._validation import POSITIVE_INT, Integer, Param
 from ..nn.attention import SetTransformer
 from ..nn.deep_sets import DeepSets
 from ._base import SetClassifierMixin, SetNetworkEstimator, SetRegressorMixin, compose_doc

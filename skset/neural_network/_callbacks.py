@@ -1,0 +1,179 @@
+"""Callbacks of the shared training loop (:func:`skset.neural_network._training.train_module`),
+in the spirit of skorch's: the loop owns the optimizer, the epochs and the NaN check; stopping
+rules, learning-rate schedules, checkpoint restore, progress lines and estimator-specific work
+between epochs are callbacks that see and change a :class:`TrainingState`.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+__all__ = [
+    "TrainingState",
+    "Callback",
+    "LambdaCallback",
+    "EpochPrinter",
+    "EarlyStopping",
+    "ReduceLROnPlateau",
+]
+
+
+@dataclass
+class TrainingState:
+    """What the callbacks of :func:`train_module` see and may change.
+
+    ``epoch`` counts from 0 within one call; ``epoch_loss`` and ``score`` are those of the epoch
+    that just ended (``score`` is None without validation); a callback stops training by setting
+    ``stop = True`` (and ``stop_message``, printed with ``verbose``).
+    """
+
+    module: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    name: str = ""
+    verbose: int = 0
+    epoch: int = -1
+    epoch_loss: float | None = None
+    score: float | None = None
+    loss_curve: list = field(default_factory=list)
+    validation_scores: list = field(default_factory=list)
+    learning_rates: list = field(default_factory=list)
+    stop: bool = False
+    stop_message: str = ""
+    best_score: float | None = None
+    best_state: dict | None = None
+
+    @property
+    def prefix(self) -> str:
+        return f"{self.name}: " if self.name else ""
+
+
+class Callback:
+    """A hook into :func:`train_module` (in the spirit of skorch's callbacks).
+
+    Every method gets the :class:`TrainingState`; the default methods do nothing. At the end of an
+    epoch the callbacks run in the order given, after the epoch's validation.
+    """
+
+    def on_train_begin(self, state: TrainingState) -> None:
+        pass
+
+    def on_epoch_begin(self, state: TrainingState) -> None:
+        pass
+
+    def on_epoch_end(self, state: TrainingState) -> None:
+        pass
+
+    def on_train_end(self, state: TrainingState) -> None:
+        pass
+
+
+class LambdaCallback(Callback):
+    """A callback from plain functions ``fn(state)``, e.g. to refit a linear head between epochs."""
+
+    def __init__(self, *, on_epoch_begin=None, on_epoch_end=None):
+        self._begin, self._end = on_epoch_begin, on_epoch_end
+
+    def on_epoch_begin(self, state):
+        if self._begin is not None:
+            self._begin(state)
+
+    def on_epoch_end(self, state):
+        if self._end is not None:
+            self._end(state)
+
+
+class EpochPrinter(Callback):
+    """With ``verbose >= 1``, one line per epoch: loss, validation score, seconds."""
+
+    def on_epoch_begin(self, state):
+        self._t0 = time.perf_counter()
+
+    def on_epoch_end(self, state):
+        if not state.verbose:
+            return
+        msg = f"{state.prefix}epoch {state.epoch + 1}, loss = {state.epoch_loss:.6g}"
+        if state.score is not None:
+            msg += f", validation score = {state.score:.6g}"
+        print(msg + f" ({time.perf_counter() - self._t0:.2f} s)", file=sys.stdout, flush=True)
+
+    def on_train_end(self, state):
+        if state.verbose and state.stop_message:
+            print(state.prefix + state.stop_message, file=sys.stdout, flush=True)
+
+
+class EarlyStopping(Callback):
+    """scikit-learn MLP's stopping rules, with the best weights restored.
+
+    ``monitor="validation"``: stop when the validation score (higher is better) has not risen above
+    ``best + tol`` for ``patience`` epochs, then load the weights of the best-scoring epoch.
+    ``monitor="loss"``: stop when the training loss has not dropped below ``best - tol`` for
+    ``patience`` epochs (the weights of the last epoch are kept, as in scikit-learn).
+    """
+
+    def __init__(self, monitor: str = "validation", *, tol: float = 1e-4, patience: int = 10,
+                 restore_best: bool = True):
+        if monitor not in ("validation", "loss"):
+            raise ValueError(f"monitor={monitor!r} must be 'validation' or 'loss'.")
+        self.monitor, self.tol, self.patience = monitor, tol, patience
+        self.restore_best = restore_best
+
+    def on_train_begin(self, state):
+        self._best = -math.inf
+        self._bad = 0
+
+    def on_epoch_end(self, state):
+        if self.monitor == "validation":
+            if state.score is None:
+                raise ValueError("EarlyStopping(monitor='validation') needs a validation callable.")
+            value = state.score
+        else:
+            value = -state.epoch_loss  # higher is better from here on
+        self._bad = 0 if value > self._best + self.tol else self._bad + 1
+        if value > self._best:
+            self._best = value
+            state.best_score = value if self.monitor == "validation" else -value
+            if self.monitor == "validation" and self.restore_best:
+                state.best_state = copy.deepcopy(state.module.state_dict())
+        if self._bad >= self.patience:
+            what = "Validation score" if self.monitor == "validation" else "Training loss"
+            state.stop = True
+            state.stop_message = (f"{what} did not improve more than tol={self.tol} for "
+                                  f"{self.patience} consecutive epochs. Stopping.")
+
+    def on_train_end(self, state):
+        if state.best_state is not None:
+            state.module.load_state_dict(state.best_state)
+
+
+class ReduceLROnPlateau(Callback):
+    """Multiply the learning rate by ``factor`` after ``patience`` epochs without progress.
+
+    Progress is a decrease of the monitored value (``monitor(state)``, lower is better: a training
+    or validation loss) below ``best - tol * |best|``: relative, so that a change in the last
+    rounding bits is no progress; the first epoch always sets ``best``.
+    """
+
+    def __init__(self, monitor: Callable[[TrainingState], float], *, patience: int = 5,
+                 factor: float = 0.5, tol: float = 1e-4):
+        self.monitor, self.patience, self.factor, self.tol = monitor, patience, factor, tol
+
+    def on_train_begin(self, state):
+        self._best, self._bad = None, 0
+
+    def on_epoch_end(self, state):
+        value = float(self.monitor(state))
+        if self._best is None or value < self._best - self.tol * abs(self._best):
+            self._best, self._bad = value, 0
+            return
+        self._bad += 1
+        if self._bad >= self.patience:
+            for g in state.optimizer.param_groups:
+                g["lr"] *= self.factor
+            self._bad = 0
