@@ -89,6 +89,11 @@ def _train(args, X, y, **kw):
             with open(args.save, "wb") as f:
                 pickle.dump(abc, f)
         return abc, minutes
+    if args.defaults:  # the estimator's defaults: only the protocol's settings are passed
+        abc = ABCClusterer(random_state=args.seed, verbose=args.verbose, **kw)
+        t0 = time.perf_counter()
+        abc.fit(X, y)
+        return abc, (time.perf_counter() - t0) / 60
     abc = ABCClusterer(args.compatibility, hidden_size=args.dim, n_layers=args.blocks,
                        n_heads=args.heads, compat_dim=args.compat_dim, max_steps=args.steps,
                        batch_size=args.batch_size, learning_rate_init=args.lr,
@@ -106,6 +111,37 @@ def _train(args, X, y, **kw):
         with open(args.save, "wb") as f:
             pickle.dump(abc, f)
     return abc, minutes
+
+
+def circles_suite(args):
+    """The paper's ablation: train on 2,000 instances of 2-5 circles, test on 200 (k unknown)."""
+    X, y = make_circles_instances(args.train, args.points, n_circles=(2, 5), random_state=args.seed)
+    Xt, yt = make_circles_instances(args.test, args.points, n_circles=(2, 5),
+                                    random_state=args.seed + 1)
+    abc, minutes = _train(args, X, y)
+    kt = np.array([len(np.unique(v)) for v in yt])
+    nmi = normalized_mutual_info_score
+    pred_eg = abc.predict(Xt)
+    k_eg = np.array([len(np.unique(p)) for p in pred_eg])
+    abc_eg = _mean(nmi, yt, pred_eg)
+    abc_true = _mean(nmi, yt, abc.predict(Xt, n_clusters=kt))
+    print(f"circles 2-5: {len(X)} training instances, {args.test} test instances of {args.points} "
+          f"points; defaults={args.defaults}; {abc.n_iter_} steps, {minutes:.1f} min training")
+    print(f"  validation (mean eigengap ARI on held-out instances): kept "
+          f"{getattr(abc, 'kernel_mix_', None)}, scores {getattr(abc, 'kernel_scores_', None)}; "
+          f"learned kernel per check {[round(v, 3) for v in abc.validation_scores_]}")
+    print(f"  ABC mean NMI, eigengap k: {abc_eg:.3f}  (k right {np.mean(k_eg == kt):.0%}, mean k "
+          f"{k_eg.mean():.1f}, max_clusters {abc._max_k()})")
+    print(f"  ABC mean NMI, true k:     {abc_true:.3f}", flush=True)
+    if args.no_baselines:
+        return
+    eg = [EigengapSpectralClustering(affinity="nearest_neighbors", n_neighbors=10,
+                                     max_clusters=10, random_state=0).fit(x) for x in Xt]
+    print(f"  untrained kNN-10 graph + eigengap (k <= 10): {_mean(nmi, yt, [e.labels_ for e in eg]):.3f}"
+          f"  (k right {np.mean(np.array([e.n_clusters_ for e in eg]) == kt):.0%})")
+    sc = [SpectralClustering(k, affinity="nearest_neighbors", n_neighbors=10, random_state=0)
+          .fit_predict(x) for x, k in zip(Xt, kt, strict=True)]
+    print(f"  untrained kNN-10 spectral, true k: {_mean(nmi, yt, sc):.3f}", flush=True)
 
 
 def circles(args):
@@ -146,21 +182,29 @@ def digits(args):
                                          random_state=args.seed + 2)
     abc, minutes = _train(args, b.X_seen, b.y_seen, instance_size=args.points,
                           instance_n_clusters=(args.kmin, args.kmax))
-    abc.set_params(max_clusters=args.max_clusters)
+    if not args.defaults:
+        abc.set_params(max_clusters=args.max_clusters)
     kt = np.array([len(np.unique(v)) for v in yt])
     nmi = normalized_mutual_info_score
     abc_true = _mean(nmi, yt, abc.predict(Xt, n_clusters=kt))
     pred_eg = abc.predict(Xt)
     abc_eg = _mean(nmi, yt, pred_eg)
     k_eg = np.array([len(np.unique(p)) for p in pred_eg])
+    prm = abc.get_params()
     print(f"digits: train on 0-5 (augment={args.augment}: {len(np.unique(b.y_seen))} classes), "
-          f"input_similarity={args.input_similarity}, standardize={not args.no_standardize}, "
-          f"weight_decay={args.weight_decay}, early_stopping={args.early_stopping}")
+          f"defaults={args.defaults}, input_similarity={prm['input_similarity']}, "
+          f"lr={prm['learning_rate_init']}, early_stopping={prm['early_stopping']} (held-out "
+          f"classes {getattr(abc, 'validation_classes_', None)}), max_clusters used "
+          f"{abc._max_k()}")
+    if prm["early_stopping"]:
+        print(f"  validation (mean eigengap ARI, held-out classes): kept "
+              f"{getattr(abc, 'kernel_mix_', None)}, scores {getattr(abc, 'kernel_scores_', None)}"
+              f"; learned kernel per check {[round(v, 3) for v in abc.validation_scores_]}")
     print(f"  ABC ({args.compatibility}, dim={args.dim}, {args.blocks} SABs): {abc.n_iter_} steps "
           f"x {args.batch_size} instances, {minutes:.1f} min training")
     print(f"  ABC mean NMI, true k:         {abc_true:.3f}")
     print(f"  ABC mean NMI, eigengap k:     {abc_eg:.3f}  (true k found in "
-          f"{np.mean(k_eg == kt):.0%}, k <= {abc.max_clusters}; eigengap k - true k: "
+          f"{np.mean(k_eg == kt):.0%}, k <= {abc._max_k()}; eigengap k - true k: "
           f"{dict(zip(*np.unique(k_eg - kt, return_counts=True)))})", flush=True)
     print(f"  training BCE per {abc.eval_every} steps: "
           f"{[round(v, 4) for v in abc.loss_curve_[::max(1, len(abc.loss_curve_) // 8)]]}")
@@ -301,7 +345,11 @@ def profile(args):
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("task", choices=["circles", "digits", "speed", "profile"])
+    p.add_argument("task", choices=["circles", "circles-suite", "digits", "speed", "profile"])
+    p.add_argument("--defaults", action="store_true",
+                   help="circles-suite/digits: ABCClusterer with its defaults (protocol settings "
+                        "only)")
+    p.add_argument("--train", type=int, default=2000, help="circles-suite: training instances")
     p.add_argument("--steps", type=int, default=1500)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--dim", type=int, default=128)
@@ -343,11 +391,13 @@ def main():
     p.add_argument("--quick", action="store_true", help="tiny smoke run")
     args = p.parse_args()
     if args.test is None:
-        args.test = {"circles": 100, "digits": 200, "speed": 1000, "profile": 1000}[args.task]
+        args.test = {"circles": 100, "circles-suite": 200, "digits": 200, "speed": 1000,
+                     "profile": 1000}[args.task]
     if args.quick:
         args.steps, args.dim, args.test, args.eval_every = 10, 32, 10, 5
     torch.set_num_threads(args.threads)
-    {"circles": circles, "digits": digits, "speed": speed, "profile": profile}[args.task](args)
+    {"circles": circles, "circles-suite": circles_suite, "digits": digits, "speed": speed,
+     "profile": profile}[args.task](args)
 
 
 if __name__ == "__main__":

@@ -40,7 +40,8 @@ class MeanPooling(TransformerMixin, BaseEstimator):
 
 
 def run(seed: int, nystrom_params: dict):
-    X_train, X_test, y_train, y_test = load_japanese_vowels(return_X_y=True)
+    X_train, y_train = load_japanese_vowels(subset="train", return_X_y=True)
+    X_test, y_test = load_japanese_vowels(subset="test", return_X_y=True)
     out = {}
     t = time.perf_counter()
     pipe = Pipeline([("nystrom", NystromFeatures(random_state=seed, **nystrom_params)),

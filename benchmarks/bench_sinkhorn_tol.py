@@ -36,7 +36,8 @@ SETTINGS = [(10, None), (100, None), (100, 1e-4), (300, 1e-4), (1000, 1e-3), (10
 
 def datasets(n_sets, rng):
     lengths = rng.integers(10, 60, n_sets)
-    Xtr, Xte, *_ = load_japanese_vowels(return_X_y=True)
+    Xtr = load_japanese_vowels(subset="train", return_X_y=True)[0]
+    Xte = load_japanese_vowels(subset="test", return_X_y=True)[0]
     return {
         "random Gaussian": [rng.normal(size=(int(n), 12)) for n in lengths],
         "Japanese vowels": (Xtr + Xte)[: 640 if n_sets >= 400 else n_sets],

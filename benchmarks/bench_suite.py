@@ -82,7 +82,9 @@ def _aeon_dir(name):
 def load(name, equal_length=False):
     """``X_train, X_test, y_train, y_test``: lists of (n_i, d) arrays and label arrays."""
     if name == "JapaneseVowels" and not equal_length:
-        return load_japanese_vowels(return_X_y=True)
+        X_tr, y_tr = load_japanese_vowels(subset="train", return_X_y=True)
+        X_te, y_te = load_japanese_vowels(subset="test", return_X_y=True)
+        return X_tr, X_te, y_tr, y_te
     fname = EQUAL_LENGTH.get(name, name) if equal_length else name
     folder = _aeon_dir(name)
     X_tr, y_tr = read_ts(os.path.join(folder, f"{fname}_TRAIN.ts"))

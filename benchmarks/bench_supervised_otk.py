@@ -38,7 +38,8 @@ warnings.filterwarnings("ignore", message=".*maximum iterations.*")
 
 
 def part_a(seeds, max_iter):
-    Xtr, Xte, ytr, yte = load_japanese_vowels(return_X_y=True)
+    Xtr, ytr = load_japanese_vowels(subset="train", return_X_y=True)
+    Xte, yte = load_japanese_vowels(subset="test", return_X_y=True)
     rows = []
     for s in seeds:
         t = time.perf_counter()

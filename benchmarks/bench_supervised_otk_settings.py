@@ -34,7 +34,8 @@ def main():
     kw = {k.arg: ast.literal_eval(k.value) for k in call.keywords}  # dict(a=1, ...) literal
     n_components, n_supports = int(sys.argv[2]), int(sys.argv[3])
     torch.set_num_threads(2)
-    Xtr, Xte, ytr, yte = load_japanese_vowels(return_X_y=True)
+    Xtr, ytr = load_japanese_vowels(subset="train", return_X_y=True)
+    Xte, yte = load_japanese_vowels(subset="test", return_X_y=True)
     sup, uns = [], []
     for s in range(5):
         pipe = Pipeline([("n", NystromFeatures(n_components, random_state=s)),

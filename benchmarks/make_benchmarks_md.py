@@ -9,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TOPICS = ["suite", "japanese_vowels", "sinkhorn_tol", "otk_transform", "set_transformer",
-          "supervised_otk", "abc",
+          "supervised_otk", "abc", "st_tasks", "frames",
           "robustness"]
 
 

@@ -29,6 +29,7 @@ extensions = [
     "sphinx.ext.autosummary",
     "sphinx.ext.intersphinx",
     "sphinx.ext.mathjax",
+    "sphinx-mathjax-offline",  # MathJax files in the built site (no CDN)
     "sphinx.ext.viewcode",
     "numpydoc",
     "sphinx_gallery.gen_gallery",
@@ -60,18 +61,17 @@ intersphinx_mapping = {
 if os.environ.get("SKSET_DOCS_OFFLINE", "1") == "1":
     intersphinx_mapping = {}
 
-# Math is rendered by MathJax, from its CDN by default. Offline (e.g. to check the pages on a machine
-# without network) point SKSET_DOCS_MATHJAX at a local copy, e.g. Debian's libjs-mathjax (v2):
-#   SKSET_DOCS_MATHJAX="file:///usr/share/javascript/mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML"
-if os.environ.get("SKSET_DOCS_MATHJAX"):
-    mathjax_path = os.environ["SKSET_DOCS_MATHJAX"]
+# Math is rendered by MathJax 3 served by the built site itself, so that the pages need no network:
+# sphinx-mathjax-offline (in the docs extra) ships MathJax and copies it to _static/mathjax; the path
+# is relative to _static. SKSET_DOCS_MATHJAX overrides it (e.g. a CDN URL).
+mathjax_path = os.environ.get("SKSET_DOCS_MATHJAX", "mathjax/tex-chtml.js")
 
 # -- gallery -------------------------------------------------------------------------------------
 sphinx_gallery_conf = {
     "examples_dirs": "../examples",
     "gallery_dirs": "auto_examples",
-    # plot_*.py are executed (each makes a figure); other scripts (the README's main job, which runs
-    # a grid search for about a minute) are shown with their code, not run.
+    # plot_*.py are executed (each makes a figure); other scripts (the README's main job, a grid
+    # search of about 15 s) are shown with their code, not run.
     "filename_pattern": r"/plot_",
     "ignore_pattern": r"__init__\.py",
     "doc_module": ("skset",),

@@ -27,7 +27,8 @@ from skset.datasets import load_japanese_vowels  # noqa: E402
 
 
 def main(random_state: int = 0, n_jobs: int = 1) -> float:
-    X_train, X_test, y_train, y_test = load_japanese_vowels(return_X_y=True)
+    X_train, y_train = load_japanese_vowels(subset="train", return_X_y=True)
+    X_test, y_test = load_japanese_vowels(subset="test", return_X_y=True)
     print(f"train: {len(X_train)} utterances, test: {len(X_test)}, "
           f"{X_train[0].shape[1]} features per frame")
 

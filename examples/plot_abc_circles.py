@@ -16,7 +16,9 @@ with the project's benchmark script and stored with :func:`skset.save` (no pickl
 ``ABCClusterer("multiplicative", hidden_size=128, n_layers=2, n_heads=4)`` trained with Adam on
 20,000 steps of 32 fresh circles instances each (640,000 instances): 8,750 steps at learning rate
 1e-3 (the last ones stopped by the plateau rule), then 3,250 at 3e-4 and 8,000 at 1e-4. The
-commands (``benchmarks/bench_abc.py``; each run resumes the previous one on new instances)::
+commands (``benchmarks/bench_abc.py``; each run resumes the previous one on new instances, and
+keeps its checkpoint as a pickle, with the optimizer state that resuming needs; the last command
+stores the final model with :func:`skset.save`, without that state)::
 
     python benchmarks/bench_abc.py circles --steps 4000 --save circles4000.pkl
     python benchmarks/bench_abc.py circles --model circles4000.pkl --resume --steps 4000 \\
@@ -29,6 +31,8 @@ commands (``benchmarks/bench_abc.py``; each run resumes the previous one on new 
         --train-seed 4 --lr 1e-4 --patience 1000 --save circles16k.pkl
     python benchmarks/bench_abc.py circles --model circles16k.pkl --resume --steps 4000 \\
         --train-seed 5 --lr 1e-4 --patience 1000 --save circles20k.pkl
+    python -c "import pickle, skset; abc = pickle.load(open('circles20k.pkl', 'rb')); \\
+        abc._optimizer_state = None; skset.save(abc, 'examples/data/abc_circles_20k.skset')"
 
 On the benchmark's 100 test instances it reaches a mean adjusted Rand index (ARI) of 0.80 with the
 true number of clusters and 0.78 with the number found by the eigengap, against 0.19 for RBF

@@ -24,7 +24,8 @@ import numpy as np
 from skset import NystromFeatures, OTKEmbedding
 from skset.datasets import load_japanese_vowels
 
-X_train, X_test, y_train, y_test = load_japanese_vowels(return_X_y=True)
+X_train, y_train = load_japanese_vowels(subset="train", return_X_y=True)
+X_test, y_test = load_japanese_vowels(subset="test", return_X_y=True)
 nystrom = NystromFeatures(n_components=64, random_state=0).fit(X_train)
 F_train = nystrom.transform(X_train)  # list of (n_i, 64) arrays
 

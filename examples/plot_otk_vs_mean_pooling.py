@@ -24,7 +24,8 @@ from sklearn.preprocessing import FunctionTransformer, StandardScaler
 from skset import NystromFeatures, OTKEmbedding
 from skset.datasets import load_japanese_vowels
 
-X_train, X_test, y_train, y_test = load_japanese_vowels(return_X_y=True)
+X_train, y_train = load_japanese_vowels(subset="train", return_X_y=True)
+X_test, y_test = load_japanese_vowels(subset="test", return_X_y=True)
 
 # standardise the 12 coefficients with the training frames' statistics
 frames = np.concatenate(X_train)

@@ -4,6 +4,7 @@ A *set* is a variable-size collection of feature vectors, given as an ``(n_i, d)
 collection of sets is a list of such arrays (or a 3-D array when all sets have one size).
 """
 
+from ._frames import frame_from_sets, sets_from_frame
 from ._persist import load, save
 from .cluster import ABCClusterer, EigengapSpectralClustering, estimate_n_clusters
 from .embedding import OTKEmbedding
@@ -32,6 +33,8 @@ __all__ = [
     "SetTransformerRegressor",
     "__version__",
     "estimate_n_clusters",
+    "frame_from_sets",
     "load",
     "save",
+    "sets_from_frame",
 ]

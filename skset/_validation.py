@@ -263,13 +263,25 @@ class ParamsMixin:
         if "_params" in cls.__dict__ and "__init__" not in cls.__dict__:
             cls.__init__ = _make_init(cls._params, cls.__qualname__)
 
+    #: ``{name: value}`` of parameters added after models were saved, with the value that gives
+    #: those models' behaviour (a model saved without ``input_similarity`` had none)
+    _legacy_params: dict[str, object] = {}
+
     @classmethod
     def _upgrade_params(cls, params: dict) -> dict:
-        """``params`` (or a pickled ``__dict__``) with renamed parameters under their new names."""
-        return {cls._renamed_params.get(k, k): v for k, v in params.items()}
+        """``params`` (or a pickled ``__dict__``) with renamed parameters under their new names
+        and parameters added since, which the saved model did not have, at their legacy value."""
+        out = {cls._renamed_params.get(k, k): v for k, v in params.items()}
+        for k, v in cls._legacy_params.items():
+            out.setdefault(k, v)
+        return out
 
     def __setstate__(self, state):
-        super().__setstate__(self._upgrade_params(state))
+        state = self._upgrade_params(state)
+        for k in self._legacy_params:  # skset.load sets the parameters before the state
+            if k in self.__dict__:
+                state.pop(k, None)
+        super().__setstate__(state)
 
     def _check_params(self) -> None:
         """Check every parameter against the table, then the relations between them."""

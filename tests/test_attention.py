@@ -224,3 +224,40 @@ def test_gradient_deep_sets_plain_vanishes_ds_pp_does_not():
     gc = _block_grad_norms(dspp, x, y)
     assert gp[0] / gp[-1] < 1e-2
     assert 1 / 3 < gc[0] / gc[-1] < 3
+
+
+def test_point_init_and_paper_decoder():
+    # defaults unchanged: the same parameters, names and values as before the options existed
+    base = _seeded(lambda: SetTransformer(3, 8, 2, n_inducing=4, n_heads=2))
+    explicit = _seeded(lambda: SetTransformer(3, 8, 2, n_inducing=4, n_heads=2,
+                                              point_init="xavier", decoder="mlp"))
+    assert base.pool_sab is None and not any("pool_sab" in k for k in base.state_dict())
+    for (k, v), (k2, v2) in zip(base.state_dict().items(), explicit.state_dict().items(),
+                                strict=True):
+        assert k == k2
+        torch.testing.assert_close(v, v2)
+    bound = (6 / (4 + 8)) ** 0.5
+    assert float(base.blocks[0].inducing.detach().abs().max()) <= bound
+    normal = _seeded(lambda: ISAB(64, 4, 32, point_init="normal"))
+    assert 0.9 < float(normal.inducing.detach().std()) < 1.1
+    seeds = _seeded(lambda: PMA(64, 4, 16, point_init="normal")).seeds.detach()
+    assert 0.9 < float(seeds.std()) < 1.1
+    # the paper's decoder rFF(SAB(PMA_k)): a SAB over the k seeds, padding- and
+    # permutation-invariant like the rest
+    for norm, residual in [("layer", "original"), ("set", "clean")]:
+        net = _seeded(lambda n=norm, r=residual: SetTransformer(
+            8, 8, 3, n_heads=2, n_seeds=3, norm=n, residual=r, decoder="sab",
+            n_decoder_layers=0)).to(DT)
+        assert isinstance(net.pool_sab, SAB) and len(net.decoder) == 1
+        a, b, X, mask = _pair(8)
+        torch.testing.assert_close(net(X, mask)[:1], net(a))
+        torch.testing.assert_close(net(X, mask)[1:], net(b))
+        perm = torch.randperm(11, generator=torch.Generator().manual_seed(0))
+        torch.testing.assert_close(net(b[:, perm]), net(b))
+        assert net.embed(a).shape == (1, 24)
+    with pytest.raises(ValueError, match="point_init"):
+        SetTransformer(3, 8, 2, n_heads=2, point_init="zeros")
+    with pytest.raises(ValueError, match="point_init"):
+        PMA(8, 2, point_init="zeros")
+    with pytest.raises(ValueError, match="decoder"):
+        SetTransformer(3, 8, 2, n_heads=2, decoder="rnn")

@@ -293,11 +293,11 @@ def test_kernel_input_prior_values():
     cos = ABCKernel(4, 8, 1, 2, input_similarity="cosine").double()
     xn = torch.nn.functional.normalize(x[0], dim=-1)
     assert torch.allclose(cos.input_prior(x)[0], xn @ xn.T)
-    # the prior's scale and offset are learned
+    # the prior is fixed (buffers saved with the model), mixed by validation rather than learned
     names = {n for n, _ in rbf.named_parameters()}
-    assert {"sim_log_scale", "sim_offset"} <= names
-    assert not {"sim_log_scale", "sim_offset"} & {n for n, _ in
-                                                  ABCKernel(4, 8, 1, 2).named_parameters()}
+    assert not {"sim_log_scale", "sim_offset", "mix"} & names
+    assert {"sim_log_scale", "sim_offset", "mix"} <= set(rbf.state_dict())
+    assert not {"sim_log_scale", "sim_offset", "mix"} & set(ABCKernel(4, 8, 1, 2).state_dict())
     with pytest.raises(ValueError, match="input_similarity"):
         ABCKernel(4, 8, 1, 2, input_similarity="l1")
 
@@ -448,7 +448,11 @@ def test_abc_pool_fit_with_early_stopping():
                        n_validation_instances=4, random_state=0)
     abc.fit(b.X_seen, b.y_seen)
     assert len(abc.validation_scores_) == len(abc.loss_curve_) == 4
-    assert all(s < 0 for s in abc.validation_scores_)
+    # the score is the clustering quality (mean eigengap NMI) on 2 of the 6 classes, held out
+    assert all(0 <= s <= 1 for s in abc.validation_scores_)
+    assert len(abc.validation_classes_) == 2 and set(abc.validation_classes_) < set(range(6))
+    assert abc.best_validation_score_ == max([abc.best_validation_score_,
+                                              *abc.validation_scores_])
     Xt, _ = sample_clustering_instances(b.X_unseen, b.y_unseen, 3, 30, 2, random_state=0)
     assert [p.shape for p in abc.predict(Xt, n_clusters=2)] == [(30,)] * 3
 
@@ -592,3 +596,68 @@ def test_fuzz_abc_predict_and_affinity(sizes, log_scale, dtype, inject, seed):
     for lab, n in zip(abc.predict(X), sizes, strict=True):
         assert lab.shape == (n,) and lab.min() == 0 and lab.max() < n
         assert set(np.unique(lab)) == set(range(lab.max() + 1))
+
+
+# -- a kernel anchored on its prior, validated on held-out classes (issue 13) ----------------------
+def test_knn_prior_and_the_mix():
+    from skset.nn.abc import _knn_graph
+
+    torch.manual_seed(0)
+    x = torch.randn(3, 12, 2)
+    mask = torch.arange(12)[None, :] < torch.tensor([[12], [9], [5]])
+    net = ABCKernel(2, dim=8, n_heads=2, input_similarity="knn", n_neighbors=3)
+    G = _knn_graph(x, mask, 3)
+    pair = (mask[:, :, None] & mask[:, None, :]).float()
+    plain = ABCKernel(2, dim=8, n_heads=2)
+    plain.load_state_dict({k: v for k, v in net.state_dict().items()
+                           if k not in ("sim_log_scale", "sim_offset", "mix")})
+    with torch.no_grad():
+        learned = plain(x, mask)
+        torch.testing.assert_close(net(x, mask), learned)  # mix (0, 1): the learned kernel alone
+        net.mix.copy_(torch.tensor([1.0, 0.0]))  # the prior alone: the kNN graph's affinities
+        torch.testing.assert_close(abc_affinity(net(x, mask), mask),
+                                   torch.sigmoid(12 * (G - 0.5)) * pair)
+        net.mix.copy_(torch.tensor([1.0, 1.0]))
+        torch.testing.assert_close(net(x, mask), 12 * (G - 0.5) + learned)
+    # the graph: self + 3 neighbours per row (a 5-element instance: 4 others at most)
+    rows = (G[0] > 0).sum(-1)
+    assert rows.min() >= 4 and G[0].diagonal().eq(1).all() and torch.equal(G, G.transpose(1, 2))
+    assert G[2, 5:].eq(0).all() and G[2, :, 5:].eq(0).all()  # padding: no edges
+    # brute force on one instance
+    d = torch.cdist(x[1, :9], x[1, :9])
+    nn_ = d.argsort(-1)[:, :4]
+    B = torch.zeros(9, 9).scatter_(1, nn_, 1.0)
+    torch.testing.assert_close(G[1, :9, :9], 0.5 * (B + B.T))
+
+
+def test_pool_validation_holds_out_classes_and_never_loses_to_the_prior(monkeypatch):
+    import skset._instances as inst
+
+    b = load_digits_split()
+    calls = []
+    real = inst._sample_instance
+
+    def spy(rng, by_class, n, lo, hi):
+        idx, lab = real(rng, by_class, n, lo, hi)
+        calls.append(idx)
+        return idx, lab
+
+    monkeypatch.setattr(inst, "_sample_instance", spy)
+    abc = ABCClusterer(hidden_size=16, n_heads=2, max_steps=20, batch_size=4, eval_every=5,
+                       instance_size=30, n_validation_instances=4, random_state=0)
+    abc.fit(b.X_seen, b.y_seen)
+    held = set(abc.validation_classes_.tolist())
+    assert len(held) == 2
+    val, train = calls[:4], calls[4:]
+    assert len(train) == 20 * 4
+    assert all(set(b.y_seen[i].tolist()) <= held for i in val)
+    assert all(not set(b.y_seen[i].tolist()) & held for i in train)
+    # the kernel kept is the best of prior / learned / both on validation: never below the prior
+    assert set(abc.kernel_scores_) == {"prior", "learned", "prior+learned"}
+    assert abc.best_validation_score_ == max(abc.kernel_scores_.values())
+    assert abc.kernel_scores_[abc.kernel_mix_] == abc.best_validation_score_
+    assert tuple(abc.module_.mix.tolist()) == {"prior": (1.0, 0.0), "learned": (0.0, 1.0),
+                                               "prior+learned": (1.0, 1.0)}[abc.kernel_mix_]
+    assert abc.max_clusters_ == 2 * 4  # (2, 6) clusters, capped by the 4 training classes
+    # one scale for all features: a near-constant pixel is not blown up
+    assert np.ptp(abc.scale_) == 0 and abc.scale_[0] > 0

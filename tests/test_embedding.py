@@ -265,7 +265,7 @@ def _nystrom_case(kind):
 
     rng = np.random.default_rng(0)
     if kind == "vowels":
-        sets = load_japanese_vowels(return_X_y=True)[0][::3]
+        sets = load_japanese_vowels(subset="train", return_X_y=True)[0][::3]
     elif kind == "random":
         sets = [rng.normal(size=(int(n), 6)) for n in rng.integers(10, 40, 90)]
     else:  # heavy-tailed element norms

@@ -18,7 +18,12 @@ from skset import (
     SetTransformerClassifier,
     SetTransformerRegressor,
 )
-from skset.datasets import make_gaussian_mixture_sets, make_max_regression, make_normal_var
+from skset.datasets import (
+    make_gaussian_mixture_sets,
+    make_max_regression,
+    make_normal_var,
+    make_unique_count,
+)
 
 torch.set_num_threads(1)
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -30,6 +35,9 @@ ESTIMATORS = [
                              **TINY),
     SetTransformerRegressor(n_heads=2, n_inducing=3, **TINY),
     SetTransformerRegressor(n_heads=2, n_inducing=None, norm=None, residual="clean", **TINY),
+    SetTransformerClassifier(n_heads=2, n_inducing=3, n_seeds=2, decoder="sab", **TINY),
+    SetTransformerRegressor(n_heads=2, n_inducing=None, norm="set", residual="clean",
+                            decoder="sab", point_init="xavier", **TINY),
     DeepSetsClassifier(pooling="max", **TINY),
     DeepSetsRegressor(pooling="sum", norm="set", residual="clean", **TINY),
     DeepSetsRegressor(pooling="mean", norm="layer", residual="original", **TINY),
@@ -252,3 +260,68 @@ def test_gaussian_mixture_sets_and_generators():
     np.testing.assert_allclose(y1, [x.var() for x in X1])
     with pytest.raises(ValueError, match="set_size"):
         make_max_regression(3, set_size=(5, 2))
+
+
+def test_make_unique_count():
+    from sklearn.datasets import load_digits
+
+    X, y = make_unique_count(300, random_state=0)
+    Xt, yt = make_unique_count(300, subset="test", random_state=0)
+    images = load_digits().data / 16.0
+    digit_of = {row.tobytes(): d for row, d in zip(images, load_digits().target, strict=True)}
+    train_rows = {r.tobytes() for x in X for r in x}
+    test_rows = {r.tobytes() for x in Xt for r in x}
+    assert not train_rows & test_rows  # the two pools share no image
+    for x, c in zip(X, y, strict=True):
+        assert 6 <= len(x) <= 10 and x.shape[1] == 64
+        assert 1 <= c <= min(len(x), 10)
+        assert len({digit_of[r.tobytes()] for r in x}) == c
+    assert set(y.tolist()) == set(range(1, 11))
+    X2, y2 = make_unique_count(300, random_state=0)
+    np.testing.assert_array_equal(y, y2)
+    np.testing.assert_array_equal(X[7], X2[7])
+    Xs, ys = make_unique_count(20, set_size=3, random_state=1)
+    assert all(len(x) == 3 for x in Xs) and ys.max() <= 3
+    with pytest.raises(ValueError, match="subset"):
+        make_unique_count(3, subset="val")
+    with pytest.raises(ValueError, match="test_fraction"):
+        make_unique_count(3, test_fraction=1.0)
+
+
+def test_set_transformer_decoder_and_point_init():
+    X, yc, _ = _data()
+    sab = SetTransformerClassifier(hidden_size=8, n_heads=2, n_seeds=2, decoder="sab",
+                                   max_iter=2, random_state=0).fit(X, yc)
+    assert sab.module_.pool_sab is not None
+    assert len(sab.module_.decoder) == 1  # the paper's rFF: one Linear on the SAB output
+    assert sab.transform(X).shape == (24, 16)
+    mlp = SetTransformerClassifier(hidden_size=8, n_heads=2, max_iter=2, random_state=0).fit(X, yc)
+    assert mlp.module_.pool_sab is None
+    assert not any("pool_sab" in k for k in mlp.module_.state_dict())
+    # "normal" initialises the learned points at unit scale, the default "xavier" keeps the
+    # reference code's small ones
+    ind = mlp.module_.blocks[0].inducing.detach()
+    est = SetTransformerClassifier(hidden_size=64, point_init="normal", max_iter=1,
+                                   random_state=0).fit(X, yc)
+    assert 0.7 < float(est.module_.pool.seeds.detach().std()) < 1.3
+    xav = SetTransformerClassifier(hidden_size=64, max_iter=1, learning_rate_init=1e-12,
+                                   random_state=0).fit(X, yc)
+    assert float(xav.module_.blocks[0].inducing.detach().abs().max()) <= (6 / 80) ** 0.5 + 1e-6
+    assert ind.shape == (16, 8)
+
+
+@pytest.mark.parametrize("cls", [SetTransformerRegressor, DeepSetsRegressor])
+def test_standardize_makes_fits_invariant_to_feature_scale(cls):
+    X, _, yr = _data()
+    kw = dict(hidden_size=8, max_iter=3, batch_size=8, random_state=0, dtype="float64")
+    if cls is SetTransformerRegressor:
+        kw["n_heads"] = 2
+    a = cls(**kw).fit(X, yr)
+    shift, scale = np.array([3.0, -50.0, 0.0]), np.array([10.0, 0.01, 1.0])
+    b = cls(**kw).fit([x * scale + shift for x in X], yr)
+    np.testing.assert_allclose(b.scale_ / a.scale_, scale, rtol=1e-10)
+    np.testing.assert_allclose(b.predict([x * scale + shift for x in X]), a.predict(X),
+                               rtol=1e-6, atol=1e-8)
+    raw = cls(standardize=False, **kw).fit(X, yr)
+    assert not np.any(raw.mean_) and np.all(raw.scale_ == 1.0)
+    assert not np.allclose(raw.predict(X), a.predict(X))

@@ -114,6 +114,11 @@ def test_renamed_parameters_load_under_their_new_names():
     old = skset.ABCClusterer.__new__(skset.ABCClusterer)
     old.__setstate__(state)
     assert old.get_params()["hidden_size"] == 16
+    # a parameter added since (the prior) takes the value the old model had: none
+    state.pop("input_similarity")
+    older = skset.ABCClusterer.__new__(skset.ABCClusterer)
+    older.__setstate__(state)
+    assert older.input_similarity is None and skset.ABCClusterer().input_similarity == "knn"
     assert pickle.loads(pickle.dumps(old)).hidden_size == 16
     emb = skset.OTKEmbedding.__new__(skset.OTKEmbedding)
     st = skset.OTKEmbedding().__dict__.copy()

@@ -28,7 +28,7 @@ def make_circles_instances(
     n_instances: int = 100,
     n_points: int = 100,
     *,
-    n_circles: int = 4,
+    n_circles: int | tuple[int, int] = 4,
     radius_range: tuple[float, float] = (0.3, 1.0),
     noise: float = 0.0,
     random_state=None,
@@ -48,7 +48,9 @@ def make_circles_instances(
     n_instances : int, default=100
     n_points : int, default=100
         Points per instance.
-    n_circles : int, default=4
+    n_circles : int or (int, int), default=4
+        Circles per instance, or an inclusive range ``(low, high)`` drawn uniformly per instance
+        (the ABC paper's ablation trains on 2-5 circles).
     radius_range : (float, float), default=(0.3, 1.0)
     noise : float, default=0.0
     random_state : int, RandomState or None, default=None
@@ -69,7 +71,12 @@ def make_circles_instances(
     """
     n_instances = _check_int(n_instances, "n_instances", 0)
     n_points = _check_int(n_points, "n_points", 1)
-    n_circles = _check_int(n_circles, "n_circles", 1)
+    if isinstance(n_circles, (tuple, list)):
+        c_lo, c_hi = (_check_int(v, "n_circles", 1) for v in n_circles)
+        if c_lo > c_hi:
+            raise ValueError(f"n_circles range must satisfy low <= high, got {n_circles!r}.")
+    else:
+        c_lo = c_hi = _check_int(n_circles, "n_circles", 1)
     r_lo, r_hi = (float(v) for v in radius_range)
     if not 0 < r_lo <= r_hi:
         raise ValueError(f"radius_range must satisfy 0 < low <= high, got {radius_range!r}.")
@@ -78,6 +85,8 @@ def make_circles_instances(
     rng = check_random_state(random_state)
     X, Y = [], []
     for _ in range(n_instances):
+        # a fixed count draws nothing here, so its instances are those of earlier versions
+        n_circles = c_lo if c_lo == c_hi else int(rng.randint(c_lo, c_hi + 1))
         radii = rng.uniform(r_lo, r_hi, n_circles)
         centres = np.zeros((n_circles, 2))
         centres[0] = rng.uniform(-1, 1, 2)

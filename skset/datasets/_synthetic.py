@@ -7,7 +7,8 @@ from numbers import Integral
 import numpy as np
 from sklearn.utils import check_random_state
 
-__all__ = ["make_max_regression", "make_normal_var", "make_gaussian_mixture_sets"]
+__all__ = ["make_max_regression", "make_normal_var", "make_gaussian_mixture_sets",
+           "make_unique_count"]
 
 
 def _sizes(set_size, n_sets: int, rng, name: str = "set_size") -> np.ndarray:
@@ -203,3 +204,90 @@ def make_gaussian_mixture_sets(
     if return_centers:
         return X, labels, centers
     return X, labels
+
+
+def make_unique_count(
+    n_sets: int = 1000,
+    *,
+    set_size=(6, 10),
+    subset: str = "train",
+    test_fraction: float = 0.5,
+    split_random_state: int = 0,
+    random_state=None,
+):
+    """Sets of digit images; the target is the number of distinct digits in each set.
+
+    The unique-counting task of Lee et al. (2019, Section 5.2) on scikit-learn's 8x8 digits in
+    place of Omniglot characters. The 1,797 images are split once (stratified by digit, by
+    ``split_random_state``) into a training and a test pool, so that sets drawn with
+    ``subset="train"`` and ``subset="test"`` never share an image, whatever ``random_state``.
+    For each set: a size ``n`` uniform in ``set_size``, a count ``c`` uniform in
+    ``{1, ..., min(n, 10)}``, ``c`` distinct digits, each of them at least once and the other
+    ``n - c`` elements from the same digits at random, every image drawn without replacement
+    from its digit's pool, the order shuffled. With the default sizes the most frequent counts
+    (1 to 6) each have probability 0.129: chance accuracy.
+
+    Parameters
+    ----------
+    n_sets : int, default=1000
+    set_size : int or (int, int), default=(6, 10)
+        A fixed size, or an inclusive range drawn uniformly per set.
+    subset : {"train", "test"}, default="train"
+        The image pool to draw from.
+    test_fraction : float, default=0.5
+        Share of the images in the test pool.
+    split_random_state : int, default=0
+        Seed of the train/test split of the images (keep it equal for the two subsets).
+    random_state : int, RandomState or None
+        Seed of the sets.
+
+    Returns
+    -------
+    X : list of ndarray of shape (n_i, 64)
+        Pixel values scaled to ``[0, 1]``.
+    y : ndarray of shape (n_sets,)
+        The number of distinct digits in each set (int).
+
+    References
+    ----------
+    J. Lee, Y. Lee, J. Kim, A. Kosiorek, S. Choi, Y. W. Teh. Set Transformer: A Framework for
+    Attention-based Permutation-Invariant Neural Networks. ICML 2019.
+
+    Examples
+    --------
+    >>> from skset.datasets import make_unique_count
+    >>> X, y = make_unique_count(3, random_state=0)
+    >>> X[0].shape[1], y.dtype.kind
+    (64, 'i')
+    """
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    n_sets = _check_n_sets(n_sets)
+    if subset not in ("train", "test"):
+        raise ValueError(f"subset={subset!r} must be 'train' or 'test'.")
+    if not 0.0 < test_fraction < 1.0:
+        raise ValueError(f"test_fraction={test_fraction} must lie in (0, 1).")
+    d = load_digits()
+    idx_train, idx_test = train_test_split(np.arange(len(d.target)), test_size=test_fraction,
+                                           random_state=split_random_state, stratify=d.target)
+    idx = idx_train if subset == "train" else idx_test
+    images, labels = d.data[idx] / 16.0, d.target[idx]
+    classes = np.unique(labels)
+    pools = [np.flatnonzero(labels == c) for c in classes]
+    rng = check_random_state(random_state)
+    sizes = _sizes(set_size, n_sets, rng)
+    if sizes.max() > min(len(p) for p in pools):
+        raise ValueError(f"set_size={set_size!r} exceeds the smallest digit pool.")
+    X, y = [], np.empty(n_sets, dtype=np.int64)
+    for s, n in enumerate(sizes):
+        c = rng.randint(1, min(int(n), len(classes)) + 1)
+        chosen = rng.choice(len(classes), size=c, replace=False)
+        digits = np.concatenate([chosen, rng.choice(chosen, size=int(n) - c)])
+        rows = np.empty(int(n), dtype=np.int64)
+        for k in chosen:
+            at = np.flatnonzero(digits == k)
+            rows[at] = rng.choice(pools[k], size=len(at), replace=False)
+        X.append(images[rows[rng.permutation(int(n))]])
+        y[s] = c
+    return X, y

@@ -55,22 +55,31 @@ def read_ts(path: str | os.PathLike) -> tuple[list[np.ndarray], np.ndarray]:
     return X, np.array(y)
 
 
-def load_japanese_vowels(*, return_X_y: bool = False):
+def load_japanese_vowels(*, subset: str = "train", return_X_y: bool = False):
     """Load the Japanese Vowels speaker-recognition data (bundled with skset).
 
-    9 male speakers (classes ``"1"`` .. ``"9"``) saying the vowel pair /ae/; each utterance is a
+    9 male speakers (labels ``1`` .. ``9``) saying the vowel pair /ae/; each utterance is a
     sequence of 7 to 29 frames of 12 LPC cepstrum coefficients, i.e. a set of ``(n_i, 12)``
-    elements in time order. 270 training and 370 test utterances (the UCI split).
+    elements in time order. 270 training and 370 test utterances (the official UCI split, 30
+    training utterances per speaker).
 
     Parameters
     ----------
-    return_X_y : bool
-        Return ``(X_train, X_test, y_train, y_test)`` instead of a dict.
+    subset : {"train", "test", "all"}, default="train"
+        Which utterances: the official training set (270), the test set (370), or both (640,
+        training ones first). As in scikit-learn's ``fetch_20newsgroups``, the official split is
+        two calls, one per subset.
+    return_X_y : bool, default=False
+        Return ``(X, y)`` instead of a :class:`~sklearn.utils.Bunch`.
 
     Returns
     -------
-    dict with keys ``X_train, X_test, y_train, y_test, DESCR`` or the tuple above. ``X_*`` are lists
-    of float64 arrays; ``y_*`` integer arrays of speaker ids 1..9.
+    data : :class:`~sklearn.utils.Bunch`
+        With ``data`` (list of float64 arrays of shape ``(n_i, 12)``, one per utterance),
+        ``target`` (int64 array of speaker ids 1..9), ``feature_names`` (``"lpc_1"`` ..
+        ``"lpc_12"``) and ``DESCR``.
+    (X, y) : tuple
+        With ``return_X_y=True``: the list of sets and the int64 labels.
 
     References
     ----------
@@ -81,18 +90,24 @@ def load_japanese_vowels(*, return_X_y: bool = False):
     Examples
     --------
     >>> from skset.datasets import load_japanese_vowels
-    >>> X_train, X_test, y_train, y_test = load_japanese_vowels(return_X_y=True)
-    >>> len(X_train), X_train[0].shape[1], len(set(y_train))
-    (270, 12, 9)
+    >>> X_train, y_train = load_japanese_vowels(subset="train", return_X_y=True)
+    >>> X_test, y_test = load_japanese_vowels(subset="test", return_X_y=True)
+    >>> len(X_train), len(X_test), X_train[0].shape[1], y_train.dtype, sorted(set(y_train.tolist()))
+    (270, 370, 12, dtype('int64'), [1, 2, 3, 4, 5, 6, 7, 8, 9])
     """
+    from sklearn.utils import Bunch
+
+    if subset not in ("train", "test", "all"):
+        raise ValueError(f"subset must be 'train', 'test' or 'all', got {subset!r}.")
     base = resources.files("skset.datasets") / "data"
-    with resources.as_file(base / "JapaneseVowels_TRAIN.ts") as p:
-        X_train, y_train = read_ts(p)
-    with resources.as_file(base / "JapaneseVowels_TEST.ts") as p:
-        X_test, y_test = read_ts(p)
-    y_train, y_test = y_train.astype(int), y_test.astype(int)
+    X, y = [], []
+    for part in (["TRAIN", "TEST"] if subset == "all" else [subset.upper()]):
+        with resources.as_file(base / f"JapaneseVowels_{part}.ts") as p:
+            X_part, y_part = read_ts(p)
+        X += X_part
+        y.append(y_part.astype(np.int64))
+    y = np.concatenate(y)
     if return_X_y:
-        return X_train, X_test, y_train, y_test
+        return X, y
     descr = (base / "README.md").read_text(encoding="utf-8")
-    return {"X_train": X_train, "X_test": X_test, "y_train": y_train, "y_test": y_test,
-            "DESCR": descr}
+    return Bunch(data=X, target=y, feature_names=[f"lpc_{i}" for i in range(1, 13)], DESCR=descr)

@@ -98,8 +98,10 @@ class BaseNeuralEstimator(TorchEstimator):
         self.loss_curve_ = [*self.loss_curve_, *result.loss_curve]
         self.validation_scores_ = [*self.validation_scores_, *result.validation_scores]
         self.learning_rates_ = [*self.learning_rates_, *result.learning_rates]
-        if self.early_stopping:
+        if kw["early_stopping"]:
             self.best_validation_score_ = result.best_score
+        if result.initial_score is not None:
+            self.initial_validation_score_ = result.initial_score
         units = result.n_iter * units_per_epoch
         self.n_iter_ = int(self.n_iter_) + (units if max_units is None else min(units, max_units))
         return result
@@ -187,6 +189,13 @@ class SetNetworkEstimator(ClassNamePrefixFeaturesOutMixin, BaseNeuralEstimator):
     def _after_training(self, data: FitData, completed: bool) -> None:
         """Called after training, also when it raised (``completed=False``)."""
 
+    def _prepare_sets(self, sets: list, fitting: bool) -> list:
+        """The sets the network sees, from the checked input sets (default: unchanged).
+
+        ``fitting`` is True in a ``fit`` that is not a warm start (fit preprocessing state then).
+        """
+        return sets
+
     # -- fit --------------------------------------------------------------------------------------
     def fit(self, X, y):
         """Fit the network on the sets ``X`` with one target per set ``y``.
@@ -205,10 +214,10 @@ class SetNetworkEstimator(ClassNamePrefixFeaturesOutMixin, BaseNeuralEstimator):
         warm = bool(self.warm_start) and hasattr(self, "module_")
         seed, rng = self._start_fit(warm)
         coll = check_sets(X, min_elements=self._min_elements, compute_dtype=self.dtype_)
-        sets = coll.sets
         if warm and coll.n_features != self.n_features_in_:
             raise ValueError(f"X has {coll.n_features} features, but {type(self).__name__} was "
                              f"fitted on {self.n_features_in_} features (warm_start=True).")
+        sets = self._prepare_sets(coll.sets, fitting=not warm)
         targets, n_outputs = self._encode_targets(y, len(sets), first_fit=not warm)
         n = len(sets)
         if self.early_stopping:
@@ -265,8 +274,9 @@ class SetNetworkEstimator(ClassNamePrefixFeaturesOutMixin, BaseNeuralEstimator):
     # -- outputs ----------------------------------------------------------------------------------
     def _check_predict_X(self, X):
         check_is_fitted(self, "module_")
-        return check_sets(X, n_features=self.n_features_in_, min_elements=self._min_elements,
+        sets = check_sets(X, n_features=self.n_features_in_, min_elements=self._min_elements,
                           compute_dtype=self.dtype_).sets
+        return self._prepare_sets(sets, fitting=False)
 
     def _raw_outputs(self, sets) -> torch.Tensor:
         return self._predict_batches(sets, lambda m, X_, M: m(X_, M))

@@ -22,6 +22,7 @@ __all__ = [
     "EpochPrinter",
     "EarlyStopping",
     "ReduceLROnPlateau",
+    "LinearWarmup",
 ]
 
 
@@ -29,9 +30,10 @@ __all__ = [
 class TrainingState:
     """What the callbacks of :func:`train_module` see and may change.
 
-    ``epoch`` counts from 0 within one call; ``epoch_loss`` and ``score`` are those of the epoch
-    that just ended (``score`` is None without validation); a callback stops training by setting
-    ``stop = True`` (and ``stop_message``, printed with ``verbose``).
+    ``epoch`` counts from 0 within one call; ``step`` counts the optimizer steps taken in this
+    call; ``epoch_loss`` and ``score`` are those of the epoch that just ended (``score`` is None
+    without validation); a callback stops training by setting ``stop = True`` (and
+    ``stop_message``, printed with ``verbose``).
     """
 
     module: torch.nn.Module
@@ -39,6 +41,7 @@ class TrainingState:
     name: str = ""
     verbose: int = 0
     epoch: int = -1
+    step: int = 0
     epoch_loss: float | None = None
     score: float | None = None
     loss_curve: list = field(default_factory=list)
@@ -48,6 +51,8 @@ class TrainingState:
     stop_message: str = ""
     best_score: float | None = None
     best_state: dict | None = None
+    validation: Callable[[torch.nn.Module], float] | None = None
+    initial_score: float | None = None
 
     @property
     def prefix(self) -> str:
@@ -58,13 +63,18 @@ class Callback:
     """A hook into :func:`train_module` (in the spirit of skorch's callbacks).
 
     Every method gets the :class:`TrainingState`; the default methods do nothing. At the end of an
-    epoch the callbacks run in the order given, after the epoch's validation.
+    epoch the callbacks run in the order given, after the epoch's validation;
+    ``on_batch_begin`` runs before the forward pass of every batch (``state.step`` is the number
+    of optimizer steps taken before it).
     """
 
     def on_train_begin(self, state: TrainingState) -> None:
         pass
 
     def on_epoch_begin(self, state: TrainingState) -> None:
+        pass
+
+    def on_batch_begin(self, state: TrainingState) -> None:
         pass
 
     def on_epoch_end(self, state: TrainingState) -> None:
@@ -115,18 +125,35 @@ class EarlyStopping(Callback):
     ``best + tol`` for ``patience`` epochs, then load the weights of the best-scoring epoch.
     ``monitor="loss"``: stop when the training loss has not dropped below ``best - tol`` for
     ``patience`` epochs (the weights of the last epoch are kept, as in scikit-learn).
+
+    With ``validate_initial=True`` (validation only) the module as it is before the first epoch is
+    scored too and is a checkpoint like any other: training can then only keep or improve the
+    validation score of its starting point (a pretrained or prior-anchored model is never made
+    worse on held-out data).
     """
 
     def __init__(self, monitor: str = "validation", *, tol: float = 1e-4, patience: int = 10,
-                 restore_best: bool = True):
+                 restore_best: bool = True, validate_initial: bool = False):
         if monitor not in ("validation", "loss"):
             raise ValueError(f"monitor={monitor!r} must be 'validation' or 'loss'.")
         self.monitor, self.tol, self.patience = monitor, tol, patience
         self.restore_best = restore_best
+        self.validate_initial = validate_initial
 
     def on_train_begin(self, state):
         self._best = -math.inf
         self._bad = 0
+        if self.validate_initial and self.monitor == "validation":
+            if state.validation is None:
+                raise ValueError("validate_initial=True needs a validation callable.")
+            was_training = state.module.training
+            state.module.eval()
+            with torch.no_grad():
+                self._best = float(state.validation(state.module))
+            state.module.train(was_training)
+            state.initial_score = state.best_score = self._best
+            if self.restore_best:
+                state.best_state = copy.deepcopy(state.module.state_dict())
 
     def on_epoch_end(self, state):
         if self.monitor == "validation":
@@ -177,3 +204,35 @@ class ReduceLROnPlateau(Callback):
             for g in state.optimizer.param_groups:
                 g["lr"] *= self.factor
             self._bad = 0
+
+
+class LinearWarmup(Callback):
+    """Raise the learning rate linearly from ``lr / n_steps`` to ``lr`` over the first ``n_steps``
+    optimizer steps, then leave it alone.
+
+    ``lr`` is each parameter group's learning rate when training begins. The usual companion of
+    post-norm Transformers (Vaswani et al., 2017; Xiong et al., 2020): large early Adam steps
+    through a freshly initialised attention stack can push it into a flat region. During the
+    warm-up this callback owns the learning rate (a schedule that changes it in that window is
+    overridden at the next step).
+
+    Parameters
+    ----------
+    n_steps : int
+        Length of the warm-up in optimizer steps (batches); ``0`` disables it.
+    """
+
+    def __init__(self, n_steps: int):
+        if int(n_steps) < 0:
+            raise ValueError(f"n_steps={n_steps} must be a non-negative integer.")
+        self.n_steps = int(n_steps)
+
+    def on_train_begin(self, state):
+        self._base = [g["lr"] for g in state.optimizer.param_groups]
+
+    def on_batch_begin(self, state):
+        if state.step >= self.n_steps:
+            return
+        frac = (state.step + 1) / self.n_steps
+        for g, lr in zip(state.optimizer.param_groups, self._base, strict=True):
+            g["lr"] = lr * frac

@@ -8,7 +8,9 @@ output never depends on its batch companions), and train with the one loop of
 
 from __future__ import annotations
 
-from .._validation import POSITIVE_INT, Integer, Param
+import numpy as np
+
+from .._validation import POSITIVE_INT, Boolean, Integer, Param
 from ..nn.attention import SetTransformer
 from ..nn.deep_sets import DeepSets
 from ._base import SetClassifierMixin, SetNetworkEstimator, SetRegressorMixin, compose_doc
@@ -24,6 +26,34 @@ __all__ = [
 
 class _BaseSetNetwork(SetNetworkEstimator):
     """Set Transformer and Deep Sets: a network built from the parameters alone."""
+
+    # models saved before the input standardisation did not standardise
+    _legacy_params = {"standardize": False}
+
+    def _prepare_sets(self, sets, fitting):
+        """Standardise the element features with the training elements' mean and std.
+
+        Why it is on by default: an attention logit compares two elements through their
+        projections; raw features that share a large common part (pixels of digits, all in
+        [0, 1] and mostly alike) or sit far from 0 (U(0, 100) in max regression) make every
+        element look alike, or make the logits huge, at initialisation. Measured on unique
+        counting of digits (BENCHMARKS.md, st_tasks): the post-norm Set Transformer sat at the
+        class prior on raw [0, 1] pixels and learns from the second epoch on standardised ones.
+        """
+        if fitting:
+            if self.standardize and sets:
+                E = np.concatenate(sets)
+                std = E.std(0)
+                tiny = 1e-12 * max(1.0, float(np.abs(E).max()))
+                self.mean_ = E.mean(0)
+                self.scale_ = np.where(std > tiny, std, 1.0)
+            else:
+                d = sets[0].shape[1]
+                self.mean_, self.scale_ = np.zeros(d), np.ones(d)
+        mean = getattr(self, "mean_", None)  # absent in models fitted before standardize
+        if mean is None or (not np.any(mean) and np.all(self.scale_ == 1.0)):
+            return sets
+        return [((s - self.mean_) / self.scale_).astype(s.dtype, copy=False) for s in sets]
 
     def _init_module(self, data, n_outputs, seed, rng):
         self._n_features_out = self._embed_dim()
@@ -79,6 +109,8 @@ _TRAINING_DOC = """
         The trained network.
     n_features_in_ : int
         Features per element.
+    mean_, scale_ : ndarray of shape ``(n_features_in_,)``
+        The standardisation of the element features (zeros and ones with ``standardize=False``).
     loss_curve_ : list of float
         Mean training loss per epoch (cross-entropy, or MSE on standardised targets).
     validation_scores_ : list of float
@@ -99,6 +131,9 @@ class _SetTransformerBase(_BaseSetNetwork):
         "n_seeds": Param(1, POSITIVE_INT),
         "norm": Param("layer", "layer", "set", None),
         "residual": Param("original", "original", "clean"),
+        "point_init": Param("xavier", "xavier", "normal"),
+        "decoder": Param("mlp", "mlp", "sab"),
+        "standardize": Param(True, Boolean()),
         **TRAINING_PARAMS,
     }
 
@@ -112,6 +147,8 @@ class _SetTransformerBase(_BaseSetNetwork):
             in_features, int(self.hidden_size), out_features, int(self.n_layers), int(self.n_heads),
             n_inducing=None if self.n_inducing is None else int(self.n_inducing),
             n_seeds=int(self.n_seeds), norm=self.norm, residual=self.residual,
+            point_init=self.point_init, decoder=self.decoder,
+            n_decoder_layers=0 if self.decoder == "sab" else 1,
         )
 
     def _embed_dim(self):
@@ -138,6 +175,18 @@ _ST_DOC = """
     residual : {"original", "clean"}, default="original"
         Post-norm MAB of the Set Transformer or the clean-path block of ST++ (eq. 21-26).
         ``norm="set", residual="clean"`` is Set Transformer++.
+    point_init : {"xavier", "normal"}, default="xavier"
+        Initialisation of the learned inducing points and PMA seeds: the reference code's
+        Xavier-uniform (entries ~0.15 at width 64) or standard normal entries (the scale of a
+        normalised element; it shortened the plateau of the post-norm ST on raw inputs, and hurt
+        ST++ on Normal Var, see BENCHMARKS.md, st_tasks).
+    decoder : {"mlp", "sab"}, default="mlp"
+        ``"mlp"``: one hidden Linear-ReLU layer on the ``n_seeds`` pooled vectors; ``"sab"``: the
+        paper's ``rFF(SAB(PMA_k(Z)))``, a SAB over the pooled seeds then a Linear layer.
+    standardize : bool, default=True
+        Standardise each element feature by its mean and standard deviation over all training
+        elements (``mean_``, ``scale_``), as ``NystromFeatures`` does; ``False`` feeds the raw
+        features (the behaviour before this option).
 """
 
 _ST_REFS = """
@@ -207,6 +256,7 @@ class _DeepSetsBase(_BaseSetNetwork):
         "pooling": Param("sum", "sum", "mean", "max"),
         "norm": Param(None, "layer", "set", None),
         "residual": Param(None, None, "original", "clean"),
+        "standardize": Param(True, Boolean()),
         **TRAINING_PARAMS,
     }
 
@@ -234,6 +284,10 @@ _DS_DOC = """
         ``relu(x + N(W relu(N(W x))))``; ``"clean"``: the Deep Sets++ block
         ``x + N(W relu(N(W x)))`` with a bias-free input layer and a final norm-relu-weight.
         ``norm="set", residual="clean"`` is Deep Sets++.
+    standardize : bool, default=True
+        Standardise each element feature by its mean and standard deviation over all training
+        elements (``mean_``, ``scale_``), as ``NystromFeatures`` does; ``False`` feeds the raw
+        features (the behaviour before this option).
 """
 
 _DS_REFS = """

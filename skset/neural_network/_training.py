@@ -44,6 +44,7 @@ from ._callbacks import (
     EarlyStopping,
     EpochPrinter,
     LambdaCallback,
+    LinearWarmup,
     ReduceLROnPlateau,
     TrainingState,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "Callback",
     "EarlyStopping",
     "ReduceLROnPlateau",
+    "LinearWarmup",
     "LambdaCallback",
     "EpochPrinter",
     "train_module",
@@ -108,6 +110,8 @@ class TrainResult:
         The optimizer's ``state_dict`` at the end, to pass back for a warm start.
     converged : bool
         ``False`` when ``max_iter`` was reached before a stopping rule fired.
+    initial_score : float or None
+        The validation score before training (with ``validate_initial``).
     """
 
     loss_curve: list = field(default_factory=list)
@@ -118,6 +122,7 @@ class TrainResult:
     best_state: dict | None = None
     optimizer_state: dict | None = None
     converged: bool = False
+    initial_score: float | None = None
 
 
 def check_training_params(est) -> None:
@@ -233,6 +238,7 @@ def train_module(
     warn_convergence: bool = True,
     callbacks: Iterable[Callback] = (),
     stacklevel: int = 3,
+    validate_initial: bool = False,
 ) -> TrainResult:
     """Train ``module`` with Adam/AdamW for up to ``max_iter`` epochs; the shared skset loop.
 
@@ -282,8 +288,13 @@ def train_module(
         Emit a ``ConvergenceWarning`` when ``max_iter`` is reached before a stopping rule fired.
     callbacks : iterable of Callback
         Run before the progress line and the stopping rule at the end of each epoch, in order:
-        learning-rate schedules (:class:`ReduceLROnPlateau`), head refits
+        learning-rate schedules (:class:`ReduceLROnPlateau`, :class:`LinearWarmup` per step),
+        head refits
         (:class:`LambdaCallback`), a callback that sets ``state.stop``.
+    validate_initial : bool
+        With ``early_stopping``: score the module before training too, so that the restored
+        checkpoint is never worse on the validation data than the starting point (see
+        :class:`EarlyStopping`).
     stacklevel : int
         Of the ``ConvergenceWarning`` (3: the caller of the function that called this one).
 
@@ -305,9 +316,10 @@ def train_module(
             opt.load_state_dict(optimizer_state)
         except (ValueError, KeyError):
             pass  # architecture or optimizer changed: start the optimizer afresh
-    state = TrainingState(module=module, optimizer=opt, name=name, verbose=int(verbose))
+    state = TrainingState(module=module, optimizer=opt, name=name, verbose=int(verbose),
+                          validation=validation)
     stopping = EarlyStopping("validation" if early_stopping else "loss", tol=tol,
-                             patience=n_iter_no_change)
+                             patience=n_iter_no_change, validate_initial=validate_initial)
     cbs = [*callbacks, EpochPrinter(), stopping]
     for cb in cbs:
         cb.on_train_begin(state)
@@ -318,6 +330,8 @@ def train_module(
         module.train()
         total, weight_sum = 0.0, 0.0
         for batch in _progress(batches(epoch), verbose >= 2, f"{state.prefix}epoch {epoch + 1}"):
+            for cb in cbs:
+                cb.on_batch_begin(state)
             out = loss_fn(module, batch)
             loss, w = out if isinstance(out, tuple) else (out, 1.0)
             if not torch.isfinite(loss):
@@ -331,6 +345,7 @@ def train_module(
             if grad_clip is not None:
                 torch.nn.utils.clip_grad_norm_(params, grad_clip)
             opt.step()
+            state.step += 1
             total += float(loss.detach()) * float(w)
             weight_sum += float(w)
         state.epoch_loss = total / max(weight_sum, 1e-300)
@@ -360,6 +375,7 @@ def train_module(
         loss_curve=state.loss_curve, validation_scores=state.validation_scores,
         learning_rates=state.learning_rates, n_iter=state.epoch + 1,
         best_score=state.best_score, best_state=state.best_state,
+        initial_score=state.initial_score,
         optimizer_state=opt.state_dict(), converged=state.stop,
     )
 

@@ -55,16 +55,21 @@ class ABCKernel(nn.Module):
         Normalisation inside the SABs.
     residual : {"original", "clean"}, default="original"
         SAB arrangement (see :mod:`skset.nn.attention`).
-    input_similarity : {None, "rbf", "cosine"}, default=None
-        A similarity prior on the **inputs** added to the compatibility logits with a learned
-        scale and offset, ``c(z_i, z_j) + exp(a) * (s(x_i, x_j) + b)`` (``a = log 4``, ``b = 1``
-        at initialisation). ``"rbf"``: ``s = -||x_i - x_j||^2 / m`` with ``m`` the mean squared
-        distance over the instance's real pairs ``i != j`` (scale-free and context-normalised,
-        so ``s`` is about -1 between typical elements); ``"cosine"``: the cosine similarity
-        ``<x_i, x_j> / (||x_i|| ||x_j||)``. The learned part then only has to correct a kernel
-        that already generalises to unseen classes, which helps when the training data has few
-        classes (a network trained on few classes otherwise learns a classifier). ``None``:
-        the paper's model.
+    input_similarity : {None, "knn", "rbf", "cosine"}, default=None
+        A fixed similarity prior on the **inputs**, mixed with the learned compatibility: the
+        logits are ``mix[0] * exp(a) * (s(x_i, x_j) + b) + mix[1] * c(z_i, z_j)``, with ``mix`` a
+        buffer (``(0, 1)``, the learned kernel alone, when built). :class:`skset.ABCClusterer`
+        trains the learned part alone, then keeps the mix (prior alone, learned alone, or both)
+        that clusters its validation instances best, so the kernel it returns is never worse on
+        them than the prior. ``"knn"``: ``s`` is the symmetrised graph of the ``n_neighbors``
+        nearest neighbours within the instance (1 for mutual neighbours, 1/2 for one-sided, 0
+        otherwise), ``exp(a) = 12``, ``b = -1/2`` (affinities 0.998 / 0.5 / 0.002: the kNN graph
+        of spectral clustering); ``"rbf"``: ``s = -||x_i - x_j||^2 / m`` with ``m`` the mean
+        squared distance over the instance's real pairs ``i != j`` (scale-free), ``exp(a) = 4``,
+        ``b = 1``; ``"cosine"``: the cosine similarity, ``exp(a) = 4``, ``b = 1``. ``None``: the
+        paper's model.
+    n_neighbors : int, default=10
+        Neighbours of the ``"knn"`` prior (capped at ``n - 1`` per instance).
 
     Shapes: ``forward(x (B, n, d_x), mask (B, n))`` -> logits ``C (B, n, n)`` with
     ``C[b, i, j] = c(z_i, z_j)`` (not symmetric); :func:`abc_affinity` turns them into ``kappa``.
@@ -93,12 +98,13 @@ class ABCKernel(nn.Module):
     def __init__(self, in_features: int, dim: int = 128, n_layers: int = 2, n_heads: int = 4, *,
                  compatibility: str = "multiplicative", compat_dim: int | None = None,
                  norm: str | None = "layer", residual: str = "original",
-                 input_similarity: str | None = None):
+                 input_similarity: str | None = None, n_neighbors: int = 10):
         super().__init__()
-        if input_similarity not in (None, "rbf", "cosine"):
+        if input_similarity not in (None, "knn", "rbf", "cosine"):
             raise ValueError(f"input_similarity={input_similarity!r} is not supported; use "
-                             "None, 'rbf' or 'cosine'.")
+                             "None, 'knn', 'rbf' or 'cosine'.")
         self.input_similarity = input_similarity
+        self.n_neighbors = int(n_neighbors)
         if compatibility not in ("multiplicative", "additive"):
             raise ValueError(f"compatibility={compatibility!r} is not supported; use "
                              "'multiplicative' or 'additive'.")
@@ -115,11 +121,16 @@ class ABCKernel(nn.Module):
             self.v = nn.Linear(cd, 1, bias=False)
         self.bias = nn.Parameter(torch.zeros(()))
         if input_similarity is not None:
-            self.sim_log_scale = nn.Parameter(torch.tensor(math.log(4.0)))
-            self.sim_offset = nn.Parameter(torch.ones(()))
+            knn = input_similarity == "knn"
+            self.register_buffer("sim_log_scale", torch.tensor(math.log(12.0 if knn else 4.0)))
+            self.register_buffer("sim_offset", torch.tensor(-0.5 if knn else 1.0))
+            # weights of the prior's and of the learned logits (see ``mix`` in the docstring)
+            self.register_buffer("mix", torch.tensor([0.0, 1.0]))
 
     def input_prior(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """The similarity ``s(x_i, x_j)`` of the inputs, (B, n, n) (see ``input_similarity``)."""
+        if self.input_similarity == "knn":
+            return _knn_graph(x, mask, self.n_neighbors)
         if self.input_similarity == "cosine":
             xn = F.normalize(x, dim=-1, eps=1e-12)
             return xn @ xn.transpose(1, 2)
@@ -147,8 +158,28 @@ class ABCKernel(nn.Module):
         else:
             c = self.v(torch.tanh(q[:, :, None, :] + k[:, None, :, :])).squeeze(-1)
         if getattr(self, "input_similarity", None) is not None:  # absent in older pickles
-            c = c + self.sim_log_scale.exp() * (self.input_prior(x, mask) + self.sim_offset)
+            prior = self.sim_log_scale.exp() * (self.input_prior(x, mask) + self.sim_offset)
+            mix = getattr(self, "mix", None)
+            if mix is None:  # models saved before the mix: plain sum
+                return prior + c + self.bias
+            return mix[0] * prior + mix[1] * (c + self.bias)
         return c + self.bias
+
+
+def _knn_graph(x: torch.Tensor, mask: torch.Tensor | None, k: int) -> torch.Tensor:
+    """Symmetrised k-nearest-neighbour graph within each instance, (B, n, n), values 0, 1/2, 1
+    (the diagonal is 1: an element is its own neighbour); padded rows and columns are 0."""
+    B, n, _ = x.shape
+    if mask is None:
+        mask = torch.ones(B, n, dtype=torch.bool, device=x.device)
+    pair = mask[:, :, None] & mask[:, None, :]
+    d2 = torch.cdist(x, x).square().masked_fill(~pair, float("inf"))
+    kk = min(int(k) + 1, n)  # + the element itself
+    # per instance at most n_b - 1 neighbours: the extra picks land on padding (inf), masked below
+    idx = d2.topk(kk, dim=-1, largest=False).indices
+    G = torch.zeros_like(d2).scatter_(2, idx, 1.0)
+    G = G.masked_fill(~pair, 0.0)
+    return 0.5 * (G + G.transpose(1, 2))
 
 
 def abc_affinity(logits: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:

@@ -21,6 +21,16 @@ path, normalisation off it)::
 
 ``norm`` is ``"layer"`` (per element), ``"set"`` (:class:`~skset.nn.SetNorm`, per set) or ``None``.
 
+Learned query points (the inducing points of ISAB, the seeds of PMA) are initialised by
+``point_init``: ``"xavier"`` (uniform, entries of size about ``sqrt(2 / (m + D))``, ~0.15 at
+``D = 64``: the reference code's choice and the default here) or ``"normal"`` (standard normal
+entries, the scale of a layer- or set-normalised element). With the post-norm block and
+``"xavier"`` points, ``MAB(I, X) = Norm(I + Multihead(I, X, X))`` starts as ``Norm(I_j + c(X))``
+with a near-uniform attention average ``c(X)`` that dominates the small ``I_j``: the ``m``
+outputs are nearly equal, the next block sees a single summary of ``X``, and training sits on a
+plateau (on small sets of digits: at the class prior for tens of epochs). ``"normal"`` points
+keep the ``m`` outputs apart from the first step.
+
 Multi-head attention scales the scores by ``1/sqrt(head_dim)`` (the width of one head, not of the
 whole model), and concatenated heads go through an output projection, as in Vaswani et al. (2017).
 
@@ -45,6 +55,18 @@ from .norm import make_norm
 __all__ = ["MultiheadAttention", "MAB", "SAB", "ISAB", "PMA", "SetTransformer"]
 
 _RESIDUALS = ("original", "clean")
+_POINT_INITS = ("xavier", "normal")
+_DECODERS = ("mlp", "sab")
+
+
+def _init_points(points: torch.Tensor, how: str) -> None:
+    """Initialise learned query points (inducing points, seeds) in place, see the module doc."""
+    if how == "xavier":
+        nn.init.xavier_uniform_(points)
+    elif how == "normal":
+        nn.init.normal_(points)
+    else:
+        raise ValueError(f"point_init={how!r} is not supported; use 'xavier' or 'normal'.")
 
 
 def _check_options(dim: int, n_heads: int, norm, residual) -> None:
@@ -189,15 +211,17 @@ class ISAB(nn.Module):
     n_inducing : int
         Number ``m`` of learned inducing points ``I`` (a Parameter of shape ``(m, dim)``).
         With ``residual="clean"`` this is ISAB++ (Zhang et al., eq. 25-26).
+    point_init : {"xavier", "normal"}, default="xavier"
+        Initialisation of the inducing points (see the module docstring).
     """
 
     def __init__(self, dim: int, n_heads: int, n_inducing: int, *, norm: str | None = "layer",
-                 residual: str = "original"):
+                 residual: str = "original", point_init: str = "xavier"):
         super().__init__()
         if int(n_inducing) < 1:
             raise ValueError(f"n_inducing={n_inducing} must be a positive integer.")
         self.inducing = nn.Parameter(torch.empty(int(n_inducing), dim))
-        nn.init.xavier_uniform_(self.inducing)
+        _init_points(self.inducing, point_init)
         self.mab1 = MAB(dim, n_heads, norm=norm, residual=residual, norm_query=False)
         self.mab2 = MAB(dim, n_heads, norm=norm, residual=residual)
 
@@ -219,17 +243,19 @@ class PMA(nn.Module):
         As in :class:`MAB`.
     n_seeds : int, default=1
         Number ``k`` of seed vectors; the output has shape ``(B, k, dim)``.
+    point_init : {"xavier", "normal"}, default="xavier"
+        Initialisation of the seeds (see the module docstring).
     """
 
     def __init__(self, dim: int, n_heads: int, n_seeds: int = 1, *, norm: str | None = "layer",
-                 residual: str = "original"):
+                 residual: str = "original", point_init: str = "xavier"):
         super().__init__()
         if int(n_seeds) < 1:
             raise ValueError(f"n_seeds={n_seeds} must be a positive integer.")
         _check_options(dim, n_heads, norm, residual)
         self.residual = residual
         self.seeds = nn.Parameter(torch.empty(int(n_seeds), dim))
-        nn.init.xavier_uniform_(self.seeds)
+        _init_points(self.seeds, point_init)
         self.ff = nn.Linear(dim, dim)
         self.ff_norm = make_norm(norm if residual == "clean" else None, dim)
         self.mab = MAB(dim, n_heads, norm=norm, residual=residual, norm_query=False)
@@ -244,9 +270,14 @@ class PMA(nn.Module):
 
 
 class SetTransformer(nn.Module):
-    """Set Transformer network: input layer, SAB/ISAB encoder, PMA pooling, MLP decoder.
+    """Set Transformer network: input layer, SAB/ISAB encoder, PMA pooling, decoder.
 
     ``residual="clean", norm="set"`` with ``n_inducing`` set gives Set Transformer++ (ISAB++).
+
+    Two decoders: ``"mlp"`` flattens ``PMA_k(Z)`` into an MLP (``n_decoder_layers`` hidden
+    Linear-ReLU layers); ``"sab"`` is the paper's ``rFF(SAB(PMA_k(Z)))`` (Lee et al., eq. 11): a
+    SAB over the ``k`` pooled seeds (same ``norm`` and ``residual`` as the encoder), flattened,
+    then the same MLP head (``n_decoder_layers=0``: a single Linear layer, the reference code's).
 
     Parameters
     ----------
@@ -267,7 +298,11 @@ class SetTransformer(nn.Module):
     norm : {"layer", "set", None}, default="layer"
     residual : {"original", "clean"}, default="original"
     n_decoder_layers : int, default=1
-        Hidden Linear-ReLU layers of the decoder.
+        Hidden Linear-ReLU layers of the decoder head.
+    point_init : {"xavier", "normal"}, default="xavier"
+        Initialisation of the inducing points and seeds (see the module docstring).
+    decoder : {"mlp", "sab"}, default="mlp"
+        MLP on the pooled seeds, or a SAB over them first (the paper's decoder).
 
     Examples
     --------
@@ -283,19 +318,28 @@ class SetTransformer(nn.Module):
     def __init__(self, in_features: int, dim: int, out_features: int, n_layers: int = 2,
                  n_heads: int = 4, *, n_inducing: int | None = None, n_seeds: int = 1,
                  norm: str | None = "layer", residual: str = "original",
-                 n_decoder_layers: int = 1):
+                 n_decoder_layers: int = 1, point_init: str = "xavier", decoder: str = "mlp"):
         super().__init__()
         from .deep_sets import mlp_head
 
         _check_options(dim, n_heads, norm, residual)
+        if point_init not in _POINT_INITS:
+            raise ValueError(f"point_init={point_init!r} is not supported; use 'xavier' or "
+                             "'normal'.")
+        if decoder not in _DECODERS:
+            raise ValueError(f"decoder={decoder!r} is not supported; use 'mlp' or 'sab'.")
         self.input = nn.Linear(in_features, dim)
         if n_inducing is None:
             blocks = [SAB(dim, n_heads, norm=norm, residual=residual) for _ in range(n_layers)]
         else:
-            blocks = [ISAB(dim, n_heads, n_inducing, norm=norm, residual=residual)
-                      for _ in range(n_layers)]
+            blocks = [ISAB(dim, n_heads, n_inducing, norm=norm, residual=residual,
+                           point_init=point_init) for _ in range(n_layers)]
         self.blocks = nn.ModuleList(blocks)
-        self.pool = PMA(dim, n_heads, n_seeds, norm=norm, residual=residual)
+        self.pool = PMA(dim, n_heads, n_seeds, norm=norm, residual=residual,
+                        point_init=point_init)
+        # only built for decoder="sab", so the default module keeps its parameters and names
+        self.pool_sab = (SAB(dim, n_heads, norm=norm, residual=residual) if decoder == "sab"
+                         else None)
         self.decoder = mlp_head(int(n_seeds) * dim, dim, out_features, n_decoder_layers)
 
     def embed(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -303,7 +347,10 @@ class SetTransformer(nn.Module):
         h = self.input(_zero_padding(x, mask))
         for blk in self.blocks:
             h = blk(h, mask)
-        return self.pool(h, mask).flatten(1)
+        z = self.pool(h, mask)
+        if self.pool_sab is not None:
+            z = self.pool_sab(z)  # the k seeds are all real: no mask
+        return z.flatten(1)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         return self.decoder(self.embed(x, mask))
