@@ -658,6 +658,6 @@ def test_pool_validation_holds_out_classes_and_never_loses_to_the_prior(monkeypa
     assert abc.kernel_scores_[abc.kernel_mix_] == abc.best_validation_score_
     assert tuple(abc.module_.mix.tolist()) == {"prior": (1.0, 0.0), "learned": (0.0, 1.0),
                                                "prior+learned": (1.0, 1.0)}[abc.kernel_mix_]
-    assert abc.max_clusters_ == 2 * 4  # (2, 6) clusters, capped by the 4 training classes
+    assert abc.max_clusters_ == 4  # (2, 6) clusters, capped by the 4 training classes
     # one scale for all features: a near-constant pixel is not blown up
     assert np.ptp(abc.scale_) == 0 and abc.scale_[0] > 0

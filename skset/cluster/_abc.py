@@ -169,9 +169,10 @@ class ABCClusterer(BaseNeuralEstimator):
     tol : float, default=1e-4
         Smallest improvement that counts.
     max_clusters : int or None, default=None
-        Largest number of clusters the eigengap may return at prediction. ``None``: twice the
-        largest number of clusters of a training instance (``max_clusters_``), a finite bound
-        that keeps the eigengap from running away on sharp kernels.
+        Largest number of clusters the eigengap may return at prediction. ``None``: the largest
+        number of clusters of a training instance (``max_clusters_``): the kernel has not learned
+        to separate more, and a finite bound keeps the eigengap from running away on sharp
+        kernels. Set it when new instances may hold more clusters than the training ones.
     n_init : int, default=10
         k-means restarts at prediction.
     assign_labels : {"kmeans", "sklearn"}, default="kmeans"
@@ -216,7 +217,7 @@ class ABCClusterer(BaseNeuralEstimator):
     validation_classes_ : ndarray or None
         The classes of the pool held out for validation (``None`` for other validations).
     max_clusters_ : int
-        Twice the largest number of clusters of a training instance: the eigengap's bound when
+        The largest number of clusters of a training instance: the eigengap's bound when
         ``max_clusters`` is None.
     learning_rates_ : list of float
         The learning rate of each block of ``eval_every`` steps.
@@ -460,7 +461,7 @@ class ABCClusterer(BaseNeuralEstimator):
             return abc_loss(module(Xb, Mb), Yb, Mb, class_weight=cw), Xb.shape[0]
 
         if not warm:
-            self.max_clusters_ = 2 * int(k_train_max)
+            self.max_clusters_ = int(k_train_max)
         validation = None
         if val_batch is not None:
             val_parts = []
@@ -519,7 +520,7 @@ class ABCClusterer(BaseNeuralEstimator):
         self.best_validation_score_ = scores[best]
 
     def _max_k(self):
-        """The bound of the eigengap: ``max_clusters``, or twice the largest training k."""
+        """The bound of the eigengap: ``max_clusters``, or the largest training k."""
         if self.max_clusters is not None:
             return int(self.max_clusters)
         return getattr(self, "max_clusters_", None)  # None for models fitted before it existed
