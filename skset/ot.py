@@ -206,19 +206,24 @@ def sinkhorn_log(
     check_every: int = _CHECK_EVERY,
 ) -> torch.Tensor:
     """Log-domain Sinkhorn plan, ``(B, n, p)``; see the module docstring and :func:`sinkhorn`."""
-    mask = _check(similarity, mask, epsilon)
-    tol = _stopping(similarity, tol, check_every)
-    if tol is None:
-        blocks = _blockwise(similarity, lambda sl: _log_block(similarity[sl], mask[sl], epsilon,
-                                                              n_iter))
-    else:
-        blocks = _blockwise(similarity, lambda sl: _log_block_tol(
-            similarity[sl], mask[sl], epsilon, n_iter, tol, check_every))
+    blocks = _blockwise(similarity, mask, epsilon, n_iter, tol, check_every,
+                        fixed=_log_block, adaptive=_log_block_tol)
     return blocks[0] if len(blocks) == 1 else torch.cat(blocks)
 
 
-def _blockwise(similarity: torch.Tensor, solve) -> list:
-    """``solve(slice)`` over blocks of sets small enough for the cache (:func:`_block_sets`)."""
+def _blockwise(similarity, mask, epsilon, n_iter, tol, check_every, *, fixed, adaptive,
+               **adaptive_kw) -> list:
+    """Check the inputs, then run one solver (``fixed``: ``n_iter`` iterations; ``adaptive``:
+    stop at ``tol``) over blocks of sets small enough for the cache (:func:`_block_sets`)."""
+    mask = _check(similarity, mask, epsilon)
+    tol = _stopping(similarity, tol, check_every)
+
+    def solve(sl):
+        if tol is None:
+            return fixed(similarity[sl], mask[sl], epsilon, n_iter)
+        return adaptive(similarity[sl], mask[sl], epsilon, n_iter, tol, check_every,
+                        **adaptive_kw)
+
     B = similarity.shape[0]
     step = _block_sets(similarity)
     if step >= B:
@@ -305,14 +310,8 @@ def sinkhorn_exp(
     scalings under- or overflowed (their plan is then unusable: use :func:`sinkhorn_log`); with a
     ``tol``, such sets then stop iterating as soon as a check finds them out of range.
     """
-    mask = _check(similarity, mask, epsilon)
-    tol = _stopping(similarity, tol, check_every)
-    if tol is None:
-        blocks = _blockwise(similarity, lambda sl: _exp_block(similarity[sl], mask[sl], epsilon,
-                                                              n_iter))
-    else:
-        blocks = _blockwise(similarity, lambda sl: _exp_block_tol(
-            similarity[sl], mask[sl], epsilon, n_iter, tol, check_every, stop_unsafe=return_ok))
+    blocks = _blockwise(similarity, mask, epsilon, n_iter, tol, check_every,
+                        fixed=_exp_block, adaptive=_exp_block_tol, stop_unsafe=return_ok)
     if len(blocks) == 1:
         P, u, v = blocks[0]
     else:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from sklearn.cluster import spectral_clustering
+from sklearn.metrics import adjusted_rand_score
 from sklearn.utils.validation import check_is_fitted
 
 from .._sets import length_batches
@@ -17,7 +18,8 @@ from .._torch import (
 from .._validation import POSITIVE_INT, TORCH_PARAMS, Boolean, Integer, Param, Satisfies
 from ..neural_network._base import BaseNeuralEstimator
 from ..neural_network._training import TRAINING_PARAMS
-from ..nn.spectral import eigengap_n_clusters, laplacian_eigh
+from ..nn.abc import abc_affinity
+from ..nn.spectral import eigengap_n_clusters, laplacian_eigh, spectral_cluster
 from ._eigengap import _CPU_CHUNK_PAIRS
 
 __all__ = ["ABCClusterer"]
@@ -341,7 +343,8 @@ class ABCClusterer(BaseNeuralEstimator):
         from ..neural_network._training import split_validation
         from ..nn.abc import abc_loss
 
-        self._check_params()
+        warm = bool(self.warm_start) and hasattr(self, "module_")
+        seed, rng = self._start_fit(warm)  # the parameters are checked first
         name = type(self).__name__
         pool = self._is_pool(X, y)
         if pool:
@@ -364,12 +367,9 @@ class ABCClusterer(BaseNeuralEstimator):
             labels = _check_instance_labels(y, sets)
             d = coll.n_features
             elements = np.concatenate(sets, axis=0)
-        if self.warm_start and hasattr(self, "module_") and d != self.n_features_in_:
+        if warm and d != self.n_features_in_:
             raise ValueError(f"{name}: warm_start with {d} features, but the model was fitted on "
                              f"{self.n_features_in_}.")
-
-        warm = bool(self.warm_start) and hasattr(self, "module_")
-        seed, rng = self._start_fit(warm)
         dev = self.device_
         gen = make_generator(seed, "cpu")
         if not warm:
@@ -470,24 +470,19 @@ class ABCClusterer(BaseNeuralEstimator):
                 val_parts.append((to_batch([val_batch[0][i] for i in idx],
                                            [val_batch[1][i] for i in idx]),
                                   [val_batch[1][i] for i in idx]))
-            vgen_seed = seed
 
             def validation(module):
                 # the clustering quality a user gets: mean adjusted Rand index of the eigengap
                 # clustering (ARI, unlike NMI, punishes a k that is too large)
-                from sklearn.metrics import adjusted_rand_score as ari
-
-                from ..nn.abc import abc_affinity
-                from ..nn.spectral import spectral_cluster
-
-                g = torch.Generator(device=dev).manual_seed(vgen_seed)
+                g = torch.Generator(device=dev).manual_seed(seed)
                 scores = []
                 for (Xb, Mb, _), labs in val_parts:
                     A = abc_affinity(module(Xb, Mb), Mb).double()
                     pred, _, _ = spectral_cluster(A, Mb, None, max_clusters=self._max_k(),
                                                   n_init=3, generator=g)
                     pred = pred.cpu().numpy()
-                    scores += [ari(lab, pred[r, :len(lab)]) for r, lab in enumerate(labs)]
+                    scores += [adjusted_rand_score(lab, pred[r, :len(lab)])
+                               for r, lab in enumerate(labs)]
                 return float(np.mean(scores))
 
         # one "epoch" of the loop = eval_every optimisation steps; the learned part trains alone
@@ -570,7 +565,6 @@ class ABCClusterer(BaseNeuralEstimator):
         """Affinity (B, n, n) float32 and mask of one chunk of (scaled) sets (callers run it
         under ``torch.no_grad()``)."""
         from .._sets import pack
-        from ..nn.abc import abc_affinity
 
         Xb, Mb = pack(sets, device=self.device_)
         # exactly symmetric: sigmoid(C) + sigmoid(C^T) is the same sum both ways
@@ -633,7 +627,6 @@ class ABCClusterer(BaseNeuralEstimator):
         list of ndarray of shape (n_i,)
             Labels ``0 .. k_i - 1`` of each instance.
         """
-        from ..nn.spectral import spectral_cluster
 
         coll = self._check_X(X)
         ks = self._n_clusters_arg(n_clusters, len(coll))

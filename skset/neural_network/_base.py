@@ -100,8 +100,6 @@ class BaseNeuralEstimator(TorchEstimator):
         self.learning_rates_ = [*self.learning_rates_, *result.learning_rates]
         if kw["early_stopping"]:
             self.best_validation_score_ = result.best_score
-        if result.initial_score is not None:
-            self.initial_validation_score_ = result.initial_score
         units = result.n_iter * units_per_epoch
         self.n_iter_ = int(self.n_iter_) + (units if max_units is None else min(units, max_units))
         return result

@@ -51,8 +51,6 @@ class TrainingState:
     stop_message: str = ""
     best_score: float | None = None
     best_state: dict | None = None
-    validation: Callable[[torch.nn.Module], float] | None = None
-    initial_score: float | None = None
 
     @property
     def prefix(self) -> str:
@@ -125,35 +123,18 @@ class EarlyStopping(Callback):
     ``best + tol`` for ``patience`` epochs, then load the weights of the best-scoring epoch.
     ``monitor="loss"``: stop when the training loss has not dropped below ``best - tol`` for
     ``patience`` epochs (the weights of the last epoch are kept, as in scikit-learn).
-
-    With ``validate_initial=True`` (validation only) the module as it is before the first epoch is
-    scored too and is a checkpoint like any other: training can then only keep or improve the
-    validation score of its starting point (a pretrained or prior-anchored model is never made
-    worse on held-out data).
     """
 
     def __init__(self, monitor: str = "validation", *, tol: float = 1e-4, patience: int = 10,
-                 restore_best: bool = True, validate_initial: bool = False):
+                 restore_best: bool = True):
         if monitor not in ("validation", "loss"):
             raise ValueError(f"monitor={monitor!r} must be 'validation' or 'loss'.")
         self.monitor, self.tol, self.patience = monitor, tol, patience
         self.restore_best = restore_best
-        self.validate_initial = validate_initial
 
     def on_train_begin(self, state):
         self._best = -math.inf
         self._bad = 0
-        if self.validate_initial and self.monitor == "validation":
-            if state.validation is None:
-                raise ValueError("validate_initial=True needs a validation callable.")
-            was_training = state.module.training
-            state.module.eval()
-            with torch.no_grad():
-                self._best = float(state.validation(state.module))
-            state.module.train(was_training)
-            state.initial_score = state.best_score = self._best
-            if self.restore_best:
-                state.best_state = copy.deepcopy(state.module.state_dict())
 
     def on_epoch_end(self, state):
         if self.monitor == "validation":

@@ -110,8 +110,6 @@ class TrainResult:
         The optimizer's ``state_dict`` at the end, to pass back for a warm start.
     converged : bool
         ``False`` when ``max_iter`` was reached before a stopping rule fired.
-    initial_score : float or None
-        The validation score before training (with ``validate_initial``).
     """
 
     loss_curve: list = field(default_factory=list)
@@ -122,7 +120,6 @@ class TrainResult:
     best_state: dict | None = None
     optimizer_state: dict | None = None
     converged: bool = False
-    initial_score: float | None = None
 
 
 def check_training_params(est) -> None:
@@ -238,7 +235,6 @@ def train_module(
     warn_convergence: bool = True,
     callbacks: Iterable[Callback] = (),
     stacklevel: int = 3,
-    validate_initial: bool = False,
 ) -> TrainResult:
     """Train ``module`` with Adam/AdamW for up to ``max_iter`` epochs; the shared skset loop.
 
@@ -291,10 +287,6 @@ def train_module(
         learning-rate schedules (:class:`ReduceLROnPlateau`, :class:`LinearWarmup` per step),
         head refits
         (:class:`LambdaCallback`), a callback that sets ``state.stop``.
-    validate_initial : bool
-        With ``early_stopping``: score the module before training too, so that the restored
-        checkpoint is never worse on the validation data than the starting point (see
-        :class:`EarlyStopping`).
     stacklevel : int
         Of the ``ConvergenceWarning`` (3: the caller of the function that called this one).
 
@@ -316,10 +308,9 @@ def train_module(
             opt.load_state_dict(optimizer_state)
         except (ValueError, KeyError):
             pass  # architecture or optimizer changed: start the optimizer afresh
-    state = TrainingState(module=module, optimizer=opt, name=name, verbose=int(verbose),
-                          validation=validation)
+    state = TrainingState(module=module, optimizer=opt, name=name, verbose=int(verbose))
     stopping = EarlyStopping("validation" if early_stopping else "loss", tol=tol,
-                             patience=n_iter_no_change, validate_initial=validate_initial)
+                             patience=n_iter_no_change)
     cbs = [*callbacks, EpochPrinter(), stopping]
     for cb in cbs:
         cb.on_train_begin(state)
@@ -375,7 +366,6 @@ def train_module(
         loss_curve=state.loss_curve, validation_scores=state.validation_scores,
         learning_rates=state.learning_rates, n_iter=state.epoch + 1,
         best_score=state.best_score, best_state=state.best_state,
-        initial_score=state.initial_score,
         optimizer_state=opt.state_dict(), converged=state.stop,
     )
 
