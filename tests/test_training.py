@@ -239,3 +239,41 @@ def test_early_stopping_restores_the_best_checkpoint():
                        max_iter=6, n_iter_no_change=3, learning_rate_init=0.05)
     assert res.n_iter == 5 and res.best_score == 0.5
     torch.testing.assert_close(module.weight.detach(), snapshots[1])  # epoch 2's weights
+
+
+def test_linear_warmup_ramps_then_leaves_the_rate_alone():
+    from skset.neural_network._training import Callback, LinearWarmup
+
+    seen = []
+
+    class Recorder(Callback):
+        def on_batch_begin(self, state):
+            seen.append((state.step, state.optimizer.param_groups[0]["lr"]))
+
+    module, loss_fn, batches = _problem()  # 4 batches per epoch
+    res = train_module(module, loss_fn, batches, max_iter=3, learning_rate_init=0.8,
+                       warn_convergence=False, callbacks=[LinearWarmup(6), Recorder()])
+    assert [s for s, _ in seen] == list(range(12))
+    np.testing.assert_allclose([lr for _, lr in seen],
+                               [0.8 * k / 6 for k in range(1, 7)] + [0.8] * 6)
+    assert res.learning_rates == [0.8 * 4 / 6, 0.8, 0.8]
+    # a warm-up of 0 steps changes nothing; a negative one is refused
+    seen.clear()
+    module, loss_fn, batches = _problem()
+    train_module(module, loss_fn, batches, max_iter=1, learning_rate_init=0.8,
+                 warn_convergence=False, callbacks=[LinearWarmup(0), Recorder()])
+    assert [lr for _, lr in seen] == [0.8] * 4
+    with pytest.raises(ValueError, match="n_steps"):
+        LinearWarmup(-1)
+
+
+def test_linear_warmup_then_plateau_schedule():
+    from skset.neural_network._training import LinearWarmup, ReduceLROnPlateau
+
+    module, loss_fn, batches = _problem()
+    res = train_module(module, loss_fn, batches, max_iter=8, learning_rate_init=1.0,
+                       n_iter_no_change=10**6, warn_convergence=False,
+                       callbacks=[LinearWarmup(2),
+                                  ReduceLROnPlateau(lambda s: 1.0, patience=3, factor=0.5)])
+    # the warm-up is over within the first epoch; the plateau rule then halves every 3 epochs
+    assert res.learning_rates == [1.0, 1.0, 1.0, 1.0, 0.5, 0.5, 0.5, 0.25]
