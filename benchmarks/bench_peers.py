@@ -203,6 +203,53 @@ def _have_ott():
 
 
 # -- parts ----------------------------------------------------------------------------------------
+def _otk_case(args, rng, lines, calib_lines, A, Bm, case, lengths):
+    sets = make_sets(rng, lengths, DIM)
+    est = OTKEmbedding(n_supports=P_SUPPORTS, epsilon=EPS, sinkhorn_iter=ITERS,
+                       sinkhorn_tol=None, center=False, normalize=False, random_state=0,
+                       max_samples=20_000).fit(sets[:200])
+    Z = torch.as_tensor(est.references_[0])
+    equal = case == "S1"
+    fns = {"skset transform": lambda: est.transform(sets)}
+    for method, label in (("log_sinkhorn", "POT solve_batch log_sinkhorn"),
+                          ("sinkhorn", "POT solve_batch sinkhorn")):
+        cands = {}
+        if equal:
+            for chunk in (None, 64, 128, 256):
+                cands[f"equal-size groups, chunk {chunk or 'all'}"] = (
+                    lambda c=chunk, m=method: pot_embed(sets, Z, m, "equal", c))
+        else:
+            cands["padded length buckets"] = lambda m=method: pot_embed(sets, Z, m, "buckets")
+            cands["equal-size groups"] = lambda m=method: pot_embed(sets, Z, m, "equal")
+        cands["one ot.sinkhorn call per set (numpy)"] = (
+            lambda m=("sinkhorn_log" if method == "log_sinkhorn" else "sinkhorn"):
+            pot_loop(sets, Z, m))
+        best, tc = best_of(cands)
+        calib_lines.append(f"| {case} | {label} | " + "; ".join(
+            f"{k}: {v:.3f} s" for k, v in tc.items()) + f" | {best} |")
+        fns[f"{label} ({best})"] = cands[best]
+    if equal:
+        fns["plain torch kernel-domain bmm (stacked, no checks)"] = lambda: torch_plain(sets, Z)
+    if _have_ott() and not args.no_ott:
+        fns["ott-jax Sinkhorn lse_mode, jit+vmap"] = lambda: ott_embed(sets, Z, True)
+        fns["ott-jax Sinkhorn kernel mode, jit+vmap"] = lambda: ott_embed(sets, Z, False)
+    fns["matmul 2048^2 (same rounds)"] = lambda: A @ Bm
+    t = interleaved(fns, args.repeats)
+    gemm = 2 * 2048**3 / t.pop("matmul 2048^2 (same rounds)") / 1e9
+    n_el = sum(lengths)
+    flops = 4 * n_el * P_SUPPORTS * DIM + ITERS * 4 * n_el * P_SUPPORTS
+    ref = est.transform(sets)
+    for k, sec in t.items():
+        o = fns[k]()
+        rate = flops / sec / 1e9
+        lines.append(f"| {case} | {k} | {len(sets) / sec:.0f} | {sec:.3f} | "
+                     f"{sec / t['skset transform']:.2f} | {rel_diff(o, ref):.1e} | "
+                     f"{rate:.1f} | {rate / gemm:.2f} |")
+    lines.append(f"| {case} | matmul 2048^2 float32, same rounds | - | - | - | - | "
+                 f"{gemm:.1f} | 1.00 |")
+    print("\n".join(lines[-len(t) - 1:]), flush=True)
+
+
 def part_otk(args, rng, lines):
     A = torch.randn(2048, 2048)
     Bm = torch.randn(2048, 2048)
@@ -215,50 +262,7 @@ def part_otk(args, rng, lines):
     lines.append("|---|---|---:|---:|---:|---:|---:|---:|")
     calib_lines = []
     for case, lengths in cases:
-        sets = make_sets(rng, lengths, DIM)
-        est = OTKEmbedding(n_supports=P_SUPPORTS, epsilon=EPS, sinkhorn_iter=ITERS,
-                           sinkhorn_tol=None, center=False, normalize=False, random_state=0,
-                           max_samples=20_000).fit(sets[:200])
-        Z = torch.as_tensor(est.references_[0])
-        equal = case == "S1"
-        fns = {"skset transform": lambda: est.transform(sets)}
-        for method, label in (("log_sinkhorn", "POT solve_batch log_sinkhorn"),
-                              ("sinkhorn", "POT solve_batch sinkhorn")):
-            cands = {}
-            if equal:
-                for chunk in (None, 64, 128, 256):
-                    cands[f"equal-size groups, chunk {chunk or 'all'}"] = (
-                        lambda c=chunk, m=method: pot_embed(sets, Z, m, "equal", c))
-            else:
-                cands["padded length buckets"] = lambda m=method: pot_embed(sets, Z, m, "buckets")
-                cands["equal-size groups"] = lambda m=method: pot_embed(sets, Z, m, "equal")
-            cands["one ot.sinkhorn call per set (numpy)"] = (
-                lambda m=("sinkhorn_log" if method == "log_sinkhorn" else "sinkhorn"):
-                pot_loop(sets, Z, m))
-            best, tc = best_of(cands)
-            calib_lines.append(f"| {case} | {label} | " + "; ".join(
-                f"{k}: {v:.3f} s" for k, v in tc.items()) + f" | {best} |")
-            fns[f"{label} ({best})"] = cands[best]
-        if equal:
-            fns["plain torch kernel-domain bmm (stacked, no checks)"] = lambda: torch_plain(sets, Z)
-        if _have_ott() and not args.no_ott:
-            fns["ott-jax Sinkhorn lse_mode, jit+vmap"] = lambda: ott_embed(sets, Z, True)
-            fns["ott-jax Sinkhorn kernel mode, jit+vmap"] = lambda: ott_embed(sets, Z, False)
-        fns["matmul 2048^2 (same rounds)"] = lambda: A @ Bm
-        t = interleaved(fns, args.repeats)
-        gemm = 2 * 2048**3 / t.pop("matmul 2048^2 (same rounds)") / 1e9
-        n_el = sum(lengths)
-        flops = 4 * n_el * P_SUPPORTS * DIM + ITERS * 4 * n_el * P_SUPPORTS
-        ref = est.transform(sets)
-        for k, sec in t.items():
-            o = fns[k]()
-            rate = flops / sec / 1e9
-            lines.append(f"| {case} | {k} | {len(sets) / sec:.0f} | {sec:.3f} | "
-                         f"{sec / t['skset transform']:.2f} | {rel_diff(o, ref):.1e} | "
-                         f"{rate:.1f} | {rate / gemm:.2f} |")
-        lines.append(f"| {case} | matmul 2048^2 float32, same rounds | - | - | - | - | "
-                     f"{gemm:.1f} | 1.00 |")
-        print("\n".join(lines[-len(t) - 1:]), flush=True)
+        _otk_case(args, rng, lines, calib_lines, A, Bm, case, lengths)
     lines.append("")
     lines.append("S1: 512 sets x 100 elements; S3: 512 sets of 50..1000 elements (uniform); 128 "
                  "unit-norm features. GFLOP/s counts the similarity and pooling matmuls (2 x 2npd) "
@@ -270,38 +274,77 @@ def part_otk(args, rng, lines):
     lines.append("")
 
 
-def part_nystrom(args, rng, lines):
+def _nystrom_case(args, rng, lines, n_sets, lo, hi, d, m):
     from sklearn.kernel_approximation import Nystroem
 
+    if args.quick:
+        n_sets //= 10
+    sets = [rng.standard_normal((k, d)).astype(np.float32)
+            for k in rng.integers(lo, hi + 1, n_sets)]
+    nf = NystromFeatures(n_components=m, standardize=False, random_state=0).fit(sets[:200])
+    gamma = 1.0 / (2 * nf.bandwidth_**2)  # the same Gaussian kernel
+    sk = Nystroem(kernel="rbf", gamma=gamma, n_components=m, random_state=0).fit(
+        np.concatenate(sets[:200]))
+
+    def sk_transform():
+        pooled = np.concatenate(sets)
+        return np.split(sk.transform(pooled), np.cumsum([len(s) for s in sets])[:-1])
+
+    t = interleaved({"skset": lambda: nf.transform(sets), "sklearn": sk_transform},
+                    args.repeats)
+    lines.append(f"| {n_sets} x {lo}..{hi} x {d} | {m} | {n_sets / t['skset']:.0f} | "
+                 f"{n_sets / t['sklearn']:.0f} | {t['sklearn'] / t['skset']:.2f} |")
+    print(lines[-1], flush=True)
+
+
+def part_nystrom(args, rng, lines):
     lines.append("## Nystrom features: skset transform vs scikit-learn Nystroem on the pooled "
                  "elements (equal work)\n")
     lines.append("| sets x elements x features | anchors | skset sets/s | scikit-learn sets/s | "
                  "skset x faster |")
     lines.append("|---|---:|---:|---:|---:|")
     for n_sets, lo, hi, d, m in ((2000, 20, 200, 32, 128), (500, 100, 1000, 64, 256)):
-        if args.quick:
-            n_sets //= 10
-        sets = [rng.standard_normal((k, d)).astype(np.float32)
-                for k in rng.integers(lo, hi + 1, n_sets)]
-        nf = NystromFeatures(n_components=m, standardize=False, random_state=0).fit(sets[:200])
-        gamma = 1.0 / (2 * nf.bandwidth_**2)  # the same Gaussian kernel
-        sk = Nystroem(kernel="rbf", gamma=gamma, n_components=m, random_state=0).fit(
-            np.concatenate(sets[:200]))
-
-        def sk_transform():
-            pooled = np.concatenate(sets)
-            return np.split(sk.transform(pooled), np.cumsum([len(s) for s in sets])[:-1])
-
-        t = interleaved({"skset": lambda: nf.transform(sets), "sklearn": sk_transform},
-                        args.repeats)
-        lines.append(f"| {n_sets} x {lo}..{hi} x {d} | {m} | {n_sets / t['skset']:.0f} | "
-                     f"{n_sets / t['sklearn']:.0f} | {t['sklearn'] / t['skset']:.2f} |")
-        print(lines[-1], flush=True)
+        _nystrom_case(args, rng, lines, n_sets, lo, hi, d, m)
     lines.append("")
     lines.append("Both sides map the same number of elements onto the same number of anchors "
                  "with the same Gaussian kernel (skset `standardize=False`), float32 in and out; "
                  "scikit-learn's time includes concatenating the sets and splitting its output "
                  "back per set, which a user of sets must do.\n")
+
+
+def _st_case(args, rng, lines, n_sets, n, d):
+    import torch.nn.functional as F
+    from bench_set_transformer_step import PaddedST, copy_weights
+
+    from skset.nn import SetTransformer
+
+    if args.quick:
+        n_sets //= 4
+    X = torch.from_numpy(rng.standard_normal((n_sets, n, d)).astype(np.float32))
+    M = torch.ones(n_sets, n, dtype=torch.bool)
+    y = X.var(dim=(1, 2))[:, None]
+    torch.manual_seed(0)
+    ours = SetTransformer(d, 128, 1, 2, 4, n_inducing=16, n_seeds=1, norm="layer",
+                          residual="original")
+    plain = PaddedST(d, 128, 4, 16)
+    copy_weights(plain, ours)
+    with torch.no_grad():
+        diff = float((ours(X, M) - plain(X)).abs().max())
+    opts = {"ours": torch.optim.Adam(ours.parameters(), 1e-4),
+            "plain": torch.optim.Adam(plain.parameters(), 1e-4)}
+
+    def step(model, opt, *inputs):
+        loss = F.mse_loss(model(*inputs), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    t = interleaved({"mask": lambda: step(ours, opts["ours"], X, M),
+                     "nomask": lambda: step(ours, opts["ours"], X),
+                     "plain": lambda: step(plain, opts["plain"], X)}, args.repeats)
+    lines.append(f"| {n_sets} x {n} x {d} | {t['mask'] * 1e3:.1f} | {t['nomask'] * 1e3:.1f} | "
+                 f"{t['plain'] * 1e3:.1f} | {t['plain'] / t['mask']:.2f} | {diff:.1e} |")
+    print(lines[-1], flush=True)
 
 
 def part_st(args, rng, lines):
@@ -311,46 +354,14 @@ def part_st(args, rng, lines):
     its best, since equal sizes need no padding), weights shared."""
     import sys
 
-    import torch.nn.functional as F
-
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from bench_set_transformer_step import PaddedST, copy_weights
-
-    from skset.nn import SetTransformer
-
     lines.append("## Set Transformer training step (forward + backward + Adam) on equal-size "
                  "sets: skset vs plain torch\n")
     lines.append("| sets x elements x features | skset, mask (as in fit) ms | skset, no mask ms | "
                  "plain torch MHA ms | plain / skset (mask) | max abs diff of outputs |")
     lines.append("|---|---:|---:|---:|---:|---:|")
     for n_sets, n, d in ((64, 200, 3), (128, 50, 16)):
-        if args.quick:
-            n_sets //= 4
-        X = torch.from_numpy(rng.standard_normal((n_sets, n, d)).astype(np.float32))
-        M = torch.ones(n_sets, n, dtype=torch.bool)
-        y = X.var(dim=(1, 2))[:, None]
-        torch.manual_seed(0)
-        ours = SetTransformer(d, 128, 1, 2, 4, n_inducing=16, n_seeds=1, norm="layer",
-                              residual="original")
-        plain = PaddedST(d, 128, 4, 16)
-        copy_weights(plain, ours)
-        with torch.no_grad():
-            diff = float((ours(X, M) - plain(X)).abs().max())
-        opts = {"ours": torch.optim.Adam(ours.parameters(), 1e-4),
-                "plain": torch.optim.Adam(plain.parameters(), 1e-4)}
-
-        def step(model, opt, *inputs):
-            loss = F.mse_loss(model(*inputs), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-
-        t = interleaved({"mask": lambda: step(ours, opts["ours"], X, M),
-                         "nomask": lambda: step(ours, opts["ours"], X),
-                         "plain": lambda: step(plain, opts["plain"], X)}, args.repeats)
-        lines.append(f"| {n_sets} x {n} x {d} | {t['mask'] * 1e3:.1f} | {t['nomask'] * 1e3:.1f} | "
-                     f"{t['plain'] * 1e3:.1f} | {t['plain'] / t['mask']:.2f} | {diff:.1e} |")
-        print(lines[-1], flush=True)
+        _st_case(args, rng, lines, n_sets, n, d)
     lines.append("")
     lines.append("Width 128, 4 heads, 16 inducing points, 2 ISAB + PMA + MLP decoder (the "
                  "architecture of `bench_set_transformer_step.py`); outputs compared before "

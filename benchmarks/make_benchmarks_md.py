@@ -8,7 +8,8 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TOPICS = ["suite", "japanese_vowels", "sinkhorn_tol", "otk_transform", "set_transformer",
+TOPICS = ["suite", "japanese_vowels", "sinkhorn_tol", "otk_transform", "weighted_sinkhorn",
+          "set_transformer",
           "supervised_otk", "abc", "st_tasks", "frames",
           "robustness"]
 

@@ -8,6 +8,7 @@ from ._frames import frame_from_sets, sets_from_frame
 from ._persist import load, save
 from .cluster import ABCClusterer, EigengapSpectralClustering, estimate_n_clusters
 from .embedding import OTKEmbedding
+from .export import export_onnx
 from .kernel_approximation import NystromFeatures
 from .neural_network import (
     DeepSetsClassifier,
@@ -33,6 +34,7 @@ __all__ = [
     "SetTransformerRegressor",
     "__version__",
     "estimate_n_clusters",
+    "export_onnx",
     "frame_from_sets",
     "load",
     "save",

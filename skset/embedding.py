@@ -12,7 +12,13 @@ from sklearn.cluster import KMeans
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import TorchEstimator
-from ._sets import check_finite_output, check_sets, iter_packed
+from ._sets import (
+    check_element_weights,
+    check_finite_output,
+    check_sets,
+    iter_packed,
+    pack_weights,
+)
 from ._torch import resolve_dtype, to_numpy
 from ._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, Param
 from .nn.otk import POSITION_MODES, OTKLayer, otk_plans, otk_pool
@@ -31,14 +37,58 @@ def _count_distinct(blocks, limit: int) -> int:
     return 0 if seen is None else len(seen)
 
 
+def check_set_sample_weight(sample_weight, n_sets: int, name: str) -> np.ndarray | None:
+    """The checked ``sample_weight`` of a ``fit`` on ``n_sets`` sets (or rows of a pool of
+    elements): ``None``, or a float64 copy ``(n_sets,)``. scikit-learn's rules: a scalar is
+    broadcast; a wrong length, NaN, infinite or negative weights, or all zeros raise a
+    ``ValueError`` naming the estimator."""
+    if sample_weight is None:
+        return None
+    from sklearn.utils.validation import _check_sample_weight
+
+    try:
+        return _check_sample_weight(sample_weight, np.empty(n_sets), dtype=np.float64,
+                                    ensure_non_negative=True, copy=True)
+    except ValueError as exc:
+        raise ValueError(f"{name}: invalid sample_weight ({n_sets} samples, one non-negative "
+                         f"finite weight each, not all zero): {exc}") from None
+
+
+def drop_zero_weight(sample_weight: np.ndarray | None):
+    """``(keep, weights)``: the indices of the samples of positive weight (``None``: all), and
+    their weights, ``None`` when they are all equal (a constant weight changes nothing: such a
+    fit is exactly the unweighted one)."""
+    if sample_weight is None:
+        return None, None
+    keep = np.flatnonzero(sample_weight > 0)
+    w = sample_weight[keep]
+    if len(keep) == len(sample_weight):
+        keep = None
+    return keep, (None if np.all(w == w[0]) else w)
+
+
+def _kmeans_weights(sets, masses, set_weight):
+    """Weights of the elements of ``sets`` in the k-means (one 1-D array per set), or ``None``:
+    set ``i`` keeps its total ``n_i * set_weight[i]``, shared in proportion to ``masses[i]``."""
+    if masses is None and set_weight is None:
+        return None
+    out = []
+    for i, s in enumerate(sets):
+        n = s.shape[0]
+        w = np.ones(n) if masses is None else n * masses[i]
+        out.append(w if set_weight is None else set_weight[i] * w)
+    return out
+
+
 class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimator):
     r"""Optimal transport kernel embedding (OTKE) of sets, with references learned without labels.
 
     Each set :math:`\mathbf{x} = (x_1..x_n)` is aligned to ``n_references`` references
     :math:`\mathbf{z}^{(r)} \in \mathbb{R}^{p \times d}` by the entropic transport plan
-    :math:`\mathbf{P}` (uniform weights :math:`1/n` on the set, :math:`1/p` on the references,
-    similarity :math:`\langle x_i, z_j\rangle`), and each support pools the elements transported to
-    it (Mialon et al. 2021, eq. 3 and 8):
+    :math:`\mathbf{P}` (uniform weights :math:`1/n` on the set, or the normalised
+    ``element_weight`` of ``fit`` / ``transform``; :math:`1/p` on the references; similarity
+    :math:`\langle x_i, z_j\rangle`), and each support pools the elements transported to it
+    (Mialon et al. 2021, eq. 3 and 8):
 
     .. math:: \Phi(\mathbf{x}) = \frac{1}{\sqrt{q}}\Big(\sqrt{p}\;
               \mathbf{P}(\mathbf{x}, \mathbf{z}^{(r)})^\top \mathbf{x}\Big)_{r=1..q}
@@ -111,6 +161,14 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstim
         ``pos``: mean test accuracy over 8 data sets 0.849 "kernel", 0.848 "similarity", 0.845
         "plan"; largest shortfall from the best mode on one data set 2.5, 3.2 and 5.0 points);
         "kernel" is the default.
+    reg_m : float or None, default=None
+        Unbalanced transport: strength :math:`\rho` of a KL penalty that replaces the exact
+        set-side marginal (POT's ``reg_m``, in the units of ``epsilon``; the reference side stays
+        exact, so every support still pools mass ``1/p``; see :mod:`skset.ot`). Elements of low
+        similarity to every support then send less than their mass (the others more), which
+        makes the embedding robust to outlying elements; smaller is more relaxed (the row update's exponent is
+        :math:`\rho / (\rho + \varepsilon)`). ``None``: balanced, every element sends exactly
+        its mass.
     center : bool, default=True
         Subtract the mean training embedding from every output.
     normalize : bool, default=True
@@ -156,6 +214,17 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstim
     device_ : torch.device
         Resolved device.
 
+    Notes
+    -----
+    ``fit(X, sample_weight=..., element_weight=...)``: ``sample_weight`` weighs the sets (a set
+    of weight 2 counts as the set given twice, one of weight 0 as the set left out), in the
+    k-means of the elements, the set-mean k-means that starts several references, the
+    barycenter and the mean embedding of ``center``. ``element_weight`` (one 1-D array per set,
+    normalised per set) is each set's measure in every transport plan; in the k-means of the
+    elements each set keeps its total weight (``n_i`` times its ``sample_weight``), shared among
+    its elements in proportion to ``element_weight``, so uniform element weights give exactly
+    the unweighted fit.
+
     See Also
     --------
     NystromFeatures : element-wise Gaussian kernel features to use before this embedding.
@@ -188,6 +257,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstim
         "fit_method": Param("kmeans", "kmeans", "wasserstein"),
         "position_sigma": Param(None, POSITIVE, None),
         "position_mode": Param("kernel", *POSITION_MODES),
+        "reg_m": Param(None, POSITIVE, None),
         "center": Param(True, Boolean()),
         "normalize": Param(True, Boolean()),
         "barycenter_iter": Param(10, POSITIVE_INT),
@@ -197,6 +267,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstim
         **TORCH_PARAMS,
     }
     _renamed_params = {"max_iter": "barycenter_iter"}  # max_iter means training epochs in skset
+    _legacy_params = {"reg_m": None}  # models saved before reg_m were balanced
 
     def _check_X(self, X, fitting=False):
         coll = check_sets(X, n_features=None if fitting else self.n_features_in_,
@@ -208,25 +279,46 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstim
         return resolve_dtype(self.dtype)
 
     # -- engine calls ---------------------------------------------------------------------------
-    def _batches(self, sets):
-        return iter_packed(sets, device=self.device_, dtype=self._tdtype,
-                           max_elements=self.max_elements)
+    def _batches(self, sets, masses=None):
+        """``(idx, X, mask, weights)`` per length batch; ``weights (B, n)`` packs the element
+        masses ``masses`` (one 1-D array per set) of the batch, or is ``None``."""
+        for idx, X, M in iter_packed(sets, device=self.device_, dtype=self._tdtype,
+                                     max_elements=self.max_elements):
+            W = None if masses is None else pack_weights(
+                [masses[i] for i in idx], device=self.device_, dtype=self._tdtype,
+                n_max=X.shape[1])
+            yield idx, X, M, W
 
-    def _raw_embed(self, sets, references: torch.Tensor) -> np.ndarray:
+    def _plans(self, X, M, W, references, positions=True):
+        """The embedding's plans ``(B, q, n, p)`` (``positions=False``: without positional
+        weights)."""
+        return otk_plans(X, M, references, epsilon=self.epsilon, sinkhorn_iter=self.sinkhorn_iter,
+                         position_sigma=self.position_sigma if positions else None,
+                         method=self.sinkhorn_method, sinkhorn_tol=self.sinkhorn_tol,
+                         position_mode=self.position_mode, weights=W,
+                         reg_m=self.reg_m)
+
+    def _check_masses(self, element_weight, sets):
+        """The normalised element masses (one 1-D array per set), ``None`` when all uniform (so
+        that uniform weights give exactly the unweighted computation)."""
+        masses = check_element_weights(element_weight, [s.shape[0] for s in sets],
+                                       name=f"{type(self).__name__}: element_weight")
+        if masses is not None and all(np.all(m == m[0]) for m in masses):
+            return None
+        return masses
+
+    def _raw_embed(self, sets, references: torch.Tensor, masses=None) -> np.ndarray:
         """Embeddings ``(n_sets, q*p*d)`` before centring, one batched call per length batch."""
         q, p, d = references.shape
         out = np.empty((len(sets), q * p * d), dtype=np.float64 if self._tdtype == torch.float64
                        else np.float32)
         with torch.no_grad():
-            for idx, X, M in self._batches(sets):
-                P = otk_plans(X, M, references, epsilon=self.epsilon,
-                              sinkhorn_iter=self.sinkhorn_iter, position_sigma=self.position_sigma,
-                              method=self.sinkhorn_method, sinkhorn_tol=self.sinkhorn_tol,
-                              position_mode=self.position_mode)
+            for idx, X, M, W in self._batches(sets, masses):
+                P = self._plans(X, M, W, references)
                 out[idx] = to_numpy(otk_pool(X, P).reshape(len(idx), -1))
         return out
 
-    def _costs(self, sets, references: torch.Tensor) -> np.ndarray:
+    def _costs(self, sets, references: torch.Tensor, masses=None) -> np.ndarray:
         r"""Transport cost :math:`\sum_{ij} P_{ij} \|x_i - z_j\|^2` of every set onto every
         reference, ``(n_sets, q)``.
 
@@ -237,10 +329,8 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstim
         """
         costs = np.empty((len(sets), references.shape[0]))
         with torch.no_grad():
-            for idx, X, M in self._batches(sets):
-                P = otk_plans(X, M, references, epsilon=self.epsilon,
-                              sinkhorn_iter=self.sinkhorn_iter, method=self.sinkhorn_method,
-                              sinkhorn_tol=self.sinkhorn_tol)  # (B, q, n, p)
+            for idx, X, M, W in self._batches(sets, masses):
+                P = self._plans(X, M, W, references, positions=False)  # (B, q, n, p)
                 # expanded around each set's mean (the same cost for a given P): no cancellation
                 # between large ||x||^2, ||z||^2 and <x, z> far from the origin. Pads: x = 0, P = 0
                 m = M.to(X.dtype).unsqueeze(-1)
@@ -253,10 +343,20 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstim
                 costs[idx] = to_numpy(cost.clamp_min(0.0))
         return costs
 
-    def _kmeans_reference(self, sets, rng) -> np.ndarray:
+    def _kmeans_reference(self, sets, rng, weights=None) -> np.ndarray:
+        """k-means centres of the elements of ``sets``; ``weights``: one 1-D array of element
+        weights per set (elements of weight 0 are left out), or ``None``."""
         elems = np.concatenate(sets, axis=0)
+        w = None
+        if weights is not None:
+            w = np.concatenate(weights)
+            elems, w = elems[w > 0], w[w > 0]
+            if np.all(w == w[0]):
+                w = None
         if elems.shape[0] > self.max_samples:
-            elems = elems[rng.choice(elems.shape[0], self.max_samples, replace=False)]
+            pick = rng.choice(elems.shape[0], self.max_samples, replace=False)
+            elems = elems[pick]
+            w = None if w is None else w[pick]
         p = self.n_supports_  # at most the distinct elements of all training sets (fit)
         step = 4 * p
         if _count_distinct((elems[i:i + step] for i in range(0, len(elems), step)), p) < p:
@@ -268,20 +368,24 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstim
             return reps + 1e-6 * rng.standard_normal(reps.shape)
         km = KMeans(n_clusters=p, n_init=1, random_state=rng.randint(2**31 - 1))
         with np.errstate(all="ignore"):
-            return km.fit(elems).cluster_centers_
+            return km.fit(elems, sample_weight=w).cluster_centers_
 
-    def _barycenter(self, sets, z0: np.ndarray) -> np.ndarray:
-        """Free-support Wasserstein barycenter: z_j <- mean over sets of p * (P^T x)_j."""
+    def _barycenter(self, sets, z0: np.ndarray, masses=None, set_weight=None) -> np.ndarray:
+        """Free-support Wasserstein barycenter: z_j <- mean over sets of p * (P^T x)_j (weighted
+        by ``set_weight``, ``(n_sets,)`` or ``None``)."""
         z = torch.as_tensor(z0, dtype=self._tdtype, device=self.device_)[None]
         p = z.shape[1]
+        sw = None if set_weight is None else torch.as_tensor(set_weight, dtype=self._tdtype,
+                                                             device=self.device_)
         for _ in range(self.barycenter_iter):
             acc = torch.zeros_like(z[0])
             with torch.no_grad():
-                for _, X, M in self._batches(sets):
-                    P = otk_plans(X, M, z, epsilon=self.epsilon, sinkhorn_iter=self.sinkhorn_iter,
-                                  method=self.sinkhorn_method, sinkhorn_tol=self.sinkhorn_tol)
-                    acc += p * torch.einsum("bnp,bnd->pd", P[:, 0], X)
-            z_new = acc / len(sets)
+                for idx, X, M, W in self._batches(sets, masses):
+                    P = self._plans(X, M, W, z, positions=False)[:, 0]
+                    if sw is not None:
+                        P = P * sw[torch.as_tensor(idx, device=self.device_)][:, None, None]
+                    acc += p * torch.einsum("bnp,bnd->pd", P, X)
+            z_new = acc / (len(sets) if sw is None else sw.sum())
             shift = float((z_new - z[0]).norm() / z[0].norm().clamp_min(1e-12))
             z = z_new[None]
             self._bary_iter += 1
@@ -289,20 +393,28 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstim
                 break
         return to_numpy(z[0])
 
-    def _fit_one(self, sets, rng) -> np.ndarray:
-        z = self._kmeans_reference(sets, rng)
+    def _fit_one(self, sets, rng, masses=None, set_weight=None) -> np.ndarray:
+        z = self._kmeans_reference(sets, rng, _kmeans_weights(sets, masses, set_weight))
         if self.fit_method == "wasserstein":
-            z = self._barycenter(sets, z)
+            z = self._barycenter(sets, z, masses, set_weight)
         return z
 
     # -- public API -----------------------------------------------------------------------------
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, sample_weight=None, element_weight=None):
         """Fit the references on the training sets.
 
         Parameters
         ----------
         X : collection of sets (list of (n_i, d) arrays, 1-D object array or 3-D array)
         y : ignored
+        sample_weight : array-like of shape (n_sets,) or None, default=None
+            Weight of each set (see the Notes of the class): a set of weight 0 is left out, a
+            weight of 2 counts the set twice. ``None``: equal weights.
+        element_weight : list of 1-D arrays or None, default=None
+            Mass of each element of each set (one array per set, of the set's length;
+            non-negative, not all zero, normalised per set): the set's measure in the transport
+            plans, and the weights of its elements in the k-means. ``None``: uniform. Pass the
+            same to :meth:`transform`.
 
         Returns
         -------
@@ -311,10 +423,19 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstim
         _, rng = self._begin_fit()
         sets = self._check_X(X, fitting=True)
         self.n_features_in_ = sets[0].shape[1]
+        masses = self._check_masses(element_weight, sets)
+        sw = check_set_sample_weight(sample_weight, len(sets), type(self).__name__)
+        # sets of weight 0 are left out (exactly), equal weights are no weights
+        all_sets, all_masses = sets, masses
+        kept, sw = drop_zero_weight(sw)
+        if kept is not None:
+            sets = [sets[i] for i in kept]
+            masses = None if masses is None else [masses[i] for i in kept]
         np_dtype = np.float64 if self._tdtype == torch.float64 else np.float32
         q = self.n_references
         # like NystromFeatures' anchors: no more supports than distinct training elements
-        self.n_supports_ = _count_distinct(sets, self.n_supports)
+        self.n_supports_ = _count_distinct(sets if masses is None else [
+            s[m > 0] for s, m in zip(sets, masses, strict=True)], self.n_supports)
         if self.n_supports_ < self.n_supports:
             warnings.warn(f"n_supports={self.n_supports} is larger than the number of distinct "
                           f"training elements ({self.n_supports_}); using {self.n_supports_} "
@@ -322,16 +443,18 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstim
         self._bary_iter = 0
         n_iter = 0
         if q == 1:
-            refs = self._fit_one(sets, rng)[None]
+            refs = self._fit_one(sets, rng, masses, sw)[None]
             assign = np.zeros(len(sets), dtype=np.int64)
         else:
             if len(sets) < q:
-                raise ValueError(f"n_references={q} needs at least {q} training sets, got "
-                                 f"{len(sets)}.")
+                raise ValueError(f"n_references={q} needs at least {q} training sets"
+                                 + (" of positive sample_weight" if kept is not None else "")
+                                 + f", got {len(sets)}.")
             # initial groups: k-means on set means (cheap, spreads references over the data)
-            means = np.stack([s.mean(0) for s in sets])
+            means = np.stack([s.mean(0) for s in sets] if masses is None else
+                             [m @ s for s, m in zip(sets, masses, strict=True)])
             assign = KMeans(n_clusters=q, n_init=1, random_state=rng.randint(2**31 - 1)
-                            ).fit_predict(means)
+                            ).fit_predict(means, sample_weight=sw)
             refs = np.empty((q, self.n_supports_, self.n_features_in_))
             worst = 0
             for it in range(self.barycenter_iter):
@@ -339,10 +462,13 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstim
                     members = np.flatnonzero(assign == r)
                     if len(members) == 0:  # empty cluster: take the worst-fitting set
                         members = np.array([worst])
-                    refs[r] = self._fit_one([sets[i] for i in members], rng)
+                    refs[r] = self._fit_one(
+                        [sets[i] for i in members], rng,
+                        None if masses is None else [masses[i] for i in members],
+                        None if sw is None else sw[members])
                 # Wasserstein k-means: each set to the reference of lowest transport cost
                 costs = self._costs(sets, torch.as_tensor(refs, dtype=self._tdtype,
-                                                          device=self.device_))
+                                                          device=self.device_), masses)
                 new_assign = costs.argmin(1)
                 worst = int(costs.min(1).argmax())  # the set its reference fits worst
                 n_iter = it + 1
@@ -350,11 +476,22 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstim
                     break
                 assign = new_assign
         self.references_ = np.asarray(refs, dtype=np_dtype)
+        ref_t = torch.as_tensor(self.references_, device=self.device_)
+        if kept is not None:  # the sets left out get their lowest-cost reference too
+            full = np.zeros(len(all_sets), dtype=np.int64)
+            full[kept] = assign
+            out = np.setdiff1d(np.arange(len(all_sets)), kept)
+            if q > 1:
+                full[out] = self._costs(
+                    [all_sets[i] for i in out], ref_t,
+                    None if all_masses is None else [all_masses[i] for i in out]).argmin(1)
+            assign = full
         self.assignments_ = assign
         self.n_iter_ = max(n_iter, self._bary_iter)
-        ref_t = torch.as_tensor(self.references_, device=self.device_)
         if self.center:
-            self.mean_ = self._raw_embed(sets, ref_t).mean(0)
+            emb = self._raw_embed(sets, ref_t, masses)
+            self.mean_ = emb.mean(0) if sw is None else np.average(
+                emb, axis=0, weights=sw).astype(emb.dtype)
             self._check_finite(self.mean_)
         else:
             self.mean_ = np.zeros(q * self.n_supports_ * self.n_features_in_, dtype=np_dtype)
@@ -364,15 +501,25 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstim
     def _n_features_out(self):
         return self.references_.shape[0] * self.references_.shape[1] * self.references_.shape[2]
 
-    def transform(self, X) -> np.ndarray:
-        """Embed each set: ``(n_sets, n_references * n_supports * n_features_in_)``."""
+    def transform(self, X, element_weight=None) -> np.ndarray:
+        """Embed each set: ``(n_sets, n_references * n_supports * n_features_in_)``.
+
+        Parameters
+        ----------
+        X : collection of sets
+        element_weight : list of 1-D arrays or None, default=None
+            Mass of each element of each set (see :meth:`fit`); ``None``: uniform.
+        """
         check_is_fitted(self)
         sets = self._check_X(X)
+        masses = self._check_masses(element_weight, sets)
         ref_t = torch.as_tensor(self.references_, device=self.device_)
-        emb = self._raw_embed(sets, ref_t) - self.mean_
+        emb = self._raw_embed(sets, ref_t, masses)  # a fresh array: centred, scaled in place
+        if self.center:
+            emb -= self.mean_
         if self.normalize:
             norms = np.linalg.norm(emb, axis=1, keepdims=True)
-            emb = emb * (math.sqrt(emb.shape[1]) / np.maximum(norms, 1e-12))
+            emb *= math.sqrt(emb.shape[1]) / np.maximum(norms, 1e-12)
         self._check_finite(emb)
         return emb
 
@@ -386,8 +533,19 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstim
                      "where needed), or a larger epsilon.")
         check_finite_output(out, type(self).__name__, self._tdtype, cause)
 
-    def transport_plan(self, X) -> list[np.ndarray]:
+    def fit_transform(self, X, y=None, sample_weight=None, element_weight=None):
+        """:meth:`fit`, then :meth:`transform` of ``X`` (with the same ``element_weight``)."""
+        return self.fit(X, y, sample_weight=sample_weight, element_weight=element_weight
+                        ).transform(X, element_weight=element_weight)
+
+    def transport_plan(self, X, element_weight=None) -> list[np.ndarray]:
         """The transport plan of each set onto each reference (positional weights applied).
+
+        Parameters
+        ----------
+        X : collection of sets
+        element_weight : list of 1-D arrays or None, default=None
+            Mass of each element of each set (see :meth:`fit`); ``None``: uniform.
 
         Returns
         -------
@@ -396,17 +554,13 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstim
         """
         check_is_fitted(self)
         sets = self._check_X(X)
+        masses = self._check_masses(element_weight, sets)
         ref_t = torch.as_tensor(self.references_, device=self.device_)
         plans: list = [None] * len(sets)
         lengths = [s.shape[0] for s in sets]
         with torch.no_grad():
-            for idx, X_, M in self._batches(sets):
-                P = to_numpy(otk_plans(X_, M, ref_t, epsilon=self.epsilon,
-                                       sinkhorn_iter=self.sinkhorn_iter,
-                                       position_sigma=self.position_sigma,
-                                       method=self.sinkhorn_method,
-                                       sinkhorn_tol=self.sinkhorn_tol,
-                                       position_mode=self.position_mode))
+            for idx, X_, M, W in self._batches(sets, masses):
+                P = to_numpy(self._plans(X_, M, W, ref_t))
                 for b, i in enumerate(idx):
                     plans[i] = P[b, :, : lengths[i]]
         return plans
@@ -440,4 +594,5 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstim
         return OTKLayer(refs.shape[2], refs.shape[1], refs.shape[0], epsilon=self.epsilon,
                         sinkhorn_iter=self.sinkhorn_iter, position_sigma=self.position_sigma,
                         method=self.sinkhorn_method, references=refs,
-                        sinkhorn_tol=self.sinkhorn_tol, position_mode=self.position_mode)
+                        sinkhorn_tol=self.sinkhorn_tol, position_mode=self.position_mode,
+                        reg_m=self.reg_m)

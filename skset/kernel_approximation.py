@@ -17,6 +17,7 @@ from ._torch import (
     to_numpy,
 )
 from ._validation import POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, Param, Real
+from .embedding import check_set_sample_weight
 from .nn.nystrom import (
     DEFAULT_BANDWIDTH,
     DEFAULT_EIGENVALUE_FLOOR,
@@ -30,6 +31,13 @@ from .nn.nystrom import (
 )
 
 __all__ = ["NystromFeatures"]
+
+
+def _weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
+    """The smallest value with at least half the total weight at or below it."""
+    order = np.argsort(values, kind="stable")
+    cum = np.cumsum(weights[order])
+    return float(values[order][np.searchsorted(cum, 0.5 * cum[-1])])
 
 
 class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimator):
@@ -184,13 +192,19 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEs
         return coll, sets
 
     # -- fit / transform ------------------------------------------------------------------------
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, sample_weight=None):
         """Fit the standardisation and the anchors on the elements of ``X``.
 
         Parameters
         ----------
         X : collection of sets, or ndarray of shape (n_elements, n_features)
         y : ignored
+        sample_weight : array-like of shape (n_sets,) or None, default=None
+            Weight of each set (of each row for a 2-D pool of elements), given to its elements in
+            the standardisation, the k-means of the anchors and the median distance that scales
+            the bandwidth: weight 0 leaves a set out exactly, equal weights are no weights (an
+            integer weight counts a set that many times, up to the random draws of k-means++
+            and of the bandwidth's pairs). ``None``: equal weights.
 
         Returns
         -------
@@ -199,22 +213,46 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEs
         _, rng = self._begin_fit()
         np_dtype = np.float64 if self.dtype_ == torch.float64 else np.float32
         coll, _ = self._elements(X, fitting=True)
+        lengths = coll.lengths
+        sw = check_set_sample_weight(sample_weight, lengths.sum() if coll.form == "2d" else
+                                     len(lengths), type(self).__name__)
+        # the weight of every raw element: its row's (pool) or its set's
+        ew = None if sw is None else (sw if coll.form == "2d" else np.repeat(sw, lengths))
 
         raw = np.concatenate(coll.sets, axis=0)
+        raw_w, w_raw = raw, None  # the elements of positive weight, their weights (None: equal)
+        if ew is not None:
+            raw_w, w_raw = raw[ew > 0], ew[ew > 0]
+            if np.all(w_raw == w_raw[0]):
+                w_raw = None
         if self.standardize:
-            self.mean_ = raw.mean(0).astype(np_dtype)
-            std = raw.std(0)
-            self.scale_ = np.where(std > 1e-12 * max(1.0, float(np.abs(raw).max())), std, 1.0
+            if w_raw is None:
+                mean, std = raw_w.mean(0), raw_w.std(0)
+            else:
+                mean = np.average(raw_w, axis=0, weights=w_raw)
+                std = np.sqrt(np.average((raw_w - mean) ** 2, axis=0, weights=w_raw))
+            self.mean_ = mean.astype(np_dtype)
+            self.scale_ = np.where(std > 1e-12 * max(1.0, float(np.abs(raw_w).max())), std, 1.0
                                    ).astype(np_dtype)
         else:
             self.mean_ = np.zeros(raw.shape[1], dtype=np_dtype)
             self.scale_ = np.ones(raw.shape[1], dtype=np_dtype)
         elems = (raw - self.mean_) / self.scale_  # all elements at once, then k-mers per set
         if self.window > 1:
-            std_sets = np.split(elems, np.cumsum(coll.lengths)[:-1])
+            std_sets = np.split(elems, np.cumsum(lengths)[:-1])
             elems = np.concatenate(kmer_windows(std_sets, self.window), axis=0)
+            if ew is not None:  # a k-mer weighs the mean of its elements' weights
+                w_sets = np.split(ew[:, None], np.cumsum(lengths)[:-1])
+                ew = np.concatenate(kmer_windows(w_sets, self.window), axis=0).mean(1)
+        w = None
+        if ew is not None:  # elements (k-mers) of weight 0 are left out
+            elems, w = elems[ew > 0], ew[ew > 0]
+            if np.all(w == w[0]):
+                w = None
         if elems.shape[0] > self.max_samples:
-            elems = elems[rng.choice(elems.shape[0], self.max_samples, replace=False)]
+            pick = rng.choice(elems.shape[0], self.max_samples, replace=False)
+            elems = elems[pick]
+            w = None if w is None else w[pick]
         if self.normalize:
             elems = elems / np.maximum(np.linalg.norm(elems, axis=1, keepdims=True), 1e-12)
 
@@ -226,7 +264,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEs
                           stacklevel=2)
         if self.anchors == "kmeans" and k < elems.shape[0]:
             km = KMeans(n_clusters=k, n_init=1, random_state=rng.randint(2**31 - 1))
-            anchors = km.fit(elems).cluster_centers_
+            anchors = km.fit(elems, sample_weight=w).cluster_centers_
         else:
             _, first = np.unique(elems.round(12), axis=0, return_index=True)
             anchors = elems[rng.choice(np.sort(first), k, replace=False)]
@@ -239,9 +277,13 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEs
             self.bandwidth_ = float(self.bandwidth)
         else:  # relative to the data: median distance of sampled pairs / sqrt(2)
             m = min(elems.shape[0], 2000)
-            sub = elems[rng.choice(elems.shape[0], m, replace=False)]
+            pick = rng.choice(elems.shape[0], m, replace=False)
+            sub = elems[pick]
             d2 = ((sub[: m // 2] - sub[m // 2 : 2 * (m // 2)]) ** 2).sum(1)
-            scale = float(np.sqrt(np.median(d2)) / np.sqrt(2)) if d2.size else 1.0
+            if w is not None and d2.size:  # weighted median: a pair weighs w_a * w_b
+                ws = w[pick]
+                d2 = _weighted_median(d2, ws[: m // 2] * ws[m // 2 : 2 * (m // 2)])
+            scale = float(np.sqrt(np.median(d2)) / np.sqrt(2)) if np.size(d2) else 1.0
             self.bandwidth_ = float(self.bandwidth) * (scale if scale > 0 else 1.0)
 
         w = torch.as_tensor(self.anchors_)

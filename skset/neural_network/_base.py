@@ -9,9 +9,10 @@ and pickling with every tensor, module and optimizer state moved to the CPU and 
 
 :class:`SetNetworkEstimator` adds the whole ``fit`` of a network that maps a set to one target:
 input checks, target encoding, warm start, the validation split, length-bucketed batches and the
-per-epoch validation; subclasses build the network and may add a loss term, callbacks, or work
-before and after training. :class:`SetClassifierMixin` and :class:`SetRegressorMixin` give the
-task: targets, loss, validation score and the ``predict*`` methods.
+per-epoch validation, and the ``sample_weight`` of the sets (one weighted loss, see
+:meth:`SetNetworkEstimator.fit`); subclasses build the network and may add a loss term, callbacks,
+or work before and after training. :class:`SetClassifierMixin` and :class:`SetRegressorMixin` give
+the task: targets, loss, validation score and the ``predict*`` methods.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from .._torch import (
 from ._training import (
     Callback,
     TrainResult,
+    check_fit_sample_weight,
     encode_class_targets,
     encode_regression_targets,
     epoch_batches,
@@ -139,17 +141,29 @@ class BaseNeuralEstimator(TorchEstimator):
 
 @dataclass
 class FitData:
-    """The training sets of one ``fit``, its split and its encoded targets (on the device)."""
+    """The training sets of one ``fit``, its split and its encoded targets (on the device).
+
+    ``weights`` are the sets' ``sample_weight`` (on the device, in the compute dtype), or None
+    when the fit has none or the weights of the sets it trains on are all equal (the plain mean
+    loss then). Sets of weight 0 are in neither ``train`` nor ``validation``.
+    """
 
     sets: list
     targets: torch.Tensor
     train: np.ndarray
     validation: np.ndarray | None
     lengths: np.ndarray
+    weights: torch.Tensor | None = None
 
     def subset(self, idx):
         return [self.sets[i] for i in idx], self.targets[torch.as_tensor(idx,
                                                                          device=self.targets.device)]
+
+    def weights_of(self, idx) -> torch.Tensor | None:
+        """The weights of sets ``idx`` (None: equal weights)."""
+        if self.weights is None:
+            return None
+        return self.weights[torch.as_tensor(idx, device=self.weights.device)]
 
 
 class SetNetworkEstimator(ClassNamePrefixFeaturesOutMixin, BaseNeuralEstimator):
@@ -187,15 +201,24 @@ class SetNetworkEstimator(ClassNamePrefixFeaturesOutMixin, BaseNeuralEstimator):
     def _after_training(self, data: FitData, completed: bool) -> None:
         """Called after training, also when it raised (``completed=False``)."""
 
-    def _prepare_sets(self, sets: list, fitting: bool) -> list:
+    def _prepare_sets(self, sets: list, fitting: bool, sample_weight=None) -> list:
         """The sets the network sees, from the checked input sets (default: unchanged).
 
-        ``fitting`` is True in a ``fit`` that is not a warm start (fit preprocessing state then).
+        ``fitting`` is True in a ``fit`` that is not a warm start (fit preprocessing state then,
+        weighting each set by ``sample_weight``, float64 ``(n_sets,)`` or None, e.g. with
+        :func:`skset.neural_network._training.weighted_mean_std`).
         """
         return sets
 
+    def _task_loss(self, out, target, weight=None):
+        """The task loss of a batch: ``_loss`` (the mean over the sets), or with ``weight`` the
+        weighted mean ``sum_i w_i l_i / sum_i w_i`` of the per-set losses ``_sample_loss``."""
+        if weight is None:
+            return self._loss(out, target)
+        return (weight * self._sample_loss(out, target)).sum() / weight.sum()
+
     # -- fit --------------------------------------------------------------------------------------
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit the network on the sets ``X`` with one target per set ``y``.
 
         Parameters
@@ -204,6 +227,21 @@ class SetNetworkEstimator(ClassNamePrefixFeaturesOutMixin, BaseNeuralEstimator):
             The training sets; sizes may differ.
         y : array-like of shape (n_sets,) (or (n_sets, n_outputs) for regressors)
             One target per set.
+        sample_weight : array-like of shape (n_sets,), float or None, default=None
+            Non-negative weight of each set (scikit-learn's semantics). The loss of a batch is
+            the weighted mean ``sum_i w_i l_i / sum_i w_i`` of its sets' losses (as in
+            ``MLPClassifier``), so with one batch holding every set (``batch_size >= n_sets``)
+            an integer weight ``k`` trains exactly as ``k`` copies of the set; with smaller
+            batches it only does so in expectation (each batch is normalised by its own total
+            weight). Weights also enter the fitted standardisations (element features of Set
+            Transformer / Deep Sets, targets of regressors), supervised OTK's unsupervised
+            initialisation (``NystromFeatures`` and ``OTKEmbedding`` fitted with them) and its
+            head refits, ``loss_curve_`` (the weighted mean over the epoch), and with
+            ``early_stopping`` the validation score (weighted accuracy or R^2, as ``score``
+            with ``sample_weight``) of the held-out sets, drawn as without weights. Sets of
+            weight 0 take no part in the fit, exactly as if removed (``classes_`` still comes
+            from all of ``y``). Only relative weights matter; equal weights are exactly no
+            weights. None: every set weighs 1.
 
         Returns
         -------
@@ -215,20 +253,28 @@ class SetNetworkEstimator(ClassNamePrefixFeaturesOutMixin, BaseNeuralEstimator):
         if warm and coll.n_features != self.n_features_in_:
             raise ValueError(f"X has {coll.n_features} features, but {type(self).__name__} was "
                              f"fitted on {self.n_features_in_} features (warm_start=True).")
-        sets = self._prepare_sets(coll.sets, fitting=not warm)
-        targets, n_outputs = self._encode_targets(y, len(sets), first_fit=not warm)
+        sw = check_fit_sample_weight(sample_weight, coll.sets, type(self).__name__)
+        sets = self._prepare_sets(coll.sets, fitting=not warm, sample_weight=sw)
+        targets, n_outputs = self._encode_targets(y, len(sets), first_fit=not warm,
+                                                  sample_weight=sw)
         n = len(sets)
+        # sets of weight 0 take no part (as if removed): the split and the batches see the others
+        pool = np.arange(n) if sw is None else np.flatnonzero(sw > 0)
         if self.early_stopping:
-            tr, va = split_validation(n, self.validation_fraction,
-                                      y=targets if self._is_classifier else None,
+            tr, va = split_validation(len(pool), self.validation_fraction,
+                                      y=targets[pool] if self._is_classifier else None,
                                       stratify=self._is_classifier, seed=seed)
+            tr, va = pool[tr], pool[va]
         else:
-            tr, va = np.arange(n), None
+            tr, va = pool, None
         tdtype = torch.long if self._is_classifier else self.dtype_
+        weighted = sw is not None and not np.all(sw[pool] == sw[pool[0]])
         data = FitData(
             sets=sets, targets=torch.as_tensor(targets).to(device=self.device_, dtype=tdtype),
             train=tr, validation=va,
-            lengths=np.fromiter((s.shape[0] for s in sets), dtype=np.int64, count=n))
+            lengths=np.fromiter((s.shape[0] for s in sets), dtype=np.int64, count=n),
+            weights=torch.as_tensor(sw, device=self.device_, dtype=self.dtype_) if weighted
+            else None)
         if not warm:
             self.n_features_in_ = coll.n_features
             self.module_ = self._init_module(data, n_outputs, seed, rng).to(
@@ -242,21 +288,25 @@ class SetNetworkEstimator(ClassNamePrefixFeaturesOutMixin, BaseNeuralEstimator):
                                    max_elements=self.max_elements, generator=gen):
                 idx = tr[b]
                 Xb, Mb = pack([sets[i] for i in idx], device=dev, dtype=dt)
-                yield Xb, Mb, Y[torch.as_tensor(idx, device=dev)]
+                yield Xb, Mb, Y[torch.as_tensor(idx, device=dev)], data.weights_of(idx)
 
         def loss_fn(module, batch):
-            Xb, Mb, Yb = batch
-            return self._loss_terms(module, self._loss(module(Xb, Mb), Yb)), Yb.shape[0]
+            # the one place the sample weights enter the training loss; the batch's share of the
+            # epoch loss (loss_curve_) is its number of sets, or its total weight
+            Xb, Mb, Yb, Wb = batch
+            loss = self._loss_terms(module, self._task_loss(module(Xb, Mb), Yb, Wb))
+            return loss, (Yb.shape[0] if Wb is None else float(Wb.sum()))
 
         validation_loss = [float("nan")]  # the task loss of the last validation, for schedules
         validation = None
         if self.early_stopping:
             val_sets, Y_va = data.subset(va)
+            W_va = data.weights_of(va)
 
-            def validation(module):
+            def validation(module):  # weighted by the validation sets' sample_weight
                 out = self._predict_batches(val_sets, lambda m, X_, M_: m(X_, M_), module)
-                validation_loss[0] = float(self._loss(out, Y_va))
-                return self._val_score(out, Y_va)
+                validation_loss[0] = float(self._task_loss(out, Y_va, W_va))
+                return self._val_score(out, Y_va, W_va)
 
         self._before_training(data, warm)
         completed = False
@@ -292,7 +342,7 @@ class SetClassifierMixin(ClassifierMixin):
 
     _is_classifier = True
 
-    def _encode_targets(self, y, n_sets, first_fit):
+    def _encode_targets(self, y, n_sets, first_fit, sample_weight=None):
         return encode_class_targets(self, y, n_sets, first_fit)
 
     @staticmethod
@@ -300,8 +350,17 @@ class SetClassifierMixin(ClassifierMixin):
         return F.cross_entropy(out, target)
 
     @staticmethod
-    def _val_score(out, target):
-        return float((out.argmax(1) == target).double().mean())
+    def _sample_loss(out, target):
+        return F.cross_entropy(out, target, reduction="none")
+
+    @staticmethod
+    def _val_score(out, target, weight=None):
+        """Accuracy, weighted by ``weight`` when given."""
+        correct = (out.argmax(1) == target).double()
+        if weight is None:
+            return float(correct.mean())
+        weight = weight.double()
+        return float((weight * correct).sum() / weight.sum())
 
     def decision_function(self, X) -> np.ndarray:
         """The network's logits, ``(n_sets, n_classes)``."""
@@ -324,18 +383,29 @@ class SetRegressorMixin(RegressorMixin):
 
     _is_classifier = False
 
-    def _encode_targets(self, y, n_sets, first_fit):
-        return encode_regression_targets(self, y, n_sets, first_fit)
+    def _encode_targets(self, y, n_sets, first_fit, sample_weight=None):
+        return encode_regression_targets(self, y, n_sets, first_fit, sample_weight)
 
     @staticmethod
     def _loss(out, target):
         return F.mse_loss(out, target.reshape(out.shape))
 
     @staticmethod
-    def _val_score(out, target):
+    def _sample_loss(out, target):
+        return F.mse_loss(out, target.reshape(out.shape), reduction="none").flatten(1).mean(1)
+
+    @staticmethod
+    def _val_score(out, target, weight=None):
+        """R^2 averaged over the outputs, weighted by ``weight`` when given (as ``r2_score``)."""
         target = target.reshape(out.shape)
-        ss_res = ((target - out) ** 2).sum(0)
-        ss_tot = ((target - target.mean(0)) ** 2).sum(0)
+        if weight is None:
+            ss_res = ((target - out) ** 2).sum(0)
+            ss_tot = ((target - target.mean(0)) ** 2).sum(0)
+        else:
+            w = weight.to(out.dtype).reshape(-1, *([1] * (out.dim() - 1)))
+            mean = (w * target).sum(0) / w.sum()
+            ss_res = (w * (target - out) ** 2).sum(0)
+            ss_tot = (w * (target - mean) ** 2).sum(0)
         return float((1.0 - ss_res / torch.where(ss_tot > 0, ss_tot, 1.0)).mean())
 
     def predict(self, X) -> np.ndarray:

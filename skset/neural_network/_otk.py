@@ -66,9 +66,14 @@ class _OTKNetwork(torch.nn.Module):
 
 
 def _fit_logistic_head(head: torch.nn.Linear, Z: torch.Tensor, y: torch.Tensor, alpha: float,
-                       max_iter: int = 100) -> None:
-    """Minimise ``mean CE(Z W^T + b, y) + alpha/2 ||W||^2`` by L-BFGS, from the current head."""
+                       max_iter: int = 100, weight: torch.Tensor | None = None) -> None:
+    """Minimise ``mean CE(Z W^T + b, y) + alpha/2 ||W||^2`` by L-BFGS, from the current head.
+
+    With ``weight``, the mean is the weighted mean ``sum_i w_i CE_i / sum_i w_i``.
+    """
     Z = Z.double()
+    if weight is not None:
+        weight = weight.to(Z)
     W = head.weight.detach().double().clone().requires_grad_()
     b = head.bias.detach().double().clone().requires_grad_()
     opt = torch.optim.LBFGS([W, b], lr=1.0, max_iter=max_iter, tolerance_grad=1e-7,
@@ -76,7 +81,11 @@ def _fit_logistic_head(head: torch.nn.Linear, Z: torch.Tensor, y: torch.Tensor, 
 
     def closure():
         opt.zero_grad()
-        loss = F.cross_entropy(Z @ W.T + b, y) + 0.5 * alpha * W.square().sum()
+        if weight is None:
+            ce = F.cross_entropy(Z @ W.T + b, y)
+        else:
+            ce = (weight * F.cross_entropy(Z @ W.T + b, y, reduction="none")).sum() / weight.sum()
+        loss = ce + 0.5 * alpha * W.square().sum()
         loss.backward()
         return loss
 
@@ -87,14 +96,26 @@ def _fit_logistic_head(head: torch.nn.Linear, Z: torch.Tensor, y: torch.Tensor, 
         head.bias.copy_(b.detach().to(head.bias.dtype))
 
 
-def _fit_ridge_head(head: torch.nn.Linear, Z: torch.Tensor, Y: torch.Tensor, alpha: float) -> None:
-    """Closed form of ``min mean 0.5||Y - Z W^T - b||^2 + alpha/2 ||W||^2``."""
+def _fit_ridge_head(head: torch.nn.Linear, Z: torch.Tensor, Y: torch.Tensor, alpha: float,
+                    weight: torch.Tensor | None = None) -> None:
+    """Closed form of ``min mean 0.5||Y - Z W^T - b||^2 + alpha/2 ||W||^2``.
+
+    With ``weight``, the mean is the weighted mean (weighted centring, rows scaled by
+    ``sqrt(w_i)``, penalty scaled by ``sum_i w_i``).
+    """
     Z = Z.double()
     Y = Y.double().reshape(Z.shape[0], -1)
     n, D = Z.shape
-    zm, ym = Z.mean(0), Y.mean(0)
-    Zc, Yc = Z - zm, Y - ym
-    reg = max(alpha, 1e-10) * n
+    if weight is None:
+        zm, ym = Z.mean(0), Y.mean(0)
+        Zc, Yc = Z - zm, Y - ym
+        total = n
+    else:
+        w = weight.to(Z).reshape(-1, 1)
+        total = float(w.sum())
+        zm, ym = (w * Z).sum(0) / total, (w * Y).sum(0) / total
+        Zc, Yc = w.sqrt() * (Z - zm), w.sqrt() * (Y - ym)
+    reg = max(alpha, 1e-10) * total
     if n < D:  # dual form: W^T = Zc^T (Zc Zc^T + reg I)^-1 Yc
         G = Zc @ Zc.T + reg * torch.eye(n, dtype=Z.dtype, device=Z.device)
         Wt = Zc.T @ torch.linalg.solve(G, Yc)
@@ -135,14 +156,16 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
         return bool(self.n_components)
 
     # -- initialisation -------------------------------------------------------------------------
-    def _initial_module(self, sets, n_outputs: int, rng) -> _OTKNetwork:
-        """Fit the unsupervised estimators and build the network from them."""
+    def _initial_module(self, sets, n_outputs: int, rng, sample_weight=None) -> _OTKNetwork:
+        """Fit the unsupervised estimators and build the network from them (on the sets weighted
+        by ``sample_weight``, float64 ``(n_sets,)`` or None)."""
         common = dict(device=self.device_, dtype=self.dtype)
         if self._use_nystrom:
             self.nystrom_ = NystromFeatures(
                 n_components=self.n_components, bandwidth=self.bandwidth, window=self.window,
                 normalize=SUPERVISED_NORMALIZE, keep_norm=SUPERVISED_KEEP_NORM,
-                random_state=rng.randint(2**31 - 1), **common).fit(sets)
+                random_state=rng.randint(2**31 - 1), **common)
+            self.nystrom_.fit(sets, sample_weight=sample_weight)
             feats = self.nystrom_.transform(sets)
             nystrom = self.nystrom_.to_module()
         else:
@@ -155,15 +178,17 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
             position_sigma=self.position_sigma, position_mode=self.position_mode, center=True,
             normalize=True,
             max_elements=self.max_elements, random_state=rng.randint(2**31 - 1), **common,
-        ).fit(feats)
+        )
+        self.embedding_.fit(feats, sample_weight=sample_weight)
         otk = self.embedding_.to_module()
         center = torch.as_tensor(self.embedding_.mean_, dtype=self.dtype_)
         return _OTKNetwork(nystrom, otk, self.window, center, True, n_outputs)
 
-    def _refit_head(self, module: _OTKNetwork, sets, targets: torch.Tensor) -> None:
+    def _refit_head(self, module: _OTKNetwork, sets, targets: torch.Tensor,
+                    weight: torch.Tensor | None = None) -> None:
         was_training = module.training
         Z = self._predict_batches(sets, lambda m, X, M: m.embed(X, M), module)
-        self._fit_head(module.head, Z, targets)
+        self._fit_head(module.head, Z, targets, weight)
         module.train(was_training)
 
     # -- training (hooks of SetNetworkEstimator.fit) --------------------------------------------
@@ -171,12 +196,14 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
         # the unsupervised initialisation sees the training part only: the validation sets of
         # early_stopping must stay unseen by the anchors and references too
         tr_sets, Y_tr = data.subset(data.train)
-        module = self._seeded(seed, lambda: self._initial_module(tr_sets, n_outputs, rng))
+        W_tr = data.weights_of(data.train)
+        sw = None if W_tr is None else W_tr.detach().cpu().double().numpy()
+        module = self._seeded(seed, lambda: self._initial_module(tr_sets, n_outputs, rng, sw))
         module = module.to(device=self.device_, dtype=self.dtype_)
         with torch.no_grad():
             module.head.weight.zero_()
             module.head.bias.zero_()
-        self._refit_head(module, tr_sets, Y_tr)
+        self._refit_head(module, tr_sets, Y_tr, W_tr)
         return module
 
     def _before_training(self, data, warm):
@@ -192,10 +219,11 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
         callbacks = []
         if self.solver == "alternating":
             tr_sets, Y_tr = data.subset(data.train)
+            W_tr = data.weights_of(data.train)
 
             def refit(state):
                 if state.epoch > 0 or warm:  # epoch 0 of a fresh fit: head just fitted at init
-                    self._refit_head(state.module, tr_sets, Y_tr)
+                    self._refit_head(state.module, tr_sets, Y_tr, W_tr)
 
             callbacks.append(LambdaCallback(on_epoch_begin=refit))
         if self.learning_rate == "adaptive":
@@ -215,7 +243,7 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
         if completed and self.solver == "alternating" and not self.early_stopping:
             # the head that goes with the final embedding (with early stopping, the restored
             # best epoch keeps the head it was validated with)
-            self._refit_head(self.module_, *data.subset(data.train))
+            self._refit_head(self.module_, *data.subset(data.train), data.weights_of(data.train))
         self.module_.eval()
 
     def _persist_module(self, name: str):
@@ -354,8 +382,8 @@ _DOC_REFS = """
 
 
 class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
-    def _fit_head(self, head, Z, targets):
-        _fit_logistic_head(head, Z, targets, float(self.alpha))
+    def _fit_head(self, head, Z, targets, weight=None):
+        _fit_logistic_head(head, Z, targets, float(self.alpha), weight=weight)
 
 
 OTKClassifier.__doc__ = compose_doc(
@@ -401,8 +429,12 @@ class OTKRegressor(SetRegressorMixin, _BaseSupervisedOTK):
         # half the squared error summed over outputs (the ridge head's objective), batch mean
         return 0.5 * F.mse_loss(out, target.reshape(out.shape), reduction="none").sum(1).mean()
 
-    def _fit_head(self, head, Z, targets):
-        _fit_ridge_head(head, Z, targets, float(self.alpha))
+    @staticmethod
+    def _sample_loss(out, target):
+        return 0.5 * F.mse_loss(out, target.reshape(out.shape), reduction="none").sum(1)
+
+    def _fit_head(self, head, Z, targets, weight=None):
+        _fit_ridge_head(head, Z, targets, float(self.alpha), weight)
 
 
 OTKRegressor.__doc__ = compose_doc(

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._sets import length_batches, pack
 from .._validation import POSITIVE_INT, Boolean, Integer, Param
 from ..nn.attention import SetTransformer
 from ..nn.deep_sets import DeepSets
 from ._base import SetClassifierMixin, SetNetworkEstimator, SetRegressorMixin, compose_doc
-from ._training import TRAINING_PARAMS
+from ._training import TRAINING_PARAMS, weighted_mean_std
 
 __all__ = [
     "SetTransformerClassifier",
@@ -30,8 +31,9 @@ class _BaseSetNetwork(SetNetworkEstimator):
     # models saved before the input standardisation did not standardise
     _legacy_params = {"standardize": False}
 
-    def _prepare_sets(self, sets, fitting):
-        """Standardise the element features with the training elements' mean and std.
+    def _prepare_sets(self, sets, fitting, sample_weight=None):
+        """Standardise the element features with the training elements' mean and std (each
+        element weighted by its set's ``sample_weight``: a set of weight 2 counts as two copies).
 
         Why it is on by default: an attention logit compares two elements through their
         projections; raw features that share a large common part (pixels of digits, all in
@@ -43,9 +45,10 @@ class _BaseSetNetwork(SetNetworkEstimator):
         if fitting:
             if self.standardize and sets:
                 E = np.concatenate(sets)
-                std = E.std(0)
+                ew = None if sample_weight is None else np.repeat(
+                    sample_weight, [s.shape[0] for s in sets])
+                self.mean_, std = weighted_mean_std(E, ew)
                 tiny = 1e-12 * max(1.0, float(np.abs(E).max()))
-                self.mean_ = E.mean(0)
                 self.scale_ = np.where(std > tiny, std, 1.0)
             else:
                 d = sets[0].shape[1]
@@ -153,6 +156,45 @@ class _SetTransformerBase(_BaseSetNetwork):
 
     def _embed_dim(self):
         return int(self.n_seeds) * int(self.hidden_size)
+
+    def attention_weights(self, X) -> list[dict[str, np.ndarray]]:
+        """The attention weights of every attention block, per set and per head.
+
+        The sets go through the fitted network as in :meth:`predict` (standardised with
+        ``mean_`` and ``scale_``, in length-sorted padded batches), and each block's weights are
+        cropped to the set's real elements, so a set's weights do not depend on the other sets.
+
+        Parameters
+        ----------
+        X : list of array-like of shape (n_i, n_features), or ndarray (n_sets, n, n_features)
+
+        Returns
+        -------
+        list of dict
+            One dict per set, ``{block name: ndarray (n_heads, n_queries, n_keys)}``, each row a
+            distribution over the keys (it sums to 1). With ``n_i`` the set's size, ``m =
+            n_inducing`` and ``k = n_seeds``: ``"blocks.l"`` (SAB ``l``, ``n_inducing=None``)
+            ``(n_heads, n_i, n_i)``; ``"blocks.l.mab1"`` (ISAB ``l``: inducing points onto
+            elements) ``(n_heads, m, n_i)`` and ``"blocks.l.mab2"`` (elements onto inducing
+            points) ``(n_heads, n_i, m)``; ``"pool"`` (PMA: seeds onto elements, the weights of
+            the pooling) ``(n_heads, k, n_i)``; ``"pool_sab"`` (``decoder="sab"``: seed to seed)
+            ``(n_heads, k, k)``. Names are paths in ``module_`` (see
+            :meth:`skset.nn.SetTransformer.attention_weights`).
+        """
+        sets = self._check_predict_X(X)  # checks that the model is fitted
+        lengths = np.fromiter((s.shape[0] for s in sets), dtype=np.int64, count=len(sets))
+        out: list = [None] * len(sets)
+        module = self.module_
+        was_training = module.training
+        module.eval()
+        try:
+            for idx in length_batches(self._batch_cost(lengths), max_elements=self.max_elements):
+                Xb, Mb = pack([sets[i] for i in idx], device=self.device_, dtype=self.dtype_)
+                for i, weights in zip(idx, module.attention_weights(Xb, Mb)):
+                    out[i] = {name: w.cpu().numpy() for name, w in weights.items()}
+        finally:
+            module.train(was_training)
+        return out
 
 
 _ST_DOC = """

@@ -13,7 +13,9 @@ passes their training parameters and keeps the history. Helpers:
 * :func:`epoch_batches` - length-bucketed batches of set indices for one epoch, shuffled with a
   ``torch.Generator`` (never the global RNG);
 * :func:`encode_class_targets`, :func:`encode_regression_targets` - targets of classifiers and
-  regressors.
+  regressors;
+* :func:`check_fit_sample_weight`, :func:`weighted_mean_std` - the ``sample_weight`` of a ``fit``
+  and the weighted statistics (target and feature standardisation) it enters.
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ __all__ = [
     "split_validation",
     "epoch_batches",
     "check_training_params",
+    "check_fit_sample_weight",
+    "weighted_mean_std",
 ]
 
 
@@ -394,12 +398,52 @@ def encode_class_targets(est, y, n_sets: int, first_fit: bool) -> tuple[np.ndarr
     return enc.astype(np.int64), len(est.classes_)
 
 
-def encode_regression_targets(est, y, n_sets: int, first_fit: bool) -> tuple[np.ndarray, int]:
+def check_fit_sample_weight(sample_weight, sets, name: str = "") -> np.ndarray | None:
+    """The checked ``sample_weight`` of a ``fit`` on ``sets``: None, or float64 ``(n_sets,)``.
+
+    scikit-learn's ``_check_sample_weight``: a scalar is broadcast; a wrong length or shape, NaN,
+    infinite or negative weights, or weights that are all zero raise a ``ValueError``.
+    """
+    if sample_weight is None:
+        return None
+    from sklearn.utils.validation import _check_sample_weight
+
+    try:
+        return _check_sample_weight(sample_weight, sets, dtype=np.float64,
+                                    ensure_non_negative=True, copy=True)
+    except ValueError as exc:
+        raise ValueError(f"{name + ': ' if name else ''}invalid sample_weight ({len(sets)} sets, "
+                         f"one non-negative finite weight each, not all zero): {exc}") from None
+
+
+def weighted_mean_std(values: np.ndarray, weights: np.ndarray | None = None):
+    """``(mean, std)`` of the rows of ``values`` (axis 0), row ``i`` weighted by ``weights[i]``.
+
+    Rows of weight 0 are left out (exactly as if absent); equal weights give ``values.mean(0)`` and
+    ``values.std(0)`` exactly, so all-ones weights change nothing. Integer weights give the moments
+    of the rows repeated that many times (the population standard deviation, as ``np.std``).
+    """
+    if weights is not None:
+        keep = weights > 0
+        if not keep.all():
+            values, weights = values[keep], weights[keep]
+        if np.all(weights == weights[0]):
+            weights = None
+    if weights is None:
+        return values.mean(0), values.std(0)
+    mean = np.average(values, axis=0, weights=weights)
+    var = np.average((values - mean) ** 2, axis=0, weights=weights)
+    return mean, np.sqrt(var)
+
+
+def encode_regression_targets(est, y, n_sets: int, first_fit: bool,
+                              sample_weight: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """Standardise numeric targets ``(n_sets,)`` or ``(n_sets, n_outputs)``.
 
     Shared by every set regressor: the network sees unit-scale targets; on the first fit this sets
-    ``est.y_mean_``, ``est.y_scale_`` and ``est._y_ndim`` (so ``predict`` returns ``y``'s shape).
-    Returns ``(standardised (n_sets, n_outputs) targets, n_outputs)``.
+    ``est.y_mean_``, ``est.y_scale_`` and ``est._y_ndim`` (so ``predict`` returns ``y``'s shape),
+    the mean and standard deviation weighted by ``sample_weight`` when given
+    (:func:`weighted_mean_std`). Returns ``(standardised (n_sets, n_outputs) targets, n_outputs)``.
     """
     from .._sets import check_set_labels
 
@@ -412,8 +456,7 @@ def encode_regression_targets(est, y, n_sets: int, first_fit: bool) -> tuple[np.
     y2 = y.reshape(n_sets, -1)
     if first_fit:
         est._y_ndim = y.ndim
-        est.y_mean_ = y2.mean(0)
-        std = y2.std(0)
+        est.y_mean_, std = weighted_mean_std(y2, sample_weight)
         est.y_scale_ = np.where(std > 0, std, 1.0)
     elif y2.shape[1] != len(est.y_mean_):
         raise ValueError(f"y has {y2.shape[1]} outputs but the first fit had "

@@ -4,7 +4,16 @@ No numpy, no scikit-learn: these modules can be used inside any network.
 """
 
 from .abc import ABCKernel, abc_affinity, abc_loss, same_cluster_matrix
-from .attention import ISAB, MAB, PMA, SAB, MultiheadAttention, SetTransformer
+from .attention import (
+    ISAB,
+    MAB,
+    PMA,
+    SAB,
+    AttentionRecord,
+    MultiheadAttention,
+    SetTransformer,
+    record_attention,
+)
 from .deep_sets import DeepSets, DeepSetsBlock, DeepSetsEncoder, masked_pool
 from .norm import SetNorm, set_norm
 from .nystrom import NystromLayer, gaussian_kernel, inv_sqrt_psd, kmer_unfold, nystrom_map
@@ -23,6 +32,7 @@ __all__ = [
     "abc_affinity",
     "abc_loss",
     "same_cluster_matrix",
+    "AttentionRecord",
     "ISAB",
     "MAB",
     "MultiheadAttention",
@@ -47,6 +57,7 @@ __all__ = [
     "nystrom_map",
     "otk_plans",
     "otk_pool",
+    "record_attention",
     "spectral_cluster",
     "spectral_embedding",
 ]

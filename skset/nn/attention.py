@@ -34,6 +34,13 @@ keep the ``m`` outputs apart from the first step.
 Multi-head attention scales the scores by ``1/sqrt(head_dim)`` (the width of one head, not of the
 whole model), and concatenated heads go through an output projection, as in Vaswani et al. (2017).
 
+Attention weights: the forward pass runs the fused ``scaled_dot_product_attention`` and keeps no
+weights. Inside :func:`record_attention` every :class:`MultiheadAttention` of a module also forms
+its weights ``softmax(q k^T / sqrt(head_dim))`` (``(B, n_heads, n_queries, n_keys)``, 0 on padded
+keys and on the rows of padded queries) and stores them under the block's name;
+:meth:`SetTransformer.attention_weights` returns them cropped to each set's real elements.
+Recording does not change the forward's outputs (they still come from the fused kernel).
+
 References
 ----------
 Lee, Lee, Kim, Kosiorek, Choi, Teh. "Set Transformer: A Framework for Attention-based
@@ -44,6 +51,7 @@ Deep Sets", ICML 2022.
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -52,7 +60,8 @@ from torch import nn
 
 from .norm import make_norm
 
-__all__ = ["MultiheadAttention", "MAB", "SAB", "ISAB", "PMA", "SetTransformer"]
+__all__ = ["MultiheadAttention", "MAB", "SAB", "ISAB", "PMA", "SetTransformer", "AttentionRecord",
+           "record_attention"]
 
 _RESIDUALS = ("original", "clean")
 _POINT_INITS = ("xavier", "normal")
@@ -84,6 +93,82 @@ def _zero_padding(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     return torch.where(mask.unsqueeze(-1), x, torch.zeros((), dtype=x.dtype, device=x.device))
 
 
+def _block_name(module_name: str) -> str:
+    """The name of the block an attention module belongs to: its path less ``.attn`` / ``.mab``
+    (``"blocks.0.mab.attn"`` -> ``"blocks.0"``, ``"blocks.0.mab1.attn"`` -> ``"blocks.0.mab1"``)."""
+    parts = module_name.split(".") if module_name else []
+    for last in ("attn", "mab"):
+        if parts and parts[-1] == last:
+            parts.pop()
+    return ".".join(parts)
+
+
+class AttentionRecord(dict):
+    """Attention weights recorded by :func:`record_attention`: ``{block name: weights}``.
+
+    Each value is the ``(B, n_heads, n_queries, n_keys)`` tensor of the block's last call, rows
+    summing to 1 over the real keys, 0 on padded keys and on the rows of padded queries. Block
+    names are module paths less the trailing ``.mab.attn`` (see
+    :meth:`SetTransformer.attention_weights`).
+    """
+
+    def __init__(self):
+        super().__init__()
+        #: ``{block name: (query_mask, key_mask)}`` (``None`` for an unmasked axis)
+        self.masks: dict[str, tuple[torch.Tensor | None, torch.Tensor | None]] = {}
+
+    def _add(self, name, weights, query_mask, key_mask) -> None:
+        self[name] = weights
+        self.masks[name] = (query_mask, key_mask)
+
+    def per_set(self) -> list[dict[str, torch.Tensor]]:
+        """One ``{block name: (n_heads, n_queries_i, n_keys_i)}`` dict per set: each masked axis
+        cropped to the set's real elements (learned points, unmasked, stay whole)."""
+        if not self:
+            return []
+        B = next(iter(self.values())).shape[0]
+        out: list[dict[str, torch.Tensor]] = [{} for _ in range(B)]
+        for name, w in self.items():
+            qm, km = self.masks[name]
+            for b in range(B):
+                wb = w[b]
+                if qm is not None:
+                    wb = wb[:, qm[b]]
+                if km is not None:
+                    wb = wb[:, :, km[b]]
+                out[b][name] = wb
+        return out
+
+
+@contextlib.contextmanager
+def record_attention(module: nn.Module):
+    """Record the attention weights of every :class:`MultiheadAttention` inside ``module``.
+
+    Yields an :class:`AttentionRecord` that the forward passes run inside the ``with`` block fill
+    (the forward itself is unchanged; outside the block no weights are formed).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skset.nn import SetTransformer, record_attention
+    >>> net = SetTransformer(in_features=3, dim=8, out_features=2, n_layers=1, n_heads=2)
+    >>> x = torch.randn(2, 5, 3); mask = torch.arange(5) < torch.tensor([[5], [3]])
+    >>> with record_attention(net) as rec:
+    ...     _ = net(x, mask)
+    >>> {name: tuple(w.shape) for name, w in rec.items()}
+    {'blocks.0': (2, 2, 5, 5), 'pool': (2, 2, 1, 5)}
+    """
+    record = AttentionRecord()
+    attns = [(name, m) for name, m in module.named_modules() if isinstance(m, MultiheadAttention)]
+    for name, m in attns:
+        m._record = (record, _block_name(name))
+    try:
+        yield record
+    finally:
+        for _, m in attns:
+            m._record = None
+
+
 class MultiheadAttention(nn.Module):
     r"""Multi-head scaled dot-product attention with a key mask.
 
@@ -100,6 +185,9 @@ class MultiheadAttention(nn.Module):
     bias : bool, default=True
         Biases in the four projections.
     """
+
+    #: ``(record, name)`` while inside :func:`record_attention`, else None (no weights formed)
+    _record: tuple[AttentionRecord, str] | None = None
 
     def __init__(self, dim: int, n_heads: int, bias: bool = True):
         super().__init__()
@@ -123,8 +211,13 @@ class MultiheadAttention(nn.Module):
         key: torch.Tensor,
         value: torch.Tensor,
         key_mask: torch.Tensor | None = None,
+        query_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """``query (B, n_q, D)``, ``key``/``value`` ``(B, n_k, D)``, ``key_mask (B, n_k)``."""
+        """``query (B, n_q, D)``, ``key``/``value`` ``(B, n_k, D)``, ``key_mask (B, n_k)``.
+
+        ``query_mask (B, n_q)`` only serves :func:`record_attention` (the rows of padded queries
+        are recorded as 0, and the record can crop them); the output does not depend on it.
+        """
         B, n_q, _ = query.shape
         q = self._heads(self.q_proj(query))
         k = self._heads(self.k_proj(key))
@@ -134,11 +227,23 @@ class MultiheadAttention(nn.Module):
             v = _zero_padding(v, key_mask)
             attn_mask = key_mask[:, None, None, :]  # (B, 1, 1, n_k), True = may attend
         v = self._heads(v)
-        # SDPA's default scale is 1/sqrt(head_dim), the per-head width
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask,
-                                           scale=1.0 / math.sqrt(self.head_dim))
+        scale = 1.0 / math.sqrt(self.head_dim)  # SDPA's default: the per-head width
+        if self._record is not None:
+            self._store_weights(q, k, scale, attn_mask, query_mask, key_mask)
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=scale)
         o = o.transpose(1, 2).reshape(B, n_q, self.dim)
         return self.out_proj(o)
+
+    def _store_weights(self, q, k, scale, attn_mask, query_mask, key_mask) -> None:
+        """The weights of this call, ``(B, n_heads, n_q, n_k)``, into the active record."""
+        scores = (q @ k.transpose(-1, -2)) * scale
+        if attn_mask is not None:
+            scores = scores.masked_fill(~attn_mask, -math.inf)
+        w = torch.softmax(scores, dim=-1)
+        if query_mask is not None:
+            w = w * query_mask[:, None, :, None].to(w.dtype)
+        record, name = self._record
+        record._add(name, w.detach(), query_mask, key_mask)
 
 
 class MAB(nn.Module):
@@ -183,9 +288,9 @@ class MAB(nn.Module):
     ) -> torch.Tensor:
         """``x (B, n_x, D)`` queries, ``y (B, n_y, D)`` keys/values, with their masks."""
         if self.residual == "original":
-            h = self.norm0(x + self.attn(x, y, y, y_mask), x_mask)
+            h = self.norm0(x + self.attn(x, y, y, y_mask, x_mask), x_mask)
             return self.norm1(h + F.relu(self.ff(h)), x_mask)
-        h = x + self.attn(self.norm_q(x, x_mask), self.norm_k(y, y_mask), y, y_mask)
+        h = x + self.attn(self.norm_q(x, x_mask), self.norm_k(y, y_mask), y, y_mask, x_mask)
         return h + self.ff(F.relu(self.norm_ff(h, x_mask)))
 
 
@@ -354,3 +459,26 @@ class SetTransformer(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         return self.decoder(self.embed(x, mask))
+
+    def attention_weights(self, x: torch.Tensor,
+                          mask: torch.Tensor | None = None) -> list[dict[str, torch.Tensor]]:
+        """The attention weights of every block, per set, cropped to its real elements.
+
+        Returns one dict per set of ``x``, ``{block name: (n_heads, n_queries, n_keys)}``, each
+        row a distribution over the keys (it sums to 1). With ``n`` the set's size, ``m`` the
+        inducing points and ``k`` the seeds, the blocks are:
+
+        * ``"blocks.i"`` (SAB ``i``): ``(n_heads, n, n)``, element to element;
+        * ``"blocks.i.mab1"`` (ISAB ``i``, first MAB): ``(n_heads, m, n)``, inducing points
+          onto elements; ``"blocks.i.mab2"`` (second MAB): ``(n_heads, n, m)``, elements onto
+          inducing points;
+        * ``"pool"`` (PMA): ``(n_heads, k, n)``, seeds onto elements (the weights of the
+          pooling);
+        * ``"pool_sab"`` (``decoder="sab"`` only): ``(n_heads, k, k)``, seed to seed.
+
+        Computed without gradients, in ``x``'s dtype; see :func:`record_attention` for the
+        padded tensors.
+        """
+        with torch.no_grad(), record_attention(self) as record:
+            self.embed(x, mask)
+        return record.per_set()

@@ -27,16 +27,23 @@ to ``n - 1``, ``j`` from 0 to ``p - 1``) enter in one of three ways (``position_
   similarity itself multiplied by ``S`` (so the penalty depends on the sign and size of ``K``:
   far-apart pairs are pulled towards similarity 0), then :math:`\odot S`. Unlike that code, ``n`` is
   each set's real length, not the padded one.
+
+Element mass and unbalanced transport: ``weights (B, n)`` give each set a non-uniform measure
+(normalised per set; an element of weight 0 is as if removed, except that it still counts in the
+positions ``i/n``), and ``reg_m`` relaxes the set-side marginal by a KL penalty (see
+:mod:`skset.ot`). The reference side stays exact, so every support still pools mass ``1/p`` and
+the embedding keeps its scale.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 from torch import nn
 
-from ..ot import position_log_weights, position_weights, sinkhorn
+from ..ot import _check_weights, position_log_weights, position_weights, sinkhorn
 
 __all__ = ["OTKLayer", "otk_plans", "otk_pool"]
 
@@ -59,14 +66,23 @@ def otk_plans(
     method: str = "auto",
     sinkhorn_tol: float | None = None,
     position_mode: str = "kernel",
+    weights: torch.Tensor | None = None,
+    reg_m: float | None = None,
 ) -> torch.Tensor:
     """Plans ``(B, q, n, p)`` between each set of ``x (B, n, k)`` and each of ``references (q, p, k)``.
 
-    ``sinkhorn_iter``, ``method`` and ``sinkhorn_tol`` go to :func:`skset.ot.sinkhorn` (``n_iter``,
-    ``method``, ``tol``; ``sinkhorn_iter`` is the cap with a tolerance, which autograd ignores);
-    ``position_sigma`` and ``position_mode`` are described in the module docstring.
+    ``sinkhorn_iter``, ``method``, ``sinkhorn_tol``, ``weights`` and ``reg_m`` go to
+    :func:`skset.ot.sinkhorn` (``n_iter``, ``method``, ``tol``, ``weights``, ``reg_m``;
+    ``sinkhorn_iter`` is the cap with a tolerance, which autograd ignores): ``weights (B, n)`` are
+    the element masses of each set (``None``: uniform), ``reg_m`` the strength of the KL
+    relaxation of the set-side marginal (``None``: balanced). ``position_sigma`` and
+    ``position_mode`` are described in the module docstring.
     """
     check_position_mode(position_mode)
+    if mask is None:
+        mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
+    # checked here, so that an error names the set of x, not its copy for one reference
+    a = _check_weights(weights, mask, x)
     B, n, _ = x.shape
     q, p, k = references.shape
     sim = x @ references.reshape(q * p, k).T  # (B, n, q*p): one matmul for all references
@@ -76,6 +92,8 @@ def otk_plans(
     else:
         sim = sim.view(B, n, q, p).permute(0, 2, 1, 3)
         rep_mask = mask.repeat_interleave(q, dim=0)
+        if a is not None:
+            a = a.repeat_interleave(q, dim=0)
     S = None
     if position_sigma is not None:
         S = position_weights(mask, p, position_sigma, dtype=sim.dtype).unsqueeze(1)
@@ -85,7 +103,7 @@ def otk_plans(
         elif position_mode == "similarity":
             sim = sim * S
     P = sinkhorn(sim.reshape(B * q, n, p), rep_mask, epsilon=epsilon, n_iter=sinkhorn_iter,
-                 method=method, tol=sinkhorn_tol).view(B, q, n, p)
+                 method=method, tol=sinkhorn_tol, weights=a, reg_m=reg_m).view(B, q, n, p)
     if S is not None:
         P = P * S
     return P
@@ -131,8 +149,14 @@ class OTKLayer(nn.Module):
         chosen on the real-data suite.
     references : Tensor (q, p, k), optional
         Initial references; default small random values.
+    reg_m : float or None, default=None
+        Unbalanced transport: strength of the KL penalty on the set-side marginal (POT's
+        ``reg_m``; see :mod:`skset.ot`): elements of low similarity to every support receive less
+        than their mass. ``None``: balanced.
 
-    Shapes: ``forward(x (B, n, k), mask (B, n))`` -> ``(B, q * p, k)``; flatten it for a linear head.
+    Shapes: ``forward(x (B, n, k), mask (B, n), weights (B, n))`` -> ``(B, q * p, k)``; flatten it
+    for a linear head. ``weights`` are optional element masses (non-negative, normalised per set;
+    ``None``: uniform).
 
     Examples
     --------
@@ -157,6 +181,7 @@ class OTKLayer(nn.Module):
         references: torch.Tensor | None = None,
         sinkhorn_tol: float | None = None,
         position_mode: str = "kernel",
+        reg_m: float | None = None,
     ):
         super().__init__()
         self.in_features = in_features
@@ -169,6 +194,10 @@ class OTKLayer(nn.Module):
         self.sinkhorn_tol = sinkhorn_tol
         check_position_mode(position_mode)
         self.position_mode = position_mode
+        if reg_m is not None and not (isinstance(reg_m, numbers.Real)
+                                      and not isinstance(reg_m, bool) and reg_m > 0):
+            raise ValueError(f"reg_m must be None or a positive number, got {reg_m!r}")
+        self.reg_m = None if reg_m is None else float(reg_m)
         if references is None:
             bound = 1.0 / math.sqrt(n_supports)
             references = torch.empty(n_references, n_supports, in_features).uniform_(-bound, bound)
@@ -177,15 +206,19 @@ class OTKLayer(nn.Module):
                              f", got {tuple(references.shape)}")
         self.references = nn.Parameter(references.clone())
 
-    def plans(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """The transport plans ``(B, q, n, p)`` (positional weights applied)."""
+    def plans(self, x: torch.Tensor, mask: torch.Tensor | None = None,
+              weights: torch.Tensor | None = None) -> torch.Tensor:
+        """The transport plans ``(B, q, n, p)`` (positional weights applied); ``weights (B, n)``:
+        element masses, ``None`` for uniform."""
         if mask is None:
             mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
         return otk_plans(x, mask, self.references, epsilon=self.epsilon,
                          sinkhorn_iter=self.sinkhorn_iter, position_sigma=self.position_sigma,
                          method=self.method, sinkhorn_tol=self.sinkhorn_tol,
-                         position_mode=self.position_mode)
+                         position_mode=self.position_mode, weights=weights,
+                         reg_m=getattr(self, "reg_m", None))  # layers pickled before reg_m
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        out = otk_pool(x, self.plans(x, mask))
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None,
+                weights: torch.Tensor | None = None) -> torch.Tensor:
+        out = otk_pool(x, self.plans(x, mask, weights))
         return out.reshape(x.shape[0], -1, x.shape[-1])

@@ -1,0 +1,391 @@
+"""Fitted estimators as one torch module or one ONNX graph, for serving without skset.
+
+:func:`serving_module` turns a fitted estimator into a torch module ``forward(x, mask)`` on a padded
+batch (``x (B, n, d)``, ``mask (B, n)`` boolean, ``True`` on real elements, real elements first)
+that does everything the estimator does between its checked input and its output: the input
+standardisation (``mean_``, ``scale_``), the network, the output head and the output transform
+(softmax, target scale). :func:`export_onnx` writes that module as an ONNX file with dynamic batch
+and set-size axes; :func:`pad_sets` builds its inputs and :func:`run_onnx` runs it with
+onnxruntime on a list of sets. The module also goes through :func:`torch.export.export` as it is
+(see the user guide page "Exporting a model").
+
+Outputs (names of the ONNX outputs, in order):
+
+* classifiers (Set Transformer, Deep Sets, supervised OTK): ``decision_function`` ``(B, C)``,
+  ``predict_proba`` ``(B, C)``, ``predict_index`` ``(B,)`` (int64, the label is
+  ``classes_[predict_index]``) and ``transform`` ``(B, n_features_out)``;
+* regressors: ``predict`` ``(B,)`` or ``(B, n_outputs)`` (like the estimator's) and ``transform``;
+* :class:`~skset.OTKEmbedding`: ``transform`` ``(B, n_references * n_supports * d)``;
+* :class:`~skset.NystromFeatures`: ``transform`` ``(B, n - window + 1, n_components_)`` and
+  ``transform_mask`` ``(B, n - window + 1)``, the real rows of each set.
+
+OTK's Sinkhorn: the estimators run the exp-domain iterations and redo in the log domain the sets
+whose scalings under- or overflow (a data-dependent branch no graph can hold). The exported graph
+runs one domain for every set, ``sinkhorn_method="log"`` by default: the same iterates, so the same
+plans up to rounding, and no overflow for any input. ``"exp"`` is faster and equal wherever the
+estimator did not fall back. The iteration count is fixed (``sinkhorn_iter``): the supervised
+models use a fixed count anyway; :class:`~skset.OTKEmbedding` stops at ``sinkhorn_tol`` by default,
+so its export needs an explicit count and then differs from ``transform`` by about the tolerance.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import math
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+from sklearn.utils.validation import check_is_fitted
+from torch import nn
+
+from ._sets import length_batches, pack
+from .embedding import OTKEmbedding
+from .kernel_approximation import NystromFeatures
+from .neural_network._otk import _BaseSupervisedOTK
+from .neural_network._set_networks import _BaseSetNetwork
+from .nn.nystrom import NystromLayer
+
+__all__ = ["serving_module", "export_program", "export_onnx", "pad_sets", "run_onnx"]
+
+_SINKHORN_METHODS = ("log", "exp")
+
+
+class _FrozenNystromLayer(NystromLayer):
+    """A :class:`NystromLayer` whose ``kappa(w, w)^{-1/2}`` is a fixed buffer (ONNX has no
+    eigendecomposition; for a fitted layer the matrix depends on the anchors alone)."""
+
+    def normalization(self) -> torch.Tensor:
+        return self.frozen_normalization
+
+
+def _freeze_nystrom(layer: NystromLayer, normalization: torch.Tensor | None = None) -> NystromLayer:
+    frozen = copy.deepcopy(layer)
+    if normalization is None:
+        with torch.no_grad():
+            normalization = layer.normalization()
+    frozen.__class__ = _FrozenNystromLayer
+    frozen.register_buffer("frozen_normalization",
+                           normalization.detach().to(layer.anchors.dtype).clone())
+    return frozen
+
+
+def _set_sinkhorn(otk, method: str, n_iter: int | None) -> None:
+    otk.method = method
+    otk.sinkhorn_tol = None  # a fixed count: no data-dependent stopping
+    if n_iter is not None:
+        otk.sinkhorn_iter = int(n_iter)
+
+
+class _NetworkServing(nn.Module):
+    """Standardisation, set network, head and output transform of a set-to-target estimator."""
+
+    def __init__(self, net: nn.Module, head: nn.Module, mean, scale, *, classifier: bool,
+                 y_mean=None, y_scale=None, squeeze: bool = False):
+        super().__init__()
+        self.net = net
+        self.head = head
+        self.classifier = bool(classifier)
+        self.squeeze = bool(squeeze)
+        dtype = next(net.parameters()).dtype
+        self.standardize = mean is not None
+        if self.standardize:
+            self.register_buffer("mean", torch.as_tensor(mean, dtype=dtype))
+            self.register_buffer("scale", torch.as_tensor(scale, dtype=dtype))
+        if not self.classifier:
+            self.register_buffer("y_mean", torch.as_tensor(y_mean, dtype=dtype))
+            self.register_buffer("y_scale", torch.as_tensor(y_scale, dtype=dtype))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor):
+        if self.standardize:
+            x = (x - self.mean) / self.scale
+        z = self.net.embed(x, mask)
+        out = self.head(z)
+        if self.classifier:
+            return out, torch.softmax(out, dim=1), out.argmax(dim=1), z
+        pred = out * self.y_scale + self.y_mean
+        return (pred[:, 0] if self.squeeze else pred), z
+
+
+class _NystromServing(nn.Module):
+    def __init__(self, layer: NystromLayer):
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor):
+        return self.layer(x, mask)
+
+
+class _OTKEmbeddingServing(nn.Module):
+    def __init__(self, layer, center, normalize: bool):
+        super().__init__()
+        self.layer = layer
+        self.normalize = bool(normalize)
+        self.register_buffer("center", torch.as_tensor(center, dtype=layer.references.dtype))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor):
+        z = self.layer(x, mask).flatten(1) - self.center
+        if self.normalize:
+            z = z * (math.sqrt(z.shape[1])
+                     / torch.linalg.vector_norm(z, dim=1, keepdim=True).clamp_min(1e-12))
+        return (z,)
+
+
+def _output_names(estimator) -> list[str]:
+    if isinstance(estimator, NystromFeatures):
+        return ["transform", "transform_mask"]
+    if isinstance(estimator, OTKEmbedding):
+        return ["transform"]
+    if hasattr(estimator, "classes_"):
+        return ["decision_function", "predict_proba", "predict_index", "transform"]
+    return ["predict", "transform"]
+
+
+def serving_module(estimator, *, sinkhorn_method: str = "log",
+                   sinkhorn_iter: int | None = None) -> nn.Module:
+    """The fitted ``estimator`` as one torch module ``forward(x, mask) -> tuple of outputs``.
+
+    Parameters
+    ----------
+    estimator : fitted SetTransformerClassifier, SetTransformerRegressor, DeepSetsClassifier, \
+DeepSetsRegressor, OTKClassifier, OTKRegressor, OTKEmbedding or NystromFeatures
+        A copy of its network is taken (the estimator is untouched), in eval mode, on the CPU, in
+        the estimator's dtype.
+    sinkhorn_method : {"log", "exp"}, default="log"
+        OTK only: the Sinkhorn domain of every set (see the module docstring).
+    sinkhorn_iter : int or None, default=None
+        OTK only: the fixed Sinkhorn iteration count; ``None`` takes the estimator's. Required
+        for an :class:`~skset.OTKEmbedding` that stops at a tolerance (``sinkhorn_tol``).
+
+    Returns
+    -------
+    torch.nn.Module
+        ``forward(x (B, n, d), mask (B, n))`` returns the outputs listed in the module
+        docstring, in that order, as a tuple. Every set needs at least one real element (at
+        least ``window`` for k-mers), its real elements first.
+    """
+    if sinkhorn_method not in _SINKHORN_METHODS:
+        raise ValueError(f"sinkhorn_method must be 'log' or 'exp', got {sinkhorn_method!r}")
+    if sinkhorn_iter is not None and not (isinstance(sinkhorn_iter, (int, np.integer))
+                                          and sinkhorn_iter >= 1):
+        raise ValueError(f"sinkhorn_iter must be a positive integer or None, got {sinkhorn_iter!r}")
+    name = type(estimator).__name__
+    if isinstance(estimator, _BaseSetNetwork):
+        check_is_fitted(estimator, "module_")
+        net = copy.deepcopy(estimator.module_)
+        mean = getattr(estimator, "mean_", None)  # absent in models fitted before standardize
+        if mean is not None and not np.any(mean) and np.all(estimator.scale_ == 1.0):
+            mean = None
+        scale = None if mean is None else estimator.scale_
+        module = _network_serving(estimator, net, net.decoder, mean, scale)
+    elif isinstance(estimator, _BaseSupervisedOTK):
+        check_is_fitted(estimator, "module_")
+        net = copy.deepcopy(estimator.module_)
+        if net.nystrom is not None:
+            net.nystrom = _freeze_nystrom(net.nystrom)
+        _set_sinkhorn(net.otk, sinkhorn_method, sinkhorn_iter)
+        module = _network_serving(estimator, net, net.head, None, None)
+    elif isinstance(estimator, NystromFeatures):
+        check_is_fitted(estimator)
+        layer = estimator.to_module()
+        module = _NystromServing(_freeze_nystrom(layer, torch.as_tensor(estimator.normalization_)))
+    elif isinstance(estimator, OTKEmbedding):
+        check_is_fitted(estimator)
+        tol = estimator.sinkhorn_tol
+        if sinkhorn_iter is None and tol is not None and tol > 0:
+            raise ValueError(
+                f"{name} stops Sinkhorn at sinkhorn_tol={tol:g} (at most sinkhorn_iter="
+                f"{estimator.sinkhorn_iter}); an exported graph runs a fixed count: pass "
+                "sinkhorn_iter= (e.g. 100; the outputs then differ from transform by about the "
+                "tolerance), or fit with sinkhorn_tol=None.")
+        layer = estimator.to_module()
+        _set_sinkhorn(layer, sinkhorn_method, sinkhorn_iter)
+        # transform subtracts mean_ (zeros with center=False)
+        module = _OTKEmbeddingServing(layer, estimator.mean_, estimator.normalize)
+    else:
+        raise TypeError(f"{name} cannot be exported; supported: the Set Transformer, Deep Sets "
+                        "and supervised OTK estimators, OTKEmbedding and NystromFeatures.")
+    return module.cpu().eval().requires_grad_(False)
+
+
+def _network_serving(estimator, net, head, mean, scale) -> _NetworkServing:
+    if hasattr(estimator, "classes_"):
+        return _NetworkServing(net, head, mean, scale, classifier=True)
+    return _NetworkServing(net, head, mean, scale, classifier=False, y_mean=estimator.y_mean_,
+                           y_scale=estimator.y_scale_, squeeze=estimator._y_ndim == 1)
+
+
+def _min_elements(estimator) -> int:
+    return int(getattr(estimator, "window", 1) or 1)
+
+
+def _min_length(estimator) -> int:
+    """The shortest padded length an exported model takes: ``window + 1`` with k-mers (the
+    exported program assumes two k-mer rows or more; pad a batch of shortest sets further)."""
+    w = _min_elements(estimator)
+    return w + 1 if w > 1 else 1
+
+
+def _example(estimator, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """A small padded batch (two sets of different sizes) to trace the module with."""
+    n = _min_elements(estimator) + 3
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, n, int(estimator.n_features_in_), generator=g, dtype=dtype)
+    mask = torch.arange(n) < torch.tensor([[n], [n - 1]])
+    return x, mask
+
+
+def _dynamic_shapes(estimator):
+    batch = torch.export.Dim("batch", min=1)
+    n = torch.export.Dim("n_elements", min=_min_length(estimator))
+    return ({0: batch, 1: n}, {0: batch, 1: n})
+
+
+def export_program(estimator, *, sinkhorn_method: str = "log",
+                   sinkhorn_iter: int | None = None) -> torch.export.ExportedProgram:
+    """The fitted ``estimator`` as a :func:`torch.export.export` program.
+
+    The :func:`serving_module` exported with dynamic batch and set-size axes; run it with
+    ``program.module()(x, mask)`` (torch tensors, e.g. from :func:`pad_sets`), save it with
+    :func:`torch.export.save`. Parameters as in :func:`serving_module`.
+    """
+    module = serving_module(estimator, sinkhorn_method=sinkhorn_method,
+                            sinkhorn_iter=sinkhorn_iter)
+    dtype = next(iter(module.state_dict().values())).dtype
+    return torch.export.export(module, _example(estimator, dtype),
+                               dynamic_shapes=_dynamic_shapes(estimator))
+
+
+def export_onnx(estimator, path, *, dynamo: bool = True, opset_version: int | None = None,
+                sinkhorn_method: str = "log", sinkhorn_iter: int | None = None) -> Path:
+    """Write the fitted ``estimator`` as an ONNX model (see :func:`serving_module`).
+
+    The graph has two inputs, ``x`` ``(batch, n_elements, n_features_in_)`` in the estimator's
+    dtype (float32 by default) and ``mask`` ``(batch, n_elements)`` boolean, both axes dynamic,
+    and the outputs listed in the module docstring. The model's metadata hold the estimator's
+    name and, for classifiers, ``classes_`` (JSON), which :func:`run_onnx` reads.
+
+    Parameters
+    ----------
+    estimator : fitted estimator
+        See :func:`serving_module`.
+    path : str or path-like
+        The ``.onnx`` file to write.
+    dynamo : bool, default=True
+        ``True``: the :func:`torch.export`-based exporter (torch's default since 2.9; needs
+        ``onnxscript``). ``False``: the legacy TorchScript exporter, faster but deprecated, and
+        unable to export k-mers (``window > 1``) with a dynamic set size.
+    opset_version : int or None, default=None
+        ONNX opset; ``None`` takes the exporter's default.
+    sinkhorn_method, sinkhorn_iter
+        OTK only, see :func:`serving_module`.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+    """
+    import onnx
+
+    path = Path(path)
+    kw = dict(input_names=["x", "mask"], output_names=_output_names(estimator),
+              opset_version=opset_version)
+    if dynamo:
+        program = export_program(estimator, sinkhorn_method=sinkhorn_method,
+                                 sinkhorn_iter=sinkhorn_iter)
+        with warnings.catch_warnings():
+            # the exporter warns that the second input reuses the first one's axis names
+            warnings.filterwarnings("ignore", message=".*shares the same shape constraints")
+            torch.onnx.export(program, dynamo=True, verbose=False, **kw).save(str(path))
+    else:
+        module = serving_module(estimator, sinkhorn_method=sinkhorn_method,
+                                sinkhorn_iter=sinkhorn_iter)
+        dtype = next(iter(module.state_dict().values())).dtype
+        axes = {"x": {0: "batch", 1: "n_elements"}, "mask": {0: "batch", 1: "n_elements"}}
+        with warnings.catch_warnings():
+            # the Python numbers the tracer freezes are fixed widths (supports, references,
+            # embedding size), not set sizes: the set-size axis stays dynamic
+            warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
+            torch.onnx.export(module, _example(estimator, dtype), str(path), dynamo=False,
+                              dynamic_axes=axes, **kw)
+    model = onnx.load(str(path))
+    meta = {"skset_estimator": type(estimator).__name__,
+            "skset_min_length": str(_min_length(estimator))}
+    if hasattr(estimator, "classes_"):
+        with contextlib.suppress(TypeError):  # labels JSON cannot hold: predict_index only
+            meta["skset_classes"] = json.dumps(np.asarray(estimator.classes_).tolist())
+    onnx.helper.set_model_props(model, {**{p.key: p.value for p in model.metadata_props}, **meta})
+    onnx.save(model, str(path))
+    return path
+
+
+def pad_sets(X, *, dtype=np.float32, n_max: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The padded inputs of an exported model: ``x (B, n_max, d)`` and ``mask (B, n_max)``.
+
+    Each set's rows come first, padding is zeros, ``mask`` is ``True`` on real rows.
+
+    Parameters
+    ----------
+    X : list of array-like of shape (n_i, d), or ndarray (n_sets, n, d)
+    dtype : numpy dtype, default=np.float32
+        The dtype of ``x`` (the model's input dtype: the estimator's).
+    n_max : int or None, default=None
+        Padded length; ``None``: the longest set.
+    """
+    sets = [np.asarray(s, dtype=dtype) for s in X]
+    tdtype = torch.float64 if np.dtype(dtype) == np.float64 else torch.float32
+    x, mask = pack(sets, dtype=tdtype, n_max=n_max)
+    return x.numpy(), mask.numpy()
+
+
+def run_onnx(model, X, *, max_elements: int = 131072) -> dict:
+    """Run an exported model with onnxruntime on a collection of sets.
+
+    Parameters
+    ----------
+    model : str, path-like or onnxruntime.InferenceSession
+        The file written by :func:`export_onnx`, or a session on it.
+    X : list of array-like of shape (n_i, d), or ndarray (n_sets, n, d)
+        The sets, unstandardised (the model standardises them as the estimator does).
+    max_elements : int, default=131072
+        Budget of padded elements per run: sets are sorted by length and cut into batches.
+
+    Returns
+    -------
+    dict
+        ``{output name: array}`` with one row per set, in input order (see the module docstring);
+        for a classifier also ``"predict"``, the labels ``classes_[predict_index]``; for
+        :class:`~skset.NystromFeatures`, ``"transform"`` is a list of per-set arrays
+        ``(n_i - window + 1, n_components_)``.
+    """
+    import onnxruntime as ort
+
+    session = model if isinstance(model, ort.InferenceSession) else ort.InferenceSession(
+        str(model), providers=["CPUExecutionProvider"])
+    dtype = np.float64 if session.get_inputs()[0].type == "tensor(double)" else np.float32
+    names = [o.name for o in session.get_outputs()]
+    sets = [np.asarray(s, dtype=dtype) for s in X]
+    lengths = np.fromiter((len(s) for s in sets), dtype=np.int64, count=len(sets))
+    per_element = "transform_mask" in names
+    meta = session.get_modelmeta().custom_metadata_map
+    min_length = int(meta.get("skset_min_length", 1))
+    out: dict = {}
+    for idx in length_batches(lengths, max_elements=max_elements):
+        x, mask = pad_sets([sets[i] for i in idx], dtype=dtype,
+                           n_max=max(min_length, int(lengths[idx].max())))
+        res = dict(zip(names, session.run(None, {"x": x, "mask": mask})))
+        if per_element:
+            feats = out.setdefault("transform", [None] * len(sets))
+            for j, i in enumerate(idx):
+                feats[i] = res["transform"][j][res["transform_mask"][j]]
+            continue
+        for name, value in res.items():
+            if name not in out:
+                out[name] = np.empty((len(sets),) + value.shape[1:], dtype=value.dtype)
+            out[name][idx] = value
+    if "skset_classes" in meta and "predict_index" in out:
+        out["predict"] = np.asarray(json.loads(meta["skset_classes"]))[out["predict_index"]]
+    return out

@@ -1,0 +1,165 @@
+"""Export of fitted estimators (skset.export): the ONNX graph run by onnxruntime, and the
+torch.export program, against the estimator's own outputs on sets of several sizes, in batches cut
+differently from the one traced at export."""
+
+import numpy as np
+import pytest
+import torch
+
+import skset
+from skset import export as sx
+
+pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::sklearn.exceptions.ConvergenceWarning",
+    "ignore:You are using the legacy TorchScript-based ONNX export:DeprecationWarning",
+)
+torch.set_num_threads(1)
+
+
+def _data(seed=0, n_sets=24, d=3):
+    rng = np.random.default_rng(seed)
+    X = [rng.normal(3.0, 2.0, size=(rng.integers(3, 10), d)) for _ in range(n_sets)]
+    y = np.array([s[:, 0].max() for s in X])
+    labels = np.where(y > np.median(y), "high", "low")
+    # unseen sets of several sizes, a longer one among them
+    X_new = [rng.normal(3.0, 2.0, size=(k, d)) for k in (1, 4, 2, 9, 17, 3, 6)]
+    return X, y, labels, X_new
+
+
+def _fit(kind, window=1):
+    X, y, labels, X_new = _data()
+    small = dict(max_iter=2, random_state=0, device="cpu")
+    st = dict(hidden_size=8, n_layers=1, n_heads=2, **small)
+    ests = {
+        "st_clf": lambda: skset.SetTransformerClassifier(n_inducing=3, **st),
+        "st_reg": lambda: skset.SetTransformerRegressor(n_inducing=None, n_seeds=2, decoder="sab",
+                                                       norm="set", residual="clean", **st),
+        "ds_clf": lambda: skset.DeepSetsClassifier(hidden_size=8, pooling="max", **small),
+        "ds_reg": lambda: skset.DeepSetsRegressor(hidden_size=8, pooling="mean", norm="set",
+                                                  residual="clean", **small),
+        "otk_clf": lambda: skset.OTKClassifier(n_components=6, n_supports=3, window=window,
+                                               position_sigma=0.5, max_iter=1, random_state=0,
+                                               device="cpu"),
+        "otk_reg": lambda: skset.OTKRegressor(n_components=0, n_supports=3, max_iter=1,
+                                              random_state=0, device="cpu"),
+        "nystrom": lambda: skset.NystromFeatures(n_components=6, window=window, random_state=0,
+                                                 device="cpu"),
+        "otk_emb": lambda: skset.OTKEmbedding(n_supports=3, sinkhorn_iter=20, sinkhorn_tol=None,
+                                              random_state=0, device="cpu"),
+    }
+    est = ests[kind]()
+    if kind in ("nystrom", "otk_emb"):
+        est.fit(X)
+    else:
+        est.fit(X, labels if kind.endswith("clf") else y)
+    if window > 1:  # k-mers: sets of at least `window` elements
+        X_new = [s for s in X_new if len(s) >= window]
+    return est, X_new
+
+
+def _check_outputs(est, out, X_new):
+    """Every output equals the estimator's method of the same name (float32 tolerance)."""
+    assert out, "no outputs"
+    for name, value in out.items():
+        if name == "predict_index":
+            np.testing.assert_array_equal(est.classes_[value], est.predict(X_new))
+            continue
+        if name == "predict" and "predict_index" in out:  # labels from the model's metadata
+            np.testing.assert_array_equal(value, est.predict(X_new))
+            continue
+        ref = getattr(est, name)(X_new)
+        if isinstance(ref, list):  # NystromFeatures: per-set features
+            assert len(value) == len(ref)
+            for v, r in zip(value, ref):
+                np.testing.assert_allclose(v, r, rtol=1e-5, atol=1e-5 * max(1.0, np.abs(r).max()))
+            continue
+        assert value.shape == ref.shape, name
+        np.testing.assert_allclose(value, ref, rtol=1e-5,
+                                   atol=1e-5 * max(1.0, float(np.abs(ref).max())), err_msg=name)
+
+
+KINDS = ["st_clf", "st_reg", "ds_clf", "ds_reg", "otk_clf", "otk_reg", "nystrom", "otk_emb"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_onnx_matches_estimator(kind, tmp_path):
+    """Legacy (TorchScript) exporter, fast: the ONNX outputs equal the estimator's, on batches cut
+    by a small element budget (other batch sizes and padded lengths than at export)."""
+    est, X_new = _fit(kind)
+    path = sx.export_onnx(est, tmp_path / "model.onnx", dynamo=False)
+    out = sx.run_onnx(path, X_new, max_elements=20)
+    expected = {"st_clf": 5, "ds_clf": 5, "otk_clf": 5, "nystrom": 1, "otk_emb": 1}.get(kind, 2)
+    assert len(out) == expected
+    _check_outputs(est, out, X_new)
+
+
+@pytest.mark.parametrize("kind", ["st_clf", "otk_clf"])
+def test_onnx_session_on_extra_padding_and_single_set(kind, tmp_path):
+    """Raw onnxruntime on hand-padded inputs: extra padding columns full of garbage, and a batch of
+    one set, give the estimator's decision values."""
+    est, X_new = _fit(kind)
+    path = sx.export_onnx(est, tmp_path / "model.onnx", dynamo=False)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    x, mask = sx.pad_sets(X_new, n_max=25)
+    x[~mask] = 1e4  # padding values must not matter
+    decision, proba, index, z = session.run(None, {"x": x, "mask": mask})
+    ref = est.decision_function(X_new)
+    np.testing.assert_allclose(decision, ref, rtol=1e-5, atol=1e-5 * max(1, np.abs(ref).max()))
+    np.testing.assert_allclose(proba, est.predict_proba(X_new), atol=1e-6)
+    one = session.run(["decision_function"], dict(zip(("x", "mask"), sx.pad_sets(X_new[3:4]))))
+    np.testing.assert_allclose(one[0], ref[3:4], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind, window", [("st_clf", 1), ("otk_clf", 3), ("nystrom", 2)])
+def test_onnx_dynamo_matches_estimator(kind, window, tmp_path):
+    """The default (torch.export-based) exporter, k-mers included."""
+    est, X_new = _fit(kind, window)
+    path = sx.export_onnx(est, tmp_path / "model.onnx")
+    _check_outputs(est, sx.run_onnx(path, X_new, max_elements=20), X_new)
+
+
+@pytest.mark.slow
+def test_export_program_batch_not_bounded_by_sinkhorn_blocks(monkeypatch):
+    """torch.export program of supervised OTK: the CPU Sinkhorn cuts batches into blocks of sets
+    (here made tiny); the program must neither inherit a bound on the batch size from that nor
+    change the outputs."""
+    monkeypatch.setattr(skset.ot, "_CPU_BLOCK_BYTES", 512)
+    est, X_new = _fit("otk_reg")
+    program = sx.export_program(est)
+    X_big = X_new * 6  # 42 sets: many blocks of the eager solver
+    x, mask = sx.pad_sets(X_big)
+    pred, z = program.module()(torch.from_numpy(x), torch.from_numpy(mask))
+    ref = est.predict(X_big)
+    np.testing.assert_allclose(pred.numpy(), ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+    np.testing.assert_allclose(z.numpy(), est.transform(X_big), rtol=1e-5, atol=1e-5)
+    one, _ = program.module()(*map(torch.from_numpy, sx.pad_sets(X_new[:1])))
+    np.testing.assert_allclose(one.numpy(), ref[:1], rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+
+
+def test_serving_module_is_a_copy_and_standardises():
+    est, X_new = _fit("ds_reg")
+    module = sx.serving_module(est)
+    assert module.net is not est.module_ and not module.training
+    assert torch.equal(module.mean, torch.as_tensor(est.mean_, dtype=torch.float32))
+    x, mask = sx.pad_sets(X_new)
+    with torch.no_grad():
+        pred, _ = module(torch.from_numpy(x), torch.from_numpy(mask))
+    np.testing.assert_allclose(pred.numpy(), est.predict(X_new), rtol=1e-5, atol=1e-5)
+
+
+def test_export_errors(tmp_path):
+    X, _, _, _ = _data()
+    emb = skset.OTKEmbedding(n_supports=3, random_state=0, device="cpu").fit(X)  # stops at tol
+    with pytest.raises(ValueError, match="sinkhorn_iter"):
+        sx.serving_module(emb)
+    assert isinstance(sx.serving_module(emb, sinkhorn_iter=50), torch.nn.Module)
+    with pytest.raises(ValueError, match="sinkhorn_method"):
+        sx.serving_module(emb, sinkhorn_iter=50, sinkhorn_method="auto")
+    with pytest.raises(TypeError, match="cannot be exported"):
+        sx.serving_module(skset.EigengapSpectralClustering())
+    with pytest.raises(Exception, match="not fitted"):
+        sx.export_onnx(skset.DeepSetsClassifier(), tmp_path / "m.onnx")
