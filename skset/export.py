@@ -26,6 +26,11 @@ plans up to rounding, and no overflow for any input. ``"exp"`` is faster and equ
 estimator did not fall back. The iteration count is fixed (``sinkhorn_iter``): the supervised
 models use a fixed count anyway; :class:`~skset.OTKEmbedding` stops at ``sinkhorn_tol`` by default,
 so its export needs an explicit count and then differs from ``transform`` by about the tolerance.
+
+Element masses: the graph's inputs are ``(x, mask)`` only, so OTK's outputs are those of the
+estimator with uniform element masses (``element_weight=None`` in ``predict`` / ``transform``); an
+estimator fitted with ``element_weight`` exports as well, but the masses of the sets to serve cannot
+be given. The unbalanced transport of ``reg_m`` is part of the graph.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from sklearn.cluster import KMeans
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._base import TorchEstimator
-from ._sets import check_finite_output, check_sets, kmer_windows
+from ._sets import check_element_weights, check_finite_output, check_sets, kmer_windows
 from ._torch import (
     resolve_dtype,
     to_numpy,
@@ -192,7 +192,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEs
         return coll, sets
 
     # -- fit / transform ------------------------------------------------------------------------
-    def fit(self, X, y=None, sample_weight=None):
+    def fit(self, X, y=None, sample_weight=None, element_weight=None):
         """Fit the standardisation and the anchors on the elements of ``X``.
 
         Parameters
@@ -205,6 +205,15 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEs
             the bandwidth: weight 0 leaves a set out exactly, equal weights are no weights (an
             integer weight counts a set that many times, up to the random draws of k-means++
             and of the bandwidth's pairs). ``None``: equal weights.
+        element_weight : list of 1-D arrays or None, default=None
+            Mass of each element of each set (one array per set, of the set's length;
+            non-negative, not all zero, normalised per set), as in :meth:`OTKEmbedding.fit`:
+            each set keeps its total weight (``n_i`` times its ``sample_weight``) in the
+            standardisation, the k-means and the bandwidth, shared among its elements in
+            proportion to ``element_weight`` (elements of mass 0 are left out; a k-mer weighs
+            the mean of its elements' weights). Uniform masses are exactly ``None``. Not for a
+            2-D pool of elements (its ``sample_weight`` is already per element). The map itself
+            (``transform``) does not depend on masses.
 
         Returns
         -------
@@ -218,6 +227,17 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEs
                                      len(lengths), type(self).__name__)
         # the weight of every raw element: its row's (pool) or its set's
         ew = None if sw is None else (sw if coll.form == "2d" else np.repeat(sw, lengths))
+        if element_weight is not None:
+            if coll.form == "2d":
+                raise ValueError(f"{type(self).__name__}: element_weight needs a collection of "
+                                 "sets; for a 2-D pool of elements use sample_weight (one weight "
+                                 "per row).")
+            masses = check_element_weights(element_weight, lengths,
+                                           name=f"{type(self).__name__}: element_weight")
+            if not all(np.all(m == m[0]) for m in masses):  # uniform masses: no weights
+                # each set keeps its total n_i (times its sample_weight), shared by mass
+                em = np.concatenate([len(m) * m for m in masses])
+                ew = em if ew is None else ew * em
 
         raw = np.concatenate(coll.sets, axis=0)
         raw_w, w_raw = raw, None  # the elements of positive weight, their weights (None: equal)
@@ -329,12 +349,19 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEs
             xs = xs[idx].reshape(len(starts), -1)
         else:
             n_out = lengths
-        out = torch.empty(xs.shape[0], anchors.shape[0], dtype=tdtype, device=dev)
         step = self.max_elements
+
+        def psi(rows):
+            return nystrom_map(rows, anchors, norm, self.bandwidth_, normalize=self.normalize,
+                               keep_norm=self.keep_norm)
+
         with torch.no_grad():
-            for i in range(0, xs.shape[0], step):
-                out[i : i + step] = nystrom_map(xs[i : i + step], anchors, norm, self.bandwidth_,
-                                                normalize=self.normalize, keep_norm=self.keep_norm)
+            if xs.shape[0] <= step:  # one chunk: its output is the output, no copy
+                out = psi(xs)
+            else:  # chunks written into the output: one chunk's temporaries at a time
+                out = torch.empty(xs.shape[0], anchors.shape[0], dtype=tdtype, device=dev)
+                for i in range(0, xs.shape[0], step):
+                    out[i : i + step] = psi(xs[i : i + step])
         check_finite_output(out, type(self).__name__, tdtype)
         out = to_numpy(out)
         return coll.wrap(np.split(out, np.cumsum(n_out)[:-1]))

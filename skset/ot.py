@@ -349,13 +349,17 @@ def _exp_setup(similarity, mask, epsilon, a=None, lam=1.0):
     unbalanced, see below) and ``pad_one`` (1 on padded rows, 0 elsewhere) shared by the
     exp-domain solvers."""
     pad = ~mask.unsqueeze(-1)
-    s = (similarity / epsilon).masked_fill_(pad, -math.inf)
+    # E = exp((K - max_j K) / eps): max, shift, scale and exp, plus a pass for padded rows;
     # the shift cancels exactly in the first row update, so it carries no gradient
-    row_max = s.detach().amax(dim=2, keepdim=True).masked_fill_(pad, 0.0)
-    E = s.sub_(row_max).exp_()  # pads: exp(-inf) = 0
+    raw_max = similarity.detach().amax(dim=2, keepdim=True).masked_fill_(pad, 0.0)
+    E = torch.sub(similarity, raw_max)
+    if not bool(mask.all()):  # pads: exp(-inf) = 0, no mass and no gradient, whatever they hold
+        E.masked_fill_(pad, -math.inf)
+    E = E.div_(epsilon).exp_()
     if a is None:
-        a = mask.to(s.dtype) / mask.sum(1, keepdim=True).to(s.dtype)
+        a = mask.to(E.dtype) / mask.sum(1, keepdim=True).to(E.dtype)
     if lam != 1.0:
+        row_max = raw_max / epsilon
         # unbalanced: u = a / (e^m E v)^lam = a e^{(1 - lam) m} / (E v)^lam up to e^{-m}, which E
         # carries: the shift m moves into the marginal. Minus its largest value over the set's
         # elements of positive mass (a per-set constant, which the column update cancels), so
@@ -365,7 +369,7 @@ def _exp_setup(similarity, mask, epsilon, a=None, lam=1.0):
         t = t - t.masked_fill(~pos, -math.inf).amax(1, keepdim=True)
         a = a * torch.exp(t.masked_fill_(~pos, 0.0))
     # E v is 0 on padded rows: adding 1 there (0 elsewhere, exactly) avoids 0/0, in grads too
-    return E, a, (~mask).to(s.dtype)
+    return E, a, (~mask).to(E.dtype)
 
 
 def _exp_block(similarity, mask, epsilon, n_iter, a=None, lam=1.0):

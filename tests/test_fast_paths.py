@@ -48,3 +48,15 @@ def test_check_finite_output_sum_shortcut(to):
         arr[2, 1] = bad
         with pytest.raises(ValueError, match="Est produced non-finite"):
             check_finite_output(to(arr), "Est", torch.float32)
+
+
+def test_nystrom_transform_chunked_equals_one_chunk():
+    from skset import NystromFeatures
+
+    rng = np.random.default_rng(0)
+    X = [rng.standard_normal((n, 3)) for n in (5, 9, 2, 7)]
+    nf = NystromFeatures(n_components=6, random_state=0).fit(X)
+    one = nf.transform(X)
+    chunked = nf.set_params(max_elements=4).transform(X)  # 23 elements in 6 chunks
+    for a, b in zip(one, chunked, strict=True):
+        np.testing.assert_array_equal(a, b)

@@ -320,9 +320,9 @@ def test_early_stopping_initialisation_sees_only_the_training_part(motif_data, m
     seen = {}
     init = OTKClassifier._initial_module
 
-    def spy(self, sets, n_outputs, rng, sample_weight=None):
+    def spy(self, sets, n_outputs, rng, *weights):  # sample_weight, element masses
         seen["sets"] = list(sets)
-        return init(self, sets, n_outputs, rng, sample_weight)
+        return init(self, sets, n_outputs, rng, *weights)
 
     monkeypatch.setattr(OTKClassifier, "_initial_module", spy)
     clf = OTKClassifier(**{**SMALL, "max_iter": 1}, early_stopping=True, validation_fraction=0.25,

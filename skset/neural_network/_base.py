@@ -117,9 +117,21 @@ class BaseNeuralEstimator(TorchEstimator):
         """The memory cost of a set in a batch, counted against ``max_elements``."""
         return lengths
 
-    def _predict_batches(self, sets, fn, module=None, budget=None) -> torch.Tensor:
+    def _pack_side_data(self, items: list, X: torch.Tensor, mask: torch.Tensor):
+        """The per-set side data of one batch as the module takes it (its third argument):
+        ``items`` holds one entry per set of the batch, in the batch's order, and ``X``, ``mask``
+        are the packed sets. Only estimators that take side data (e.g. supervised OTK's element
+        masses) implement it."""
+        raise NotImplementedError(f"{type(self).__name__} takes no per-set side data.")
+
+    def _predict_batches(self, sets, fn, module=None, budget=None, side=None) -> torch.Tensor:
         """``fn(module, X, mask)`` over length-sorted batches of ``sets`` whose padded cost stays
-        under the element budget (``max_elements``); rows in input order, on the device."""
+        under the element budget (``max_elements``); rows in input order, on the device.
+
+        ``side``: per-set side data (one entry per set, see :meth:`_pack_side_data`) or None;
+        when given, each batch's packed side data is ``fn``'s fourth argument,
+        ``fn(module, X, mask, S)``.
+        """
         module = self.module_ if module is None else module
         lengths = np.fromiter((s.shape[0] for s in sets), dtype=np.int64, count=len(sets))
         budget = self.max_elements if budget is None else budget
@@ -129,7 +141,9 @@ class BaseNeuralEstimator(TorchEstimator):
         with torch.no_grad():
             for idx in length_batches(self._batch_cost(lengths), max_elements=budget):
                 X, M = pack([sets[i] for i in idx], device=self.device_, dtype=self.dtype_)
-                res = fn(module, X, M)
+                extra = () if side is None else (
+                    self._pack_side_data([side[i] for i in idx], X, M),)
+                res = fn(module, X, M, *extra)
                 if out is None:
                     out = torch.empty((len(sets),) + tuple(res.shape[1:]), dtype=res.dtype,
                                       device=res.device)
@@ -146,6 +160,9 @@ class FitData:
     ``weights`` are the sets' ``sample_weight`` (on the device, in the compute dtype), or None
     when the fit has none or the weights of the sets it trains on are all equal (the plain mean
     loss then). Sets of weight 0 are in neither ``train`` nor ``validation``.
+
+    ``side`` is the per-set side data of an estimator that takes some (one entry per set, e.g.
+    supervised OTK's element masses; see :meth:`SetNetworkEstimator._check_side_data`), or None.
     """
 
     sets: list
@@ -154,6 +171,7 @@ class FitData:
     validation: np.ndarray | None
     lengths: np.ndarray
     weights: torch.Tensor | None = None
+    side: list | None = None
 
     def subset(self, idx):
         return [self.sets[i] for i in idx], self.targets[torch.as_tensor(idx,
@@ -165,6 +183,12 @@ class FitData:
             return None
         return self.weights[torch.as_tensor(idx, device=self.weights.device)]
 
+    def side_of(self, idx) -> list | None:
+        """The side data of sets ``idx`` (None: the fit has none)."""
+        if self.side is None:
+            return None
+        return [self.side[i] for i in idx]
+
 
 class SetNetworkEstimator(ClassNamePrefixFeaturesOutMixin, BaseNeuralEstimator):
     """The ``fit`` of a network from a set to one target (see the module docstring).
@@ -172,6 +196,13 @@ class SetNetworkEstimator(ClassNamePrefixFeaturesOutMixin, BaseNeuralEstimator):
     Subclass hooks: :meth:`_init_module` (required), :meth:`_loss_terms`, :meth:`_callbacks`,
     :meth:`_train_overrides`, :meth:`_before_training`, :meth:`_after_training`;
     :attr:`_min_elements` (the k-mer window).
+
+    Per-set side data (opt-in): a subclass whose network takes more than the sets (supervised
+    OTK: element masses) writes :meth:`_check_side_data` and :meth:`_pack_side_data`, and its
+    public ``fit`` / ``predict*`` / ``transform`` take the data under their own name and pass it
+    to :meth:`_fit` / :meth:`_predict_inputs` as ``side``. The side data then travels with the
+    sets: ``FitData.side``, the training batches (the module is called ``module(X, mask, S)``)
+    and :meth:`_predict_batches` (validation, prediction, subclass refits).
     """
 
     _is_classifier = False
@@ -210,6 +241,14 @@ class SetNetworkEstimator(ClassNamePrefixFeaturesOutMixin, BaseNeuralEstimator):
         """
         return sets
 
+    def _check_side_data(self, side, sets: list) -> list | None:
+        """The checked per-set side data (one entry per set of ``sets``, the checked input sets),
+        or None for none (which must give exactly the computation without side data). Default:
+        the estimator takes none."""
+        if side is not None:
+            raise TypeError(f"{type(self).__name__} takes no per-set side data.")
+        return None
+
     def _task_loss(self, out, target, weight=None):
         """The task loss of a batch: ``_loss`` (the mean over the sets), or with ``weight`` the
         weighted mean ``sum_i w_i l_i / sum_i w_i`` of the per-set losses ``_sample_loss``."""
@@ -247,6 +286,10 @@ class SetNetworkEstimator(ClassNamePrefixFeaturesOutMixin, BaseNeuralEstimator):
         -------
         self
         """
+        return self._fit(X, y, sample_weight)
+
+    def _fit(self, X, y, sample_weight=None, side=None):
+        """:meth:`fit`, with the per-set side data ``side`` of a subclass that takes some."""
         warm = bool(self.warm_start) and hasattr(self, "module_")
         seed, rng = self._start_fit(warm)
         coll = check_sets(X, min_elements=self._min_elements, compute_dtype=self.dtype_)
@@ -254,6 +297,7 @@ class SetNetworkEstimator(ClassNamePrefixFeaturesOutMixin, BaseNeuralEstimator):
             raise ValueError(f"X has {coll.n_features} features, but {type(self).__name__} was "
                              f"fitted on {self.n_features_in_} features (warm_start=True).")
         sw = check_fit_sample_weight(sample_weight, coll.sets, type(self).__name__)
+        side = self._check_side_data(side, coll.sets)
         sets = self._prepare_sets(coll.sets, fitting=not warm, sample_weight=sw)
         targets, n_outputs = self._encode_targets(y, len(sets), first_fit=not warm,
                                                   sample_weight=sw)
@@ -274,7 +318,7 @@ class SetNetworkEstimator(ClassNamePrefixFeaturesOutMixin, BaseNeuralEstimator):
             train=tr, validation=va,
             lengths=np.fromiter((s.shape[0] for s in sets), dtype=np.int64, count=n),
             weights=torch.as_tensor(sw, device=self.device_, dtype=self.dtype_) if weighted
-            else None)
+            else None, side=side)
         if not warm:
             self.n_features_in_ = coll.n_features
             self.module_ = self._init_module(data, n_outputs, seed, rng).to(
@@ -288,23 +332,25 @@ class SetNetworkEstimator(ClassNamePrefixFeaturesOutMixin, BaseNeuralEstimator):
                                    max_elements=self.max_elements, generator=gen):
                 idx = tr[b]
                 Xb, Mb = pack([sets[i] for i in idx], device=dev, dtype=dt)
-                yield Xb, Mb, Y[torch.as_tensor(idx, device=dev)], data.weights_of(idx)
+                Sb = () if side is None else (self._pack_side_data(data.side_of(idx), Xb, Mb),)
+                yield Xb, Mb, Y[torch.as_tensor(idx, device=dev)], data.weights_of(idx), Sb
 
         def loss_fn(module, batch):
             # the one place the sample weights enter the training loss; the batch's share of the
             # epoch loss (loss_curve_) is its number of sets, or its total weight
-            Xb, Mb, Yb, Wb = batch
-            loss = self._loss_terms(module, self._task_loss(module(Xb, Mb), Yb, Wb))
+            Xb, Mb, Yb, Wb, Sb = batch
+            loss = self._loss_terms(module, self._task_loss(module(Xb, Mb, *Sb), Yb, Wb))
             return loss, (Yb.shape[0] if Wb is None else float(Wb.sum()))
 
         validation_loss = [float("nan")]  # the task loss of the last validation, for schedules
         validation = None
         if self.early_stopping:
             val_sets, Y_va = data.subset(va)
-            W_va = data.weights_of(va)
+            W_va, S_va = data.weights_of(va), data.side_of(va)
 
             def validation(module):  # weighted by the validation sets' sample_weight
-                out = self._predict_batches(val_sets, lambda m, X_, M_: m(X_, M_), module)
+                out = self._predict_batches(val_sets, lambda m, X_, M_, *S_: m(X_, M_, *S_),
+                                            module, side=S_va)
                 validation_loss[0] = float(self._task_loss(out, Y_va, W_va))
                 return self._val_score(out, Y_va, W_va)
 
@@ -313,7 +359,8 @@ class SetNetworkEstimator(ClassNamePrefixFeaturesOutMixin, BaseNeuralEstimator):
         try:
             self._train(loss_fn, batches, validation=validation,
                         callbacks=self._callbacks(data, warm, validation_loss),
-                        **self._train_overrides())
+                        # warnings point at the user's fit call (through fit and _fit)
+                        **{"stacklevel": 5, **self._train_overrides()})
             completed = True
         finally:
             self._after_training(data, completed)
@@ -321,19 +368,28 @@ class SetNetworkEstimator(ClassNamePrefixFeaturesOutMixin, BaseNeuralEstimator):
 
     # -- outputs ----------------------------------------------------------------------------------
     def _check_predict_X(self, X):
+        return self._predict_inputs(X)[0]
+
+    def _predict_inputs(self, X, side=None) -> tuple[list, list | None]:
+        """The checked, prepared sets of ``X`` and their checked side data (or None)."""
         check_is_fitted(self, "module_")
         sets = check_sets(X, n_features=self.n_features_in_, min_elements=self._min_elements,
                           compute_dtype=self.dtype_).sets
-        return self._prepare_sets(sets, fitting=False)
+        side = self._check_side_data(side, sets)
+        return self._prepare_sets(sets, fitting=False), side
 
-    def _raw_outputs(self, sets) -> torch.Tensor:
-        return self._predict_batches(sets, lambda m, X_, M: m(X_, M))
+    def _raw_outputs(self, sets, side=None) -> torch.Tensor:
+        return self._predict_batches(sets, lambda m, X_, M, *S: m(X_, M, *S), side=side)
 
     def transform(self, X) -> np.ndarray:
         """The learned representation of each set, ``(n_sets, n_features_out)``: what the
         network's output layer reads (see the class docstring)."""
-        sets = self._check_predict_X(X)
-        return self._predict_batches(sets, lambda m, X_, M: m.embed(X_, M)).cpu().numpy()
+        return self._transform(X)
+
+    def _transform(self, X, side=None) -> np.ndarray:
+        sets, side = self._predict_inputs(X, side)
+        return self._predict_batches(sets, lambda m, X_, M, *S: m.embed(X_, M, *S),
+                                     side=side).cpu().numpy()
 
 
 
@@ -364,17 +420,27 @@ class SetClassifierMixin(ClassifierMixin):
 
     def decision_function(self, X) -> np.ndarray:
         """The network's logits, ``(n_sets, n_classes)``."""
-        return self._raw_outputs(self._check_predict_X(X)).cpu().numpy()
+        return self._decision_function(X)
 
     def predict_proba(self, X) -> np.ndarray:
         """Class probabilities, ``(n_sets, n_classes)``, rows summing to 1."""
-        logits = self._raw_outputs(self._check_predict_X(X)).double()
-        p = torch.softmax(logits, dim=1).cpu().numpy()
-        return p / p.sum(1, keepdims=True)
+        return self._predict_proba(X)
 
     def predict(self, X) -> np.ndarray:
         """The most probable class of each set."""
-        logits = self._raw_outputs(self._check_predict_X(X))
+        return self._predict(X)
+
+    # the bodies, with the per-set side data of an estimator that takes some
+    def _decision_function(self, X, side=None) -> np.ndarray:
+        return self._raw_outputs(*self._predict_inputs(X, side)).cpu().numpy()
+
+    def _predict_proba(self, X, side=None) -> np.ndarray:
+        logits = self._raw_outputs(*self._predict_inputs(X, side)).double()
+        p = torch.softmax(logits, dim=1).cpu().numpy()
+        return p / p.sum(1, keepdims=True)
+
+    def _predict(self, X, side=None) -> np.ndarray:
+        logits = self._raw_outputs(*self._predict_inputs(X, side))
         return self.classes_[logits.argmax(1).cpu().numpy()]
 
 
@@ -410,7 +476,10 @@ class SetRegressorMixin(RegressorMixin):
 
     def predict(self, X) -> np.ndarray:
         """Predicted targets, ``(n_sets,)`` or ``(n_sets, n_outputs)`` like ``y`` in fit."""
-        out = self._raw_outputs(self._check_predict_X(X)).double().cpu().numpy()
+        return self._predict(X)
+
+    def _predict(self, X, side=None) -> np.ndarray:  # with side data, see SetClassifierMixin
+        out = self._raw_outputs(*self._predict_inputs(X, side)).double().cpu().numpy()
         out = out * self.y_scale_ + self.y_mean_
         return out[:, 0] if self._y_ndim == 1 else out
 

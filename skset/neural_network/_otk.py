@@ -15,8 +15,9 @@ import math
 import numpy as np
 import torch
 import torch.nn.functional as F
+from sklearn.metrics import accuracy_score, r2_score
 
-from .._sets import kmer_windows
+from .._sets import check_element_weights, kmer_windows, pack_weights
 from .._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, Integer, Param
 from ..embedding import OTKEmbedding
 from ..kernel_approximation import NystromFeatures
@@ -26,6 +27,24 @@ from ._base import SetClassifierMixin, SetNetworkEstimator, SetRegressorMixin, c
 from ._training import TRAINING_PARAMS, LambdaCallback, ReduceLROnPlateau
 
 __all__ = ["OTKClassifier", "OTKRegressor"]
+
+_ELEMENT_WEIGHT_FIT_DOC = """
+        element_weight : list of 1-D arrays, 2-D array (n_sets, n) or None, default=None
+            Mass of each element of each set (one array per set, of the set's length;
+            non-negative, finite, not all zero; normalised per set): the set's measure in the
+            transport plans of the OTK layer, in training and in the unsupervised initialisation
+            (``NystromFeatures`` and ``OTKEmbedding`` fitted with it: in their k-means each set
+            keeps its total weight, shared among its elements by mass). With ``window > 1`` a
+            k-mer's mass is the mean of the masses of its ``window`` elements. Give the masses
+            of the sets you predict to ``predict``, ``predict_proba``, ``decision_function``,
+            ``transform`` and ``score`` too (``None`` there means uniform). Uniform masses are
+            exactly ``None``. With ``window=1``, an element of mass 0 is an element removed from
+            the plans (the Nystrom map is per element), except that it still counts in the
+            positions ``i/n`` of ``position_sigma``. Validation errors name the set."""
+
+_ELEMENT_WEIGHT_DOC = """
+        element_weight : list of 1-D arrays, 2-D array (n_sets, n) or None, default=None
+            Mass of each element of each set of ``X`` (see :meth:`fit`); ``None``: uniform."""
 
 # The supervised models keep the paper's CKN element map (Appendix D.3): k-mers projected on the
 # unit sphere, norm kept, bandwidth 0.5 on the sphere (0.6 for its unsupervised models). The
@@ -37,8 +56,33 @@ SUPERVISED_NORMALIZE = True
 SUPERVISED_KEEP_NORM = True
 
 
+def kmer_mass(weights: torch.Tensor, window: int) -> torch.Tensor:
+    """The mass of each k-mer of padded sequences: the mean of its ``window`` elements' masses.
+
+    ``weights (B, n)`` -> ``(B, n - window + 1)``, aligned with :func:`kmer_unfold` (a real k-mer
+    holds real elements only, so pads never enter a real k-mer's mass). Every element is in at
+    least one k-mer of a set of ``n >= window`` elements, so a set with positive mass keeps a
+    positive total mass; an element of mass 0 still lends its features to the k-mers it is in.
+    """
+    if window == 1:
+        return weights
+    return weights.unfold(1, window, 1).mean(-1)
+
+
+def kmer_masses(masses: list, window: int) -> list:
+    """:func:`kmer_mass` on numpy element masses (one 1-D array per set), as
+    :func:`skset._sets.kmer_windows` builds the k-mers."""
+    if window == 1:
+        return masses
+    return [w.mean(1) for w in kmer_windows([m[:, None] for m in masses], window)]
+
+
 class _OTKNetwork(torch.nn.Module):
-    """Nystrom (optional) -> OTK -> centring / normalisation -> linear head."""
+    """Nystrom (optional) -> OTK -> centring / normalisation -> linear head.
+
+    ``weights (B, n)``: optional element masses (see :class:`skset.nn.OTKLayer`); with k-mers
+    (``window > 1``) a k-mer's mass is the mean of its elements' (:func:`kmer_mass`).
+    """
 
     def __init__(self, nystrom: NystromLayer | None, otk: OTKLayer, window: int,
                  center: torch.Tensor, normalize: bool, n_outputs: int):
@@ -50,19 +94,23 @@ class _OTKNetwork(torch.nn.Module):
         self.register_buffer("center", center.clone())
         self.head = torch.nn.Linear(center.shape[0], n_outputs, dtype=center.dtype)
 
-    def embed(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def embed(self, x: torch.Tensor, mask: torch.Tensor,
+              weights: torch.Tensor | None = None) -> torch.Tensor:
         if self.nystrom is not None:
             x, mask = self.nystrom(x, mask)
         else:
             x, mask = kmer_unfold(x, mask, self.window)
-        z = self.otk(x, mask).flatten(1) - self.center
+        if weights is not None:
+            weights = kmer_mass(weights, self.window)
+        z = self.otk(x, mask, weights).flatten(1) - self.center
         if self.normalize:
             z = z * (math.sqrt(z.shape[1]) / torch.linalg.vector_norm(z, dim=1, keepdim=True)
                      .clamp_min(1e-12))
         return z
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        return self.head(self.embed(x, mask))
+    def forward(self, x: torch.Tensor, mask: torch.Tensor,
+                weights: torch.Tensor | None = None) -> torch.Tensor:
+        return self.head(self.embed(x, mask, weights))
 
 
 def _fit_logistic_head(head: torch.nn.Linear, Z: torch.Tensor, y: torch.Tensor, alpha: float,
@@ -138,6 +186,7 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
         "sinkhorn_iter": Param(10, POSITIVE_INT),
         "position_sigma": Param(None, POSITIVE, None),
         "position_mode": Param("plan", *POSITION_MODES),
+        "reg_m": Param(None, POSITIVE, None),
         "fit_method": Param("kmeans", "kmeans", "wasserstein"),
         "solver": Param("alternating", "alternating", "adam"),
         "learning_rate": Param("adaptive", "adaptive", "constant"),
@@ -146,6 +195,7 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
         "learning_rate_init": Param(0.01, POSITIVE),
         "alpha": Param(1e-3, NON_NEGATIVE),
     }
+    _legacy_params = {"reg_m": None}  # models saved before reg_m were balanced
 
     @property
     def _min_elements(self) -> int:
@@ -155,17 +205,32 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
     def _use_nystrom(self) -> bool:
         return bool(self.n_components)
 
+    # -- element masses: the per-set side data of SetNetworkEstimator ---------------------------
+    def _check_side_data(self, side, sets):
+        """The element masses normalised per set (float64), None when every set's are uniform
+        (exactly the computation without masses)."""
+        masses = check_element_weights(side, [s.shape[0] for s in sets],
+                                       name=f"{type(self).__name__}: element_weight")
+        if masses is None or all(np.all(m == m[0]) for m in masses):
+            return None
+        return masses
+
+    def _pack_side_data(self, items, X, mask):
+        return pack_weights(items, device=X.device, dtype=X.dtype, n_max=X.shape[1])
+
     # -- initialisation -------------------------------------------------------------------------
-    def _initial_module(self, sets, n_outputs: int, rng, sample_weight=None) -> _OTKNetwork:
+    def _initial_module(self, sets, n_outputs: int, rng, sample_weight=None,
+                        masses=None) -> _OTKNetwork:
         """Fit the unsupervised estimators and build the network from them (on the sets weighted
-        by ``sample_weight``, float64 ``(n_sets,)`` or None)."""
+        by ``sample_weight``, float64 ``(n_sets,)`` or None, with element masses ``masses``, one
+        1-D array per set, or None)."""
         common = dict(device=self.device_, dtype=self.dtype)
         if self._use_nystrom:
             self.nystrom_ = NystromFeatures(
                 n_components=self.n_components, bandwidth=self.bandwidth, window=self.window,
                 normalize=SUPERVISED_NORMALIZE, keep_norm=SUPERVISED_KEEP_NORM,
                 random_state=rng.randint(2**31 - 1), **common)
-            self.nystrom_.fit(sets, sample_weight=sample_weight)
+            self.nystrom_.fit(sets, sample_weight=sample_weight, element_weight=masses)
             feats = self.nystrom_.transform(sets)
             nystrom = self.nystrom_.to_module()
         else:
@@ -176,18 +241,20 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
             n_supports=self.n_supports, n_references=self.n_references, epsilon=self.epsilon,
             sinkhorn_iter=self.sinkhorn_iter, sinkhorn_tol=None, fit_method=self.fit_method,
             position_sigma=self.position_sigma, position_mode=self.position_mode, center=True,
-            normalize=True,
+            normalize=True, reg_m=self.reg_m,
             max_elements=self.max_elements, random_state=rng.randint(2**31 - 1), **common,
         )
-        self.embedding_.fit(feats, sample_weight=sample_weight)
+        self.embedding_.fit(feats, sample_weight=sample_weight, element_weight=None
+                            if masses is None else kmer_masses(masses, self.window))
         otk = self.embedding_.to_module()
         center = torch.as_tensor(self.embedding_.mean_, dtype=self.dtype_)
         return _OTKNetwork(nystrom, otk, self.window, center, True, n_outputs)
 
     def _refit_head(self, module: _OTKNetwork, sets, targets: torch.Tensor,
-                    weight: torch.Tensor | None = None) -> None:
+                    weight: torch.Tensor | None = None, masses=None) -> None:
         was_training = module.training
-        Z = self._predict_batches(sets, lambda m, X, M: m.embed(X, M), module)
+        Z = self._predict_batches(sets, lambda m, X, M, *W: m.embed(X, M, *W), module,
+                                  side=masses)
         self._fit_head(module.head, Z, targets, weight)
         module.train(was_training)
 
@@ -198,12 +265,14 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
         tr_sets, Y_tr = data.subset(data.train)
         W_tr = data.weights_of(data.train)
         sw = None if W_tr is None else W_tr.detach().cpu().double().numpy()
-        module = self._seeded(seed, lambda: self._initial_module(tr_sets, n_outputs, rng, sw))
+        S_tr = data.side_of(data.train)
+        module = self._seeded(seed, lambda: self._initial_module(tr_sets, n_outputs, rng, sw,
+                                                                 S_tr))
         module = module.to(device=self.device_, dtype=self.dtype_)
         with torch.no_grad():
             module.head.weight.zero_()
             module.head.bias.zero_()
-        self._refit_head(module, tr_sets, Y_tr, W_tr)
+        self._refit_head(module, tr_sets, Y_tr, W_tr, S_tr)
         return module
 
     def _before_training(self, data, warm):
@@ -219,11 +288,11 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
         callbacks = []
         if self.solver == "alternating":
             tr_sets, Y_tr = data.subset(data.train)
-            W_tr = data.weights_of(data.train)
+            W_tr, S_tr = data.weights_of(data.train), data.side_of(data.train)
 
             def refit(state):
                 if state.epoch > 0 or warm:  # epoch 0 of a fresh fit: head just fitted at init
-                    self._refit_head(state.module, tr_sets, Y_tr, W_tr)
+                    self._refit_head(state.module, tr_sets, Y_tr, W_tr, S_tr)
 
             callbacks.append(LambdaCallback(on_epoch_begin=refit))
         if self.learning_rate == "adaptive":
@@ -243,7 +312,8 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
         if completed and self.solver == "alternating" and not self.early_stopping:
             # the head that goes with the final embedding (with early stopping, the restored
             # best epoch keeps the head it was validated with)
-            self._refit_head(self.module_, *data.subset(data.train), data.weights_of(data.train))
+            self._refit_head(self.module_, *data.subset(data.train), data.weights_of(data.train),
+                             data.side_of(data.train))
         self.module_.eval()
 
     def _persist_module(self, name: str):
@@ -255,18 +325,28 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
         center = torch.as_tensor(self.embedding_.mean_)
         return _OTKNetwork(nystrom, self.embedding_.to_module(), self.window, center, True, n_out)
 
-    # -- outputs --------------------------------------------------------------------------------
+    # -- fit and outputs, with element masses ---------------------------------------------------
+    def fit(self, X, y, sample_weight=None, element_weight=None):
+        return self._fit(X, y, sample_weight, side=element_weight)
+
+    fit.__doc__ = SetNetworkEstimator.fit.__doc__.replace(
+        "\n\n        Returns", _ELEMENT_WEIGHT_FIT_DOC + "\n\n        Returns", 1)
+
     @property
     def _n_features_out(self):
         return self.module_.center.shape[0]
 
-    def transform(self, X) -> np.ndarray:
+    def transform(self, X, element_weight=None) -> np.ndarray:
         """The learned embedding of each set, ``(n_sets, n_references * n_supports * k)``.
 
         The features the linear head reads: the OTK embedding with the trained anchors and
         references, centred and normalised like :class:`OTKEmbedding`'s output.
+
+        Parameters
+        ----------
+        X : collection of sets""" + _ELEMENT_WEIGHT_DOC + """
         """
-        return super().transform(X)
+        return self._transform(X, element_weight)
 
 
 _DOC_PARAMS = """
@@ -304,6 +384,14 @@ _DOC_PARAMS = """
         authors' code). See :mod:`skset.nn.otk`. :class:`OTKEmbedding` defaults to
         ``"kernel"`` (chosen on the unsupervised real-data suite); the supervised models keep the
         paper's ``"plan"``, with which their benchmarks were measured.
+    reg_m : float or None, default=None
+        Unbalanced transport, as in :class:`OTKEmbedding`: strength :math:`\\rho` of a KL
+        penalty that replaces the exact set-side marginal (POT's ``reg_m``, in the units of
+        ``epsilon``; the reference side stays exact). Elements of low similarity to every
+        support send less than their mass, which makes the embedding robust to outlying
+        elements; smaller is more relaxed. Used by the unsupervised initialisation and the
+        trained layer alike. ``None``: balanced, every element sends exactly its mass (its
+        ``element_weight`` in ``fit`` / ``predict``, uniform by default).
     fit_method : {"kmeans", "wasserstein"}, default="kmeans"
         How :class:`OTKEmbedding` fits the initial references.
     solver : {"alternating", "adam"}, default="alternating"
@@ -381,9 +469,39 @@ _DOC_REFS = """
 """
 
 
+def _with_element_weight(summary: str) -> str:
+    return summary + """
+
+        Parameters
+        ----------
+        X : collection of sets""" + _ELEMENT_WEIGHT_DOC + """
+        """
+
+
 class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
     def _fit_head(self, head, Z, targets, weight=None):
         _fit_logistic_head(head, Z, targets, float(self.alpha), weight=weight)
+
+    def decision_function(self, X, element_weight=None) -> np.ndarray:
+        return self._decision_function(X, element_weight)
+
+    def predict_proba(self, X, element_weight=None) -> np.ndarray:
+        return self._predict_proba(X, element_weight)
+
+    def predict(self, X, element_weight=None) -> np.ndarray:
+        return self._predict(X, element_weight)
+
+    def score(self, X, y, sample_weight=None, element_weight=None) -> float:
+        """Mean accuracy of ``predict(X, element_weight)`` on ``y``, weighted by
+        ``sample_weight`` (scikit-learn's ``ClassifierMixin.score`` with element masses)."""
+        return float(accuracy_score(y, self.predict(X, element_weight),
+                                    sample_weight=sample_weight))
+
+    decision_function.__doc__ = _with_element_weight(
+        """The network's logits, ``(n_sets, n_classes)``.""")
+    predict_proba.__doc__ = _with_element_weight(
+        """Class probabilities, ``(n_sets, n_classes)``, rows summing to 1.""")
+    predict.__doc__ = _with_element_weight("""The most probable class of each set.""")
 
 
 OTKClassifier.__doc__ = compose_doc(
@@ -435,6 +553,17 @@ class OTKRegressor(SetRegressorMixin, _BaseSupervisedOTK):
 
     def _fit_head(self, head, Z, targets, weight=None):
         _fit_ridge_head(head, Z, targets, float(self.alpha), weight)
+
+    def predict(self, X, element_weight=None) -> np.ndarray:
+        return self._predict(X, element_weight)
+
+    def score(self, X, y, sample_weight=None, element_weight=None) -> float:
+        """R^2 of ``predict(X, element_weight)`` on ``y``, weighted by ``sample_weight``
+        (scikit-learn's ``RegressorMixin.score`` with element masses)."""
+        return float(r2_score(y, self.predict(X, element_weight), sample_weight=sample_weight))
+
+    predict.__doc__ = _with_element_weight(
+        """Predicted targets, ``(n_sets,)`` or ``(n_sets, n_outputs)`` like ``y`` in fit.""")
 
 
 OTKRegressor.__doc__ = compose_doc(

@@ -112,11 +112,10 @@ def otk_plans(
 def otk_pool(x: torch.Tensor, plans: torch.Tensor) -> torch.Tensor:
     """``sqrt(p) P^T x / sqrt(q)`` for every reference: ``(B, q, p, k)``."""
     B, q, n, p = plans.shape
-    if q == 1:
-        out = torch.bmm(plans[:, 0].transpose(1, 2), x).unsqueeze(1)
-    else:
-        out = torch.einsum("bqnp,bnk->bqpk", plans, x)
-    return out * math.sqrt(p / q)
+    if q == 1:  # the scale inside the GEMM (alpha): no extra pass over the output
+        return torch.baddbmm(x.new_zeros(()), plans[:, 0].transpose(1, 2), x, beta=0.0,
+                             alpha=math.sqrt(p)).unsqueeze(1)
+    return torch.einsum("bqnp,bnk->bqpk", plans, x) * math.sqrt(p / q)
 
 
 class OTKLayer(nn.Module):
