@@ -130,8 +130,14 @@ def circles_suite(args):
     print(f"  validation (mean eigengap ARI on held-out instances): kept "
           f"{getattr(abc, 'kernel_mix_', None)}, scores {getattr(abc, 'kernel_scores_', None)}; "
           f"learned kernel per check {[round(v, 3) for v in abc.validation_scores_]}")
-    print(f"  ABC mean NMI, eigengap k: {abc_eg:.3f}  (k right {np.mean(k_eg == kt):.0%}, mean k "
-          f"{k_eg.mean():.1f}, max_clusters {abc._max_k()})")
+    print(f"  k rule: threshold {getattr(abc, 'eigen_threshold_', None)} (None: eigengap), k in "
+          f"[{getattr(abc, '_min_k', lambda: None)()}, {abc._max_k()}], validation k right "
+          f"{getattr(abc, 'validation_k_right_', float('nan')):.0%}; learning rates per check "
+          f"{[float(f'{v:.2g}') for v in abc.learning_rates_]}")
+    print(f"  training BCE per {abc.eval_every} steps: {[round(v, 3) for v in abc.loss_curve_]}")
+    print(f"  ABC mean NMI, estimated k: {abc_eg:.3f}  (k right {np.mean(k_eg == kt):.0%}, mean k "
+          f"{k_eg.mean():.1f}, estimated - true k: "
+          f"{dict(zip(*np.unique(k_eg - kt, return_counts=True)))})")
     print(f"  ABC mean NMI, true k:     {abc_true:.3f}", flush=True)
     if args.no_baselines:
         return
@@ -196,12 +202,15 @@ def digits(args):
           f"lr={prm['learning_rate_init']}, early_stopping={prm['early_stopping']} (held-out "
           f"classes {getattr(abc, 'validation_classes_', None)}), max_clusters used "
           f"{abc._max_k()}")
+    print(f"  k rule: threshold {getattr(abc, 'eigen_threshold_', None)} (None: eigengap), k in "
+          f"[{getattr(abc, '_min_k', lambda: None)()}, {abc._max_k()}], calibration k right "
+          f"{getattr(abc, 'validation_k_right_', float('nan')):.0%}")
     if prm["early_stopping"]:
         print(f"  validation (mean eigengap ARI, held-out classes): kept "
               f"{getattr(abc, 'kernel_mix_', None)}, scores {getattr(abc, 'kernel_scores_', None)}"
               f"; learned kernel per check {[round(v, 3) for v in abc.validation_scores_]}")
-    print(f"  ABC ({args.compatibility}, dim={args.dim}, {args.blocks} SABs): {abc.n_iter_} steps "
-          f"x {args.batch_size} instances, {minutes:.1f} min training")
+    print(f"  ABC ({prm['compatibility']}, dim={prm['hidden_size']}, {prm['n_layers']} SABs): "
+          f"{abc.n_iter_} steps x {prm['batch_size']} instances, {minutes:.1f} min training")
     print(f"  ABC mean NMI, true k:         {abc_true:.3f}")
     print(f"  ABC mean NMI, eigengap k:     {abc_eg:.3f}  (true k found in "
           f"{np.mean(k_eg == kt):.0%}, k <= {abc._max_k()}; eigengap k - true k: "

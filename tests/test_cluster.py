@@ -374,6 +374,20 @@ def test_abc_affinity_properties(fitted, blob_instances):
     np.testing.assert_allclose(alone, As[0], atol=1e-5)
 
 
+def model_k_rule(fitted, affinities):
+    """k of each affinity by the fitted model's rule, in float64 (one instance at a time)."""
+    from skset.nn.spectral import eigengap_n_clusters, threshold_n_clusters
+
+    lo, hi, thr = fitted._min_k(), fitted._max_k(), fitted.eigen_threshold_
+    ks = []
+    for A in affinities:
+        w = laplacian_eigh(torch.from_numpy(A)[None], None, eigenvectors=False)
+        n = torch.tensor([len(A)])
+        ks.append(int(eigengap_n_clusters(w, n, hi, lo) if thr is None else
+                      threshold_n_clusters(w, n, thr, hi, lo)))
+    return ks
+
+
 def test_abc_predict_paths_agree(fitted, blob_instances):
     X, _ = blob_instances
     Xt = X[120:140]
@@ -383,9 +397,13 @@ def test_abc_predict_paths_agree(fitted, blob_instances):
     b = skl.predict(Xt)
     assert [len(np.unique(p)) for p in a] == [len(np.unique(p)) for p in b]
     assert np.mean([adjusted_rand_score(p, q) for p, q in zip(a, b, strict=True)]) > 0.9
-    # the float64 eigengap of the returned affinities (predict works in float32)
-    ks = estimate_n_clusters(fitted.affinity(Xt), max_clusters=None)
-    assert np.mean(ks == np.array([len(np.unique(p)) for p in a])) >= 0.9
+    # the float64 k rule of the returned affinities (predict works in float32): the eigengap or
+    # the calibrated threshold, within the training range of k
+    ks = model_k_rule(fitted, fitted.affinity(Xt))
+    assert np.mean(np.array(ks) == np.array([len(np.unique(p)) for p in a])) >= 0.9
+    hi, lo, thr = fitted.max_clusters_, fitted.min_clusters_, fitted.eigen_threshold_
+    if thr is None and lo == 1:
+        assert ks == estimate_n_clusters(fitted.affinity(Xt), max_clusters=hi).tolist()
     # an instance of one element gets one label
     assert fitted.predict([Xt[0][:1]])[0].tolist() == [0]
 
@@ -412,7 +430,7 @@ def test_abc_cpu_chunks_on_threads(fitted, blob_instances, monkeypatch):
         np.testing.assert_array_equal(a, b)
     for a, b in zip(A_one, A2, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)  # float32, other reduction order
-    ks = estimate_n_clusters(A2)
+    ks = np.array(model_k_rule(fitted, A2))
     assert np.mean(ks == np.array([len(np.unique(p)) for p in p2])) >= 0.9
 
 
@@ -648,9 +666,13 @@ def test_pool_validation_holds_out_classes_and_never_loses_to_the_prior(monkeypa
     abc.fit(b.X_seen, b.y_seen)
     held = set(abc.validation_classes_.tolist())
     assert len(held) == 2
-    val, train = calls[:4], calls[4:]
+    # validation instances (2 held-out classes: one k), calibration instances of the prior's k
+    # rule (any class, the training range of k), then the training instances
+    val, cal, train = calls[:4], calls[4:8], calls[8:]
     assert len(train) == 20 * 4
     assert all(set(b.y_seen[i].tolist()) <= held for i in val)
+    assert all(len(set(b.y_seen[i].tolist())) in (2, 3, 4) for i in cal)
+    assert set().union(*(set(b.y_seen[i].tolist()) for i in cal)) - held
     assert all(not set(b.y_seen[i].tolist()) & held for i in train)
     # the kernel kept is the best of prior / learned / both on validation: never below the prior
     assert set(abc.kernel_scores_) == {"prior", "learned", "prior+learned"}
@@ -661,3 +683,119 @@ def test_pool_validation_holds_out_classes_and_never_loses_to_the_prior(monkeypa
     assert abc.max_clusters_ == 4  # (2, 6) clusters, capped by the 4 training classes
     # one scale for all features: a near-constant pixel is not blown up
     assert np.ptp(abc.scale_) == 0 and abc.scale_[0] > 0
+
+
+# -- training that converges in a budget, a calibrated k rule (issue 13, item 4) -------------------
+def test_warmup_cosine_schedule_factors_and_fit_learning_rates():
+    from skset.cluster._abc import WarmupCosineSchedule
+
+    s = WarmupCosineSchedule(100, 10, final_fraction=0.01)
+    f = [s.factor(t) for t in range(120)]
+    np.testing.assert_allclose(f[:10], np.arange(1, 11) / 10)  # linear warm-up to the peak
+    assert f[10] == pytest.approx(1.0)
+    assert all(a >= b for a, b in zip(f[10:99], f[11:100], strict=True))  # decays
+    np.testing.assert_allclose(f[55], 0.01 + 0.99 * 0.5, rtol=1e-6)  # half-way: the mean
+    assert f[100] == pytest.approx(0.01) and f[119] == pytest.approx(0.01)  # held at the end
+    # warm-up, the peak held, a cosine over the last 30 steps (warmup-stable-decay)
+    wsd = WarmupCosineSchedule(100, 10, final_fraction=0.0, decay_steps=30)
+    g = [wsd.factor(t) for t in range(100)]
+    np.testing.assert_allclose(g[:10], f[:10])
+    assert g[10:71] == [1.0] * 61 and g[85] == pytest.approx(0.5) and g[99] < 0.01
+    X, y = make_circles_instances(32, 20, random_state=0)
+    kw = dict(hidden_size=8, n_heads=2, max_steps=40, batch_size=4, eval_every=10,
+              early_stopping=False, learning_rate_init=1e-2, random_state=0)
+    abc = ABCClusterer(warmup_fraction=0.25, decay_fraction=1.0, **kw).fit(X, y)
+    # the rate of the last step of each block of 10: steps 9, 19, 29, 39 of a 10-step warm-up
+    ref = WarmupCosineSchedule(40, 10, final_fraction=0.01)
+    np.testing.assert_allclose(abc.learning_rates_, [1e-2 * ref.factor(t) for t in (9, 19, 29, 39)])
+    # after the fit the optimiser is back at the peak (a warm start schedules again from there)
+    assert abc._optimizer_state["param_groups"][0]["lr"] == pytest.approx(1e-2)
+    const = ABCClusterer(learning_rate_schedule="constant", **kw).fit(X, y)
+    assert const.learning_rates_ == [1e-2] * 4
+
+
+def test_threshold_rule_and_min_clusters():
+    from skset.nn.spectral import eigengap_n_clusters, threshold_n_clusters
+
+    # a soft 4-cluster spectrum (the eigengap's largest gap is the first one) and padding
+    w = torch.tensor([[0.0, 0.45, 0.5, 0.55, 0.9, 0.95, 3.0],
+                      [0.0, 0.05, 0.9, 0.9, 0.95, 3.0, 3.0]], dtype=torch.float64)
+    n = torch.tensor([6, 5])
+    assert eigengap_n_clusters(w, n).tolist() == [1, 2]
+    assert threshold_n_clusters(w, n, 0.7).tolist() == [4, 2]
+    assert threshold_n_clusters(w, n, 0.7, max_clusters=3).tolist() == [3, 2]
+    assert threshold_n_clusters(w, n, 0.01, min_clusters=2).tolist() == [2, 2]
+    assert threshold_n_clusters(w, n, 2.5).tolist() == [6, 5]  # padding never counts
+    # eigengap restricted to k >= 2: the largest gap among k = 2.. (here k = 4 for row 0)
+    assert eigengap_n_clusters(w, n, min_clusters=2).tolist() == [4, 2]
+    assert eigengap_n_clusters(w, n, max_clusters=3, min_clusters=2).tolist() == [2, 2]
+    # on ideal blocks every rule agrees
+    for sizes in ([10, 10, 10], [5, 20]):
+        A = torch.from_numpy(blocks(sizes, 1.0, 0.0))[None]
+        lam = laplacian_eigh(A, None, eigenvectors=False)
+        m = torch.tensor([sum(sizes)])
+        assert threshold_n_clusters(lam, m, 0.5).item() == len(sizes)
+        assert eigengap_n_clusters(lam, m, min_clusters=2).item() == len(sizes)
+
+
+def test_calibrated_k_rule_on_validation_instances():
+    X, y = make_circles_instances(160, 30, n_circles=(2, 5), random_state=0)
+    kw = dict(hidden_size=16, n_heads=2, max_steps=20, batch_size=8, eval_every=10,
+              n_validation_instances=32, validation_fraction=0.2, random_state=0)
+    abc = ABCClusterer(**kw).fit(X, y)
+    assert abc.min_clusters_ == 2 and abc.max_clusters_ == 5
+    thr = abc.eigen_threshold_
+    assert thr is None or 0.3 <= thr <= 0.95
+    # the rule kept finds the true k of at least as many validation instances as the eigengap
+    eg = ABCClusterer(n_clusters_rule="eigengap", **kw).fit(X, y)
+    assert eg.eigen_threshold_ is None
+    assert abc.validation_k_right_ >= eg.validation_k_right_
+    # predict uses the rule and the bounds
+    k = np.array([len(np.unique(p)) for p in abc.predict(X[:40])])
+    assert k.min() >= 1 and k.max() <= 5
+    if thr is not None:
+        from skset.nn.spectral import threshold_n_clusters
+
+        lam = laplacian_eigh(torch.from_numpy(np.stack(abc.affinity(X[:40]))).float(), None,
+                             eigenvectors=False)
+        ref = threshold_n_clusters(lam, torch.full((40,), 30), thr, 5, 1).numpy()
+        assert np.mean(ref == k) >= 0.9  # float32 eigenvalues near the threshold may differ
+    # the training range as bounds: k >= 2 everywhere
+    k2 = [len(np.unique(p)) for p in abc.set_params(min_clusters=2).predict(X[:40])]
+    assert min(k2) >= 2 and max(k2) <= 5
+    # the rule is not calibrated on validation instances that all have the same k
+    b = load_digits_split()
+    one_k = ABCClusterer(hidden_size=16, n_heads=2, max_steps=10, batch_size=4, eval_every=5,
+                         instance_size=30, n_validation_instances=4, random_state=0)
+    one_k.fit(b.X_seen, b.y_seen)
+    assert one_k.eigen_threshold_ is None
+
+
+def test_schedule_plateau_starts_the_decay_then_stops():
+    from types import SimpleNamespace
+
+    from skset.cluster._abc import WarmupCosineSchedule
+
+    s = WarmupCosineSchedule(2000, 50, final_fraction=0.01, decay_steps=500, patience=3)
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    st = SimpleNamespace(optimizer=opt, step=0, score=None, stop=False, stop_message="")
+    s.on_train_begin(st)
+    scores = [0.1, 0.2, 0.3, 0.3, 0.3, 0.3,  # stalls 3 checks at step 600: decay from there
+              0.35, 0.35, 0.35, 0.35]         # improves once, then stalls 3 checks: stop
+    for i, sc in enumerate(scores):
+        st.step, st.score = 100 * (i + 1), sc
+        s.on_epoch_end(st)
+        if st.stop:
+            break
+    assert s.plateau_step == 600 and s.decay_start == 600 and s.decay_end == 1100
+    assert s.factor(599) == 1.0 and s.factor(850) == pytest.approx(0.505) and st.stop
+    assert st.step == 1000 and "stalled" in st.stop_message
+    # without a plateau the decay runs as planned and training stops at its end
+    s2 = WarmupCosineSchedule(1000, 50, decay_steps=300, patience=3)
+    st2 = SimpleNamespace(optimizer=opt, step=0, score=None, stop=False, stop_message="")
+    s2.on_train_begin(st2)
+    for i in range(10):
+        st2.step, st2.score = 100 * (i + 1), 0.1 * i
+        s2.on_epoch_end(st2)
+    assert s2.plateau_step is None and s2.decay_start == 700 and st2.stop
+    assert "finished" in st2.stop_message

@@ -158,8 +158,12 @@ class ABCKernel(nn.Module):
         else:
             c = self.v(torch.tanh(q[:, :, None, :] + k[:, None, :, :])).squeeze(-1)
         if getattr(self, "input_similarity", None) is not None:  # absent in older pickles
-            prior = self.sim_log_scale.exp() * (self.input_prior(x, mask) + self.sim_offset)
             mix = getattr(self, "mix", None)
+            if mix is not None and float(mix[0]) == 0.0:
+                # the learned part alone (as in training): the prior (a cdist and a top-k per
+                # instance, a few % of a training step) is not computed
+                return mix[1] * (c + self.bias)
+            prior = self.sim_log_scale.exp() * (self.input_prior(x, mask) + self.sim_offset)
             if mix is None:  # models saved before the mix: plain sum
                 return prior + c + self.bias
             return mix[0] * prior + mix[1] * (c + self.bias)
