@@ -486,13 +486,9 @@ def pack_weights(
 ) -> torch.Tensor:
     """Pad per-element weights (one 1-D array per set) into a ``(B, n_max)`` tensor, 0 on pads,
     aligned with :func:`pack` of the same sets."""
-    lengths = np.fromiter((w.shape[0] for w in weights), dtype=np.int64, count=len(weights))
-    n = int(lengths.max()) if n_max is None else int(n_max)
-    buf = np.zeros((len(weights), n), dtype=np.float64 if dtype == torch.float64 else np.float32)
-    rows = np.repeat(np.arange(len(weights)), lengths)
-    cols = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    buf[rows, cols] = np.concatenate(weights)
-    return torch.from_numpy(buf).to(device=device)
+    W, _ = pack([np.asarray(w).reshape(-1, 1) for w in weights], device=device, dtype=dtype,
+                n_max=n_max)
+    return W[..., 0]
 
 
 def kmer_windows(sets: Sequence[np.ndarray], window: int, *, name: str = "X") -> list[np.ndarray]:
