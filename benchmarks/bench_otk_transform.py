@@ -279,17 +279,19 @@ def part_stability(args, device, rng, lines):
 class _UnsortedOTK(OTKEmbedding):
     """The same transform on batches in input order (no length bucketing)."""
 
-    def _batches(self, sets):
-        return iter_packed(sets, device=self.device_, dtype=self._tdtype,
-                           max_elements=self.max_elements, sort=False)
+    def _batches(self, sets, masses=None):  # no element masses in this benchmark
+        for idx, X, M in iter_packed(sets, device=self.device_, dtype=self._tdtype,
+                                     max_elements=self.max_elements, sort=False):
+            yield idx, X, M, None
 
 
 class _BudgetOnlyOTK(OTKEmbedding):
     """Sorted by length, batches filled to the budget only (no padding tolerance)."""
 
-    def _batches(self, sets):
-        return iter_packed(sets, device=self.device_, dtype=self._tdtype,
-                           max_elements=self.max_elements, padding_tolerance=None)
+    def _batches(self, sets, masses=None):  # no element masses in this benchmark
+        for idx, X, M in iter_packed(sets, device=self.device_, dtype=self._tdtype,
+                                     max_elements=self.max_elements, padding_tolerance=None):
+            yield idx, X, M, None
 
 
 def part_bucketing(args, device, rng, lines):
