@@ -68,6 +68,15 @@ def _load(path):
     return abc
 
 
+def _literal(text):
+    import ast
+
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text  # a string such as rbf
+
+
 def _train(args, X, y, **kw):
     if args.model:
         abc = _load(args.model)
@@ -91,9 +100,16 @@ def _train(args, X, y, **kw):
         return abc, minutes
     if args.defaults:  # the estimator's defaults: only the protocol's settings are passed
         abc = ABCClusterer(random_state=args.seed, verbose=args.verbose, **kw)
+        if args.set:  # a candidate default: one or more parameters changed, the rest defaults
+            abc.set_params(**{k: _literal(v) for k, v in (kv.split("=", 1) for kv in args.set)})
+            print(f"  defaults except {args.set}")
         t0 = time.perf_counter()
         abc.fit(X, y)
-        return abc, (time.perf_counter() - t0) / 60
+        minutes = (time.perf_counter() - t0) / 60
+        if args.save:
+            with open(args.save, "wb") as f:
+                pickle.dump(abc, f)
+        return abc, minutes
     abc = ABCClusterer(args.compatibility, hidden_size=args.dim, n_layers=args.blocks,
                        n_heads=args.heads, compat_dim=args.compat_dim, max_steps=args.steps,
                        batch_size=args.batch_size, learning_rate_init=args.lr,
@@ -130,6 +146,8 @@ def circles_suite(args):
     print(f"  validation (mean eigengap ARI on held-out instances): kept "
           f"{getattr(abc, 'kernel_mix_', None)}, scores {getattr(abc, 'kernel_scores_', None)}; "
           f"learned kernel per check {[round(v, 3) for v in abc.validation_scores_]}")
+    print(f"  prior: {getattr(abc, 'input_similarity_', None)} {getattr(abc, 'prior_params_', None)}"
+          f"; candidates {getattr(abc, 'prior_scores_', None)}")
     print(f"  k rule: threshold {getattr(abc, 'eigen_threshold_', None)} (None: eigengap), k in "
           f"[{getattr(abc, '_min_k', lambda: None)()}, {abc._max_k()}], validation k right "
           f"{getattr(abc, 'validation_k_right_', float('nan')):.0%}; learning rates per check "
@@ -202,6 +220,8 @@ def digits(args):
           f"lr={prm['learning_rate_init']}, early_stopping={prm['early_stopping']} (held-out "
           f"classes {getattr(abc, 'validation_classes_', None)}), max_clusters used "
           f"{abc._max_k()}")
+    print(f"  prior: {getattr(abc, 'input_similarity_', None)} {getattr(abc, 'prior_params_', None)}"
+          f"; candidates {getattr(abc, 'prior_scores_', None)}")
     print(f"  k rule: threshold {getattr(abc, 'eigen_threshold_', None)} (None: eigengap), k in "
           f"[{getattr(abc, '_min_k', lambda: None)()}, {abc._max_k()}], calibration k right "
           f"{getattr(abc, 'validation_k_right_', float('nan')):.0%}")
@@ -358,6 +378,8 @@ def main():
     p.add_argument("--defaults", action="store_true",
                    help="circles-suite/digits: ABCClusterer with its defaults (protocol settings "
                         "only)")
+    p.add_argument("--set", nargs="*", default=None, metavar="PARAM=VALUE",
+                   help="with --defaults: change these parameters (a candidate default)")
     p.add_argument("--train", type=int, default=2000, help="circles-suite: training instances")
     p.add_argument("--steps", type=int, default=1500)
     p.add_argument("--batch-size", type=int, default=32)

@@ -492,6 +492,76 @@ def test_abc_input_similarity_prior_transfers(blob_instances):
         ABCClusterer(input_similarity="l2").fit(X[:2], y[:2])
 
 
+def test_abc_auto_prior_is_the_best_candidate_and_persists(blob_instances, tmp_path):
+    """``input_similarity="auto"``: the prior kept is the best-validating candidate, the model
+    computes exactly that prior (checked against a numpy RBF / kNN recomputation), and it
+    survives pickling and ``skset.save``/``load``; a refit with a fixed prior forgets it."""
+    import pickle
+
+    import skset
+
+    X, y = blob_instances
+    abc = ABCClusterer(hidden_size=16, n_heads=2, max_steps=3, batch_size=8, eval_every=3,
+                       random_state=0).fit(X[:60], y[:60])
+    scores = abc.prior_scores_
+    assert len(scores) == 11 and abc.kernel_mix_ in ("prior", "learned", "prior+learned")
+    best = max(scores, key=scores.get)
+    prm = abc.prior_params_
+    name = (f"knn(n_neighbors={prm['n_neighbors']})" if abc.input_similarity_ == "knn" else
+            f"rbf(scale={prm['scale']:g}, offset={prm['offset']:g})")
+    assert name == best and scores[name] == max(scores.values())
+    abc.module_.mix.copy_(torch.tensor([1.0, 0.0]))  # the prior alone
+    for forced in (None, ("rbf", 10, 16.0, 0.5), ("knn", 5, 12.0, -0.5)):
+        if forced is not None:  # both kinds checked, whichever won
+            abc._set_prior(*forced)
+        prm = abc.prior_params_
+        # recomputed in numpy from the standardised instance
+        x = (X[130] - abc.mean_) / abc.scale_
+        d2 = ((x[:, None, :] - x[None, :, :]) ** 2).sum(-1)
+        if abc.input_similarity_ == "rbf":
+            off = ~np.eye(len(x), dtype=bool)
+            sim = -d2 / d2[off].mean()
+        else:
+            nn_idx = np.argsort(d2, axis=1, kind="stable")[:, : prm["n_neighbors"] + 1]
+            G = np.zeros_like(d2)
+            np.put_along_axis(G, nn_idx, 1.0, axis=1)
+            sim = 0.5 * (G + G.T)
+        expect = 1 / (1 + np.exp(-prm["scale"] * (sim + prm["offset"])))
+        np.testing.assert_allclose(abc.affinity([X[130]])[0], expect, atol=1e-5)
+        A = abc.affinity(X[120:124])
+        for other in (pickle.loads(pickle.dumps(abc)), None):
+            if other is None:
+                skset.save(abc, tmp_path / "abc.skset")
+                other = skset.load(tmp_path / "abc.skset")
+            assert other.input_similarity_ == abc.input_similarity_
+            assert other.prior_params_ == prm
+            for a, b in zip(other.affinity(X[120:124]), A, strict=True):
+                np.testing.assert_array_equal(a, b)
+    fixed = abc.set_params(input_similarity="knn", n_neighbors=4).fit(X[:60], y[:60])
+    assert fixed.input_similarity_ == "knn" and fixed.prior_params_["n_neighbors"] == 4
+    assert fixed.prior_scores_ is None
+
+
+def test_abc_auto_prior_without_validation_is_the_knn_graph(blob_instances):
+    X, y = blob_instances
+    abc = ABCClusterer(hidden_size=16, n_heads=2, max_steps=2, batch_size=8, eval_every=2,
+                       early_stopping=False, random_state=0).fit(X[:30], y[:30])
+    assert abc.input_similarity_ == "knn" and abc.prior_scores_ is None
+    assert abc.prior_params_ == {"n_neighbors": 10, "scale": 12.0, "offset": -0.5}
+
+
+def test_rbf_prior_is_scale_free_and_finite_at_extreme_scales():
+    net = ABCKernel(2, 8, 1, 2, input_similarity="rbf").double()
+    x = torch.randn(2, 7, 2, dtype=torch.float64)
+    mask = torch.ones(2, 7, dtype=torch.bool)
+    mask[1, 5:] = False
+    ref = net.input_prior(x, mask)
+    for scale in (1e-30, 1e30):
+        torch.testing.assert_close(net.input_prior(x * scale, mask), ref)
+    big = net.float().input_prior((x * 1e30).float(), mask)
+    assert torch.isfinite(big).all()
+
+
 def test_load_digits_split_augment():
     plain = load_digits_split()
     for augment, n_t in (("rot4", 4), ("dihedral", 8)):

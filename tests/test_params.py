@@ -118,7 +118,7 @@ def test_renamed_parameters_load_under_their_new_names():
     state.pop("input_similarity")
     older = skset.ABCClusterer.__new__(skset.ABCClusterer)
     older.__setstate__(state)
-    assert older.input_similarity is None and skset.ABCClusterer().input_similarity == "knn"
+    assert older.input_similarity is None and skset.ABCClusterer().input_similarity == "auto"
     assert pickle.loads(pickle.dumps(old)).hidden_size == 16
     emb = skset.OTKEmbedding.__new__(skset.OTKEmbedding)
     st = skset.OTKEmbedding().__dict__.copy()

@@ -209,7 +209,7 @@ class ABCClusterer(BaseNeuralEstimator):
     residual : {"original", "clean"}, default="original"
         Arrangement of the SABs' residual connections and normalisation (see
         :class:`skset.nn.SAB`).
-    input_similarity : {"knn", "rbf", "cosine", None}, default="knn"
+    input_similarity : {"auto", "knn", "rbf", "cosine", None}, default="auto"
         A fixed similarity prior on the inputs (after ``standardize``), the fallback of the
         learned kernel: the network is trained as in the paper, then, with ``early_stopping``,
         the kernel kept is the one of the prior alone, the learned one, or their sum (of logits)
@@ -218,10 +218,14 @@ class ABCClusterer(BaseNeuralEstimator):
         spectral clustering on the prior: a user is never better served by not learning.
         ``"knn"``: the symmetrised graph of the ``n_neighbors`` nearest neighbours within the
         instance; ``"rbf"``: minus the squared distance over the instance's mean squared
-        distance; ``"cosine"``. Without ``early_stopping`` the sum is kept. ``None`` is the
-        paper's model alone.
+        distance; ``"cosine"``. ``"auto"``: the prior that clusters the validation instances best
+        (``prior_scores_``) among kNN graphs of ``n_neighbors // 2``, ``n_neighbors`` and
+        ``2 * n_neighbors`` neighbours and RBF kernels of eight sharpnesses (the prior learns
+        nothing, so with a pool it is chosen on instances of every class); the kNN graph of
+        ``n_neighbors`` without ``early_stopping``. Without ``early_stopping`` the sum is kept.
+        ``None`` is the paper's model alone.
     n_neighbors : int, default=10
-        Neighbours of the ``"knn"`` prior.
+        Neighbours of the ``"knn"`` prior (the middle of the ``"auto"`` candidates).
     class_weight : None, "balanced" or (float, float), default=None
         Weights of the BCE terms: ``None`` weighs every pair the same (the paper's mean BCE);
         ``"balanced"`` gives positives and negatives half the weight each per instance;
@@ -363,6 +367,14 @@ class ABCClusterer(BaseNeuralEstimator):
         ``"prior+learned"``.
     kernel_scores_ : dict or None
         The validation score of each of the three (with ``early_stopping``).
+    input_similarity_ : str or None
+        The prior used: ``input_similarity``, or with ``"auto"`` the one chosen.
+    prior_params_ : dict or None
+        The prior's settings: ``n_neighbors`` (kNN), ``scale`` and ``offset`` of its logits
+        ``scale * (s + offset)`` (see :class:`skset.nn.ABCKernel`).
+    prior_scores_ : dict or None
+        With ``input_similarity="auto"`` and ``early_stopping``: the validation score (mean ARI
+        with the calibrated k rule) of each candidate prior alone.
     validation_classes_ : ndarray or None
         The classes of the pool held out for validation (``None`` for other validations).
     max_clusters_ : int
@@ -421,7 +433,7 @@ class ABCClusterer(BaseNeuralEstimator):
         "compat_dim": Param(None, POSITIVE_INT, None),
         "norm": Param("layer", "layer", "set", None),
         "residual": Param("original", "original", "clean"),
-        "input_similarity": Param("knn", None, "knn", "rbf", "cosine"),
+        "input_similarity": Param("auto", None, "auto", "knn", "rbf", "cosine"),
         "n_neighbors": Param(10, POSITIVE_INT),
         "class_weight": Param(None, None, "balanced", _PAIR_OF_WEIGHTS),
         "standardize": Param(True, Boolean()),
@@ -543,7 +555,10 @@ class ABCClusterer(BaseNeuralEstimator):
                 self.mean_ = elements.mean(0)
                 rms = float(np.sqrt(np.mean(elements.var(0))))
                 self.scale_ = np.full(d, rms if rms > 1e-12 else 1.0)
+            for attr in ("input_similarity_", "prior_params_"):  # a refit chooses again
+                self.__dict__.pop(attr, None)
             self.module_ = self._seeded(seed, lambda: self._build_module(d)).to(dev)
+            self._record_prior()
         cw = self.class_weight
         if cw is not None and not isinstance(cw, str):
             cw = tuple(float(v) for v in cw)
@@ -694,8 +709,56 @@ class ABCClusterer(BaseNeuralEstimator):
                     early_stopping=validation is not None, callbacks=callbacks, **overrides)
         if callbacks:  # where the decay began (earlier than planned after a plateau)
             self.lr_decay_start_ = int(schedule.decay_start)
+        if not warm and getattr(self, "input_similarity", None) == "auto":
+            self._choose_prior(mix, val_parts, cal_parts)
         self._choose_mix(mix, val_parts, cal_parts)
         return self
+
+    def _prior_candidates(self):
+        """``(input_similarity, n_neighbors, scale, offset)`` of the ``"auto"`` candidates (the
+        kNN graph of ``n_neighbors`` first: it wins ties)."""
+        k = int(self.n_neighbors)
+        knn = [("knn", m, 12.0, -0.5) for m in dict.fromkeys((k, max(1, k // 2), 2 * k))]
+        rbf = [("rbf", k, float(a), b) for a in (4, 8, 16, 32) for b in (0.0, 0.5)]
+        return knn + rbf
+
+    def _set_prior(self, sim, n_neighbors, scale, offset):
+        net = self.module_
+        net.input_similarity, net.n_neighbors = sim, int(n_neighbors)
+        net.sim_log_scale.fill_(float(np.log(scale)))
+        net.sim_offset.fill_(float(offset))
+        self._record_prior()
+
+    def _record_prior(self):
+        net = self.module_
+        sim = getattr(net, "input_similarity", None)
+        self.input_similarity_ = sim
+        self.prior_params_ = None if sim is None else {
+            "n_neighbors": int(net.n_neighbors), "scale": float(net.sim_log_scale.exp()),
+            "offset": float(net.sim_offset)}
+        self.prior_scores_ = None
+
+    def _choose_prior(self, mix, parts, cal_parts=None):
+        """``input_similarity="auto"``: keep the candidate prior that, alone and with its own
+        calibrated k rule, clusters the validation instances best. The prior learns nothing,
+        so with a pool it is scored on ``cal_parts`` (instances of every class, several k)."""
+        parts = cal_parts if cal_parts is not None else parts
+        if parts is None or mix is None:
+            return
+        seed = seed_from_random_state(self.random_state)
+        self.module_.eval()
+        saved = mix.clone()
+        mix.copy_(torch.tensor([1.0, 0.0]))
+        scores = {}
+        for cand in self._prior_candidates():
+            self._set_prior(*cand)
+            scores[cand] = self._calibrated_score(parts, seed)[0]
+        mix.copy_(saved)
+        best = max(scores, key=scores.get)  # ties: the first
+        self._set_prior(*best)
+        self.prior_scores_ = {
+            (f"knn(n_neighbors={c[1]})" if c[0] == "knn" else f"rbf(scale={c[2]:g}, "
+             f"offset={c[3]:g})"): v for c, v in scores.items()}
 
     def _spectra(self, parts):
         """Laplacian eigenpairs (float64) and true k of batched labelled instances."""
@@ -799,11 +862,21 @@ class ABCClusterer(BaseNeuralEstimator):
     def _build_module(self, n_features: int):
         from ..nn.abc import ABCKernel
 
-        return ABCKernel(n_features, self.hidden_size, self.n_layers, self.n_heads,
-                         compatibility=self.compatibility, compat_dim=self.compat_dim,
-                         norm=self.norm, residual=self.residual,
-                         input_similarity=getattr(self, "input_similarity", None),
-                         n_neighbors=getattr(self, "n_neighbors", 10))
+        sim = getattr(self, "input_similarity", None)
+        params = getattr(self, "prior_params_", None)  # a fitted model: the prior it chose
+        if hasattr(self, "input_similarity_"):
+            sim = self.input_similarity_
+        elif sim == "auto":
+            sim = "knn"  # until the validation chooses
+        net = ABCKernel(n_features, self.hidden_size, self.n_layers, self.n_heads,
+                        compatibility=self.compatibility, compat_dim=self.compat_dim,
+                        norm=self.norm, residual=self.residual, input_similarity=sim,
+                        n_neighbors=(params or {}).get("n_neighbors",
+                                                       getattr(self, "n_neighbors", 10)))
+        if params is not None and sim is not None:  # buffers, overwritten by a state dict
+            net.sim_log_scale.fill_(float(np.log(params["scale"])))
+            net.sim_offset.fill_(float(params["offset"]))
+        return net
 
     def _persist_module(self, name: str):
         """The untrained architecture of fitted module ``name`` (for :func:`skset.load`)."""

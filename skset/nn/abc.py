@@ -134,6 +134,11 @@ class ABCKernel(nn.Module):
         if self.input_similarity == "cosine":
             xn = F.normalize(x, dim=-1, eps=1e-12)
             return xn @ xn.transpose(1, 2)
+        # scale-free: each instance divided by its largest |x| first, so that the squared
+        # distances cannot overflow (float32 inputs of size 1e20 and more)
+        real = x if mask is None else x * mask.unsqueeze(-1).to(x.dtype)
+        big = real.detach().abs().amax((1, 2), keepdim=True)
+        x = real / torch.where(big > 0, big, torch.ones_like(big))
         sq = (x * x).sum(-1)
         d2 = (sq[:, :, None] + sq[:, None, :] - 2 * x @ x.transpose(1, 2)).clamp_min(0)
         n = x.shape[1]
