@@ -18,6 +18,7 @@ batch so that memory stays bounded.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -130,6 +131,17 @@ def dtype_name(dtype) -> str:
 def max_abs_value(compute_dtype) -> float:
     """The largest input magnitude the estimators accept when computing in ``compute_dtype``."""
     return MAX_ABS_VALUE.get(dtype_name(compute_dtype), MAX_ABS_VALUE["float32"])
+
+
+def _plainly_finite(arr: np.ndarray, limit: float | None) -> bool:
+    """A sufficient test that a C-contiguous float array is finite and within ``limit`` in
+    magnitude: its sum of squares (one BLAS dot) is finite and at most ``limit ** 2``. ``False``
+    means "check element-wise" (:func:`_check_one` decides), never "invalid"."""
+    if not arr.flags.c_contiguous or arr.size == 0:
+        return False
+    flat = arr.reshape(-1)
+    ss = float(np.dot(flat, flat))
+    return math.isfinite(ss) and (limit is None or ss <= limit * limit)
 
 
 def _check_one(arr: np.ndarray, where: str, min_elements: int,
@@ -270,7 +282,16 @@ def check_sets(
     limit = None if compute_dtype is None else max_abs_value(compute_dtype)
     out = []
     d0 = n_features
+    fast_dtypes = _FLOAT_DTYPES if dtype is None else (np.dtype(dtype),)
     for i, s in enumerate(sets):
+        if (type(s) is np.ndarray and s.ndim == 2 and s.dtype in fast_dtypes
+                and s.shape[0] >= min_elements and s.shape[1] > 0
+                and (d0 is None or s.shape[1] == d0) and _plainly_finite(s, limit)):
+            # the common case, checked in one BLAS pass (many small sets: the per-set checks
+            # were a sixth of OTKEmbedding.transform on 512 x 100 x 128)
+            d0 = s.shape[1]
+            out.append(s)
+            continue
         where = f"{name}: the pool of elements" if form == "2d" else f"{name}: set {i}"
         if form in ("list", "object") and np.isscalar(s):
             raise ValueError(
@@ -288,9 +309,10 @@ def check_sets(
             raise ValueError(f"{where} has {arr.shape[1]} features but set 0 has {d0}; all sets "
                              "must share one number of features.")
         out.append(arr)
-    if form in ("list", "object") and out:
+    dtypes = {a.dtype for a in out}
+    if form in ("list", "object") and len(dtypes) > 1:
         # one dtype for the whole collection: the widest float among the sets
-        dt = np.result_type(*{a.dtype for a in out})
+        dt = np.result_type(*dtypes)
         out = [a.astype(dt, copy=False) for a in out]
     return SetCollection(out, form)
 
@@ -333,11 +355,15 @@ def pack(
     B = len(sets)
     d = sets[0].shape[1]
     n = int(lengths.max()) if n_max is None else int(n_max)
-    buf = np.zeros((B, n, d), dtype=np.float64 if dtype == torch.float64 else np.float32)
+    buf = np.empty((B, n, d), dtype=np.float64 if dtype == torch.float64 else np.float32)
     # one contiguous block copy per set: 2x faster than concatenating and scattering with a
-    # fancy index (12-14 ms vs 6 ms for 512 x 100 x 128), and 3x faster than pad_sequence
+    # fancy index (12-14 ms vs 6 ms for 512 x 100 x 128), and 3x faster than pad_sequence; only
+    # the padding is zeroed (not the whole buffer first: one pass less over memory)
     for i, s in enumerate(sets):
-        buf[i, : s.shape[0]] = s
+        m = s.shape[0]
+        buf[i, :m] = s
+        if m < n:
+            buf[i, m:] = 0
     mask = np.arange(n)[None, :] < lengths[:, None]
     X = torch.from_numpy(buf).to(device=device, dtype=dtype)
     M = torch.from_numpy(mask).to(device=device)

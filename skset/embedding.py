@@ -312,10 +312,11 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstim
         q, p, d = references.shape
         out = np.empty((len(sets), q * p * d), dtype=np.float64 if self._tdtype == torch.float64
                        else np.float32)
+        blocks = out.reshape(len(sets), q, p, d)  # a view: written in one (strided) copy each
         with torch.no_grad():
             for idx, X, M, W in self._batches(sets, masses):
                 P = self._plans(X, M, W, references)
-                out[idx] = to_numpy(otk_pool(X, P).reshape(len(idx), -1))
+                blocks[idx] = to_numpy(otk_pool(X, P))
         return out
 
     def _costs(self, sets, references: torch.Tensor, masses=None) -> np.ndarray:

@@ -157,3 +157,48 @@ def test_padding_tolerance_bounds_waste(rng):
         padded = len(b) * lengths[b].max()
         assert padded <= 131072 and (padded <= 1.25 * lengths[b].sum() or padded <= 131072 // 16
                                      or len(b) == 1)
+
+
+def _outcome(fn):
+    try:
+        out = fn()
+    except (ValueError, TypeError) as exc:
+        return type(exc), str(exc)
+    return [(a.dtype, a.shape, a.tobytes()) for a in out.sets], out.form
+
+
+@pytest.mark.parametrize("case", range(9))
+def test_check_sets_fast_path_decides_as_the_elementwise_checks(monkeypatch, rng, case):
+    """The one-dot fast path of ``check_sets`` accepts, converts and rejects exactly as the
+    element-wise checks it skips (forced here by disabling it)."""
+    import skset._sets as sets_mod
+
+    big64 = np.full((4, 2), 0.9e150)  # sum of squares > limit^2, every value within it: accepted
+    cases = [
+        [rng.normal(size=(n, 3)).astype(np.float32) for n in (5, 1, 8)],
+        [rng.normal(size=(3, 2)), rng.normal(size=(2, 2)).astype(np.float32)],  # widened
+        [np.asfortranarray(rng.normal(size=(6, 3))), rng.normal(size=(2, 3))],
+        [rng.normal(size=(3, 2)), np.array([[1.0, np.nan]])],
+        [rng.normal(size=(3, 2)), np.array([[1.0, -np.inf]])],
+        [rng.normal(size=(3, 2)).astype(np.float32), np.array([[2e15, 0.0]], np.float32)],
+        [rng.normal(size=(3, 2)), rng.normal(size=(3, 4))],  # mixed dimensions
+        [big64, np.array([[2e150, 0.0]])],
+        [rng.integers(0, 5, size=(3, 2)), rng.normal(size=(2, 2)).astype(np.float16)],
+    ]
+    X = cases[case]
+    for kw in ({}, {"compute_dtype": "float32"}, {"compute_dtype": "float64"},
+               {"dtype": np.float32}, {"n_features": 3}, {"min_elements": 2}):
+        fast = _outcome(lambda kw=kw: check_sets(X, **kw))
+        with monkeypatch.context() as m:
+            m.setattr(sets_mod, "_plainly_finite", lambda arr, limit: False)
+            slow = _outcome(lambda kw=kw: check_sets(X, **kw))
+        assert fast == slow, (case, kw)
+    assert _outcome(lambda: check_sets([big64], compute_dtype="float64"))[1] == "list"
+
+
+def test_pack_zeroes_only_the_padding_and_keeps_values(rng):
+    sets = [rng.normal(size=(n, 3)).astype(np.float32) for n in (4, 7, 1, 7)]
+    X, M = pack(sets, n_max=9)
+    assert X.shape == (4, 9, 3) and torch.all(X[~M] == 0)
+    for i, s in enumerate(sets):
+        np.testing.assert_array_equal(X[i, : len(s)].numpy(), s)
