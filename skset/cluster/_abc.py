@@ -241,12 +241,14 @@ class ABCClusterer(BaseNeuralEstimator):
         Elements per sampled training instance (pool input only).
     instance_n_clusters : int or (int, int), default=(2, 6)
         Number of clusters of sampled training instances, or its inclusive range (pool only).
-    max_steps : int, default=12000
+    max_steps : int, default=16000
         Most optimisation steps (one step = one batch of ``batch_size`` instances); with
-        validation and the ``"cosine"`` schedule training usually ends earlier, at the end of
-        the decay that a validation plateau starts (the 2-5 circles kernel: 9,500 steps, 7.1 min
-        on the shared 2-core CPU with one thread, 0.04-0.07 s per step of 8 instances of 100
-        points depending on the load).
+        validation and the ``"cosine"`` schedule training can end earlier, at the end of the
+        decay that a validation plateau starts, or at a stall during the decay (the 2-5 circles
+        kernel runs all 16,000 steps: 13.9 min on the shared 2-core CPU with one thread under
+        load, 0.04-0.045 s per step of 8 instances of 100 points when quiet; 12,000 steps
+        gave NMI 0.666 there, 16,000 0.689, 18,000 0.694 in 15.4 min: see
+        ``benchmarks/results/abc.md``).
     batch_size : int, default=8
         Instances per step. At a fixed budget of instances (wall time), small batches trained
         faster than the paper's 32-128 on a CPU: on 2-5 circles, 32,000 instances gave a
@@ -296,9 +298,12 @@ class ABCClusterer(BaseNeuralEstimator):
     n_validation_instances : int, default=64
         Validation instances drawn from a held-out pool; for instance input, the most instances
         held out (the rest of ``validation_fraction`` trains).
-    n_iter_no_change : int, default=10
-        Checks (every ``eval_every`` steps) without an improvement of ``tol`` before stopping:
-        of the validation score with ``early_stopping``, else of the training BCE.
+    n_iter_no_change : int, default=20
+        Checks (every ``eval_every`` steps) without an improvement of ``tol`` before the
+        ``"cosine"`` schedule starts its decay early, or stops during it (without that schedule:
+        before stopping): of the validation score with ``early_stopping``, else of the training
+        BCE. 20 checks of 64 validation instances: with 10 the noise of the score started the
+        decay at 5,900 of 12,000 steps on circles while the kernel was still improving.
     tol : float, default=1e-4
         Smallest improvement that counts.
     min_clusters : int, default=1
@@ -439,7 +444,7 @@ class ABCClusterer(BaseNeuralEstimator):
         "standardize": Param(True, Boolean()),
         "instance_size": Param(100, Integer(2)),
         "instance_n_clusters": Param((2, 6), POSITIVE_INT, _CLUSTER_RANGE),
-        "max_steps": Param(12000, POSITIVE_INT),
+        "max_steps": Param(16000, POSITIVE_INT),
         "batch_size": Param(8, POSITIVE_INT),
         "learning_rate_init": TRAINING_PARAMS["learning_rate_init"],
         "alpha": TRAINING_PARAMS["alpha"],
@@ -451,7 +456,7 @@ class ABCClusterer(BaseNeuralEstimator):
         "early_stopping": Param(True, Boolean()),
         "validation_fraction": TRAINING_PARAMS["validation_fraction"],
         "n_validation_instances": Param(64, POSITIVE_INT),
-        "n_iter_no_change": TRAINING_PARAMS["n_iter_no_change"],
+        "n_iter_no_change": Param(20, POSITIVE_INT),
         "tol": TRAINING_PARAMS["tol"],
         "max_clusters": Param(None, POSITIVE_INT, None),
         "min_clusters": Param(1, POSITIVE_INT),
