@@ -254,6 +254,49 @@ def digits(args):
           f"{np.mean(sc_k == kt):.0%})")
 
 
+def priors(args):
+    """The fixed priors alone (no training): spectral clustering with the true k of the unseen
+    digits 6-9 and of seen digits 0-5 (which ``input_similarity="auto"`` can validate on), for
+    each candidate of ``"auto"``: where the choice of the prior matters and whether seen classes
+    rank the priors as unseen ones do."""
+    from skset.nn.abc import ABCKernel, abc_affinity
+    from skset.nn.spectral import spectral_cluster
+
+    b = load_digits_split()
+    Xt, yt = sample_clustering_instances(b.X_unseen, b.y_unseen, args.test, args.points, (2, 4),
+                                         random_state=args.seed + 1)
+    Xs, ys = sample_clustering_instances(b.X_seen, b.y_seen, args.test, args.points, (2, 4),
+                                         random_state=args.seed + 2)
+
+    def score(X, Y, sim, k, scale, offset):
+        x = torch.tensor(np.stack(X), dtype=torch.float32)
+        x = x - x.mean((0, 1))  # priors are invariant to one global scale
+        A = abc_affinity(scale * (ABCKernel(x.shape[-1], input_similarity=sim, n_neighbors=k)
+                                  .input_prior(x) + offset))
+        kt = torch.tensor([len(np.unique(v)) for v in Y])
+        lab = spectral_cluster(A, None, kt, generator=torch.Generator().manual_seed(0))[0]
+        return _mean(normalized_mutual_info_score, Y, [r.numpy() for r in lab])
+
+    cands = ABCClusterer(n_neighbors=10)._prior_candidates()
+    print(f"priors alone, true k, {args.test} instances of {args.points} images, k in [2, 4]")
+    print("| prior | NMI unseen 6-9 | NMI seen 0-5 |\n|---|---:|---:|")
+    for sim, k, scale, offset in cands:
+        name = f"knn({k})" if sim == "knn" else f"rbf(scale={scale:g}, offset={offset:g})"
+        print(f"| {name} | {score(Xt, yt, sim, k, scale, offset):.3f} | "
+              f"{score(Xs, ys, sim, k, scale, offset):.3f} |", flush=True)
+
+
+def step(args):
+    """Seconds per 100 training steps of the default model (8 instances of 100 circles points,
+    no validation), with ``--threads`` torch threads (set ``OMP_WAIT_POLICY`` outside)."""
+    X, y = make_circles_instances(400, args.points, n_circles=(2, 5), random_state=args.seed)
+    abc = ABCClusterer(max_steps=300, early_stopping=False, random_state=args.seed)
+    t0 = time.perf_counter()
+    abc.fit(X, y)
+    print(f"{args.threads} thread(s), OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}: "
+          f"{(time.perf_counter() - t0) / 3:.2f} s per 100 steps of {abc.batch_size} instances")
+
+
 def speed(args):
     X, _ = make_circles_instances(args.test, args.points, random_state=args.seed + 3)
     if args.model:
@@ -374,7 +417,8 @@ def profile(args):
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("task", choices=["circles", "circles-suite", "digits", "speed", "profile"])
+    p.add_argument("task", choices=["circles", "circles-suite", "digits", "priors", "step", "speed",
+                                      "profile"])
     p.add_argument("--defaults", action="store_true",
                    help="circles-suite/digits: ABCClusterer with its defaults (protocol settings "
                         "only)")
@@ -422,13 +466,13 @@ def main():
     p.add_argument("--quick", action="store_true", help="tiny smoke run")
     args = p.parse_args()
     if args.test is None:
-        args.test = {"circles": 100, "circles-suite": 200, "digits": 200, "speed": 1000,
-                     "profile": 1000}[args.task]
+        args.test = {"circles": 100, "circles-suite": 200, "digits": 200, "priors": 200,
+                     "step": 0, "speed": 1000, "profile": 1000}[args.task]
     if args.quick:
         args.steps, args.dim, args.test, args.eval_every = 10, 32, 10, 5
     torch.set_num_threads(args.threads)
     {"circles": circles, "circles-suite": circles_suite, "digits": digits, "speed": speed,
-     "profile": profile}[args.task](args)
+     "profile": profile, "priors": priors, "step": step}[args.task](args)
 
 
 if __name__ == "__main__":

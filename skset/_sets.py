@@ -406,12 +406,13 @@ def length_batches(
     start = 0
     n = len(order)
     min_fill = (max_elements if max_elements is not None else 1 << 20) // 16
+    sorted_lengths = lengths[order].tolist()  # Python ints: the greedy loop below is 5x faster
     while start < n:
         stop = start + 1
-        longest = lengths[order[start]]
+        longest = sorted_lengths[start]
         real = longest
         while stop < n:
-            nxt = lengths[order[stop]]
+            nxt = sorted_lengths[stop]
             cand = max(longest, nxt)
             size = stop - start + 1
             if max_sets is not None and size > max_sets:

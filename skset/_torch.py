@@ -108,6 +108,25 @@ def map_on_threads(fn, items, device: torch.device | str = "cpu") -> list:
         torch.set_num_threads(n)
 
 
+def split_for_threads(batches: list, device: torch.device | str = "cpu",
+                      min_sets: int = 16) -> list:
+    """``batches`` (index arrays) cut so that :func:`map_on_threads` can keep every torch thread
+    busy to the end: on a CPU with ``t > 1`` threads, the largest batch is halved until there
+    are ``2 t`` batches (or batches of ``min_sets`` sets). Each set stays in exactly one batch;
+    elsewhere ``batches`` is returned as is."""
+    t = torch.get_num_threads()
+    if torch.device(device).type != "cpu" or t <= 1:
+        return list(batches)
+    out = [np.asarray(b) for b in batches]
+    while len(out) < 2 * t:
+        big = max(range(len(out)), key=lambda i: len(out[i])) if out else None
+        if big is None or len(out[big]) < 2 * min_sets:
+            break
+        b = out.pop(big)
+        out[big:big] = [b[: len(b) // 2], b[len(b) // 2:]]
+    return out
+
+
 def _map_tensors(obj, fn_tensor, fn_module):
     """Rebuild ``obj`` with ``fn_tensor``/``fn_module`` applied to every tensor and module in it,
     through nested dicts, lists and tuples (an optimizer ``state_dict``); other objects as is."""

@@ -17,9 +17,11 @@ from ._sets import (
     check_finite_output,
     check_sets,
     iter_packed,
+    length_batches,
+    pack,
     pack_weights,
 )
-from ._torch import resolve_dtype, to_numpy
+from ._torch import map_on_threads, resolve_dtype, split_for_threads, to_numpy
 from ._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, Param
 from .nn.otk import POSITION_MODES, OTKLayer, otk_plans, otk_pool
 
@@ -312,11 +314,26 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstim
         q, p, d = references.shape
         out = np.empty((len(sets), q * p * d), dtype=np.float64 if self._tdtype == torch.float64
                        else np.float32)
-        blocks = out.reshape(len(sets), q, p, d)  # a view: written in one (strided) copy each
-        with torch.no_grad():
-            for idx, X, M, W in self._batches(sets, masses):
-                P = self._plans(X, M, W, references)
-                blocks[idx] = to_numpy(otk_pool(X, P))
+        blocks = out.reshape(len(sets), q, p, d)  # a view: each batch writes its own rows
+
+        def run(idx):
+            with torch.no_grad():  # thread-local in torch
+                X, M = pack([sets[i] for i in idx], device=self.device_, dtype=self._tdtype)
+                W = None if masses is None else pack_weights(
+                    [masses[i] for i in idx], device=self.device_, dtype=self._tdtype,
+                    n_max=X.shape[1])
+                pooled = to_numpy(otk_pool(X, self._plans(X, M, W, references)))
+                if len(idx) and idx[-1] - idx[0] == len(idx) - 1 and np.all(np.diff(idx) == 1):
+                    blocks[idx[0]: idx[-1] + 1] = pooled  # a plain block copy (3x the fancy one)
+                else:
+                    blocks[idx] = pooled
+
+        # on a CPU the length batches run side by side, one intra-op thread each: the Sinkhorn
+        # iterations are many small, memory-bound operations that two OpenMP threads share
+        # badly (S1 of benchmarks/bench_peers.py: see benchmarks/results/peers.md)
+        lengths = np.fromiter((s.shape[0] for s in sets), dtype=np.int64, count=len(sets))
+        batches = length_batches(lengths, max_elements=self.max_elements, padding_tolerance=0.1)
+        map_on_threads(run, split_for_threads(batches, self.device_), device=self.device_)
         return out
 
     def _costs(self, sets, references: torch.Tensor, masses=None) -> np.ndarray:

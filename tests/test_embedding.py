@@ -309,3 +309,29 @@ def test_sinkhorn_tol_none_runs_sinkhorn_iter_iterations(rng):
         np.testing.assert_allclose(plan[0].sum(0), 1 / 4, rtol=1e-12)
     with pytest.raises(ValueError, match="sinkhorn_tol"):
         _fit(sets, sinkhorn_tol=-1e-3)
+
+
+def test_transform_on_threads_equals_one_thread():
+    """On a CPU the length batches run side by side on the torch threads (each set in exactly
+    one batch, written to its own row): the same embedding as one thread, in input order."""
+    import torch
+
+    from skset._torch import split_for_threads
+
+    rng = np.random.default_rng(0)
+    sets = [rng.normal(size=(n, 6)) for n in rng.integers(1, 80, 150)]
+    est = OTKEmbedding(n_supports=4, max_elements=512, random_state=0).fit(sets)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = est.transform(sets)
+        torch.set_num_threads(2)
+        two = est.transform(sets)
+        batches = split_for_threads([np.arange(150)], "cpu", min_sets=8)
+        assert len(batches) == 4
+    finally:
+        torch.set_num_threads(before)
+    np.testing.assert_allclose(two, one, rtol=1e-6, atol=1e-7)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(150))
+    # each row is its set's own embedding
+    np.testing.assert_allclose(est.transform([sets[37]])[0], one[37], rtol=1e-6, atol=1e-7)
