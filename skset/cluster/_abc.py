@@ -195,8 +195,11 @@ class ABCClusterer(BaseNeuralEstimator):
     compatibility : {"multiplicative", "additive"}, default="multiplicative"
         Form of the compatibility ``c(z_i, z_j)`` (scaled dot product, or ``v^T tanh(W_q z_i +
         W_k z_j)``).
-    hidden_size : int, default=128
-        Width of the embedding and the SABs.
+    hidden_size : int, default=64
+        Width of the embedding and the SABs. The paper uses 128; on a CPU a step of width 64 costs
+        2.3x less and learns the 2-5 circles about as fast per step (validation ARI 0.48 at 5,600
+        steps, 0.46 at 5,000 with 128), so in the same minutes it trains further: NMI 0.734
+        against 0.689 (``benchmarks/results/abc.md``).
     n_layers : int, default=2
         Number of SABs (0: the pairwise, context-free ablation).
     n_heads : int, default=4
@@ -241,13 +244,12 @@ class ABCClusterer(BaseNeuralEstimator):
         Elements per sampled training instance (pool input only).
     instance_n_clusters : int or (int, int), default=(2, 6)
         Number of clusters of sampled training instances, or its inclusive range (pool only).
-    max_steps : int, default=16000
+    max_steps : int, default=30000
         Most optimisation steps (one step = one batch of ``batch_size`` instances); with
         validation and the ``"cosine"`` schedule training can end earlier, at the end of the
         decay that a validation plateau starts, or at a stall during the decay (the 2-5 circles
-        kernel runs all 16,000 steps: 13.9 min on the shared 2-core CPU with one thread under
-        load, 0.04-0.045 s per step of 8 instances of 100 points when quiet; 12,000 steps
-        gave NMI 0.666 there, 16,000 0.689, 18,000 0.694 in 15.4 min: see
+        kernel: 24,500 steps, 12.4 min on the shared 2-core CPU with one thread under load;
+        about 0.02 s per step of 8 instances of 100 points at the default width: see
         ``benchmarks/results/abc.md``).
     batch_size : int, default=8
         Instances per step. At a fixed budget of instances (wall time), small batches trained
@@ -432,7 +434,7 @@ class ABCClusterer(BaseNeuralEstimator):
 
     _params = {
         "compatibility": Param("multiplicative", "multiplicative", "additive", positional=True),
-        "hidden_size": Param(128, POSITIVE_INT),
+        "hidden_size": Param(64, POSITIVE_INT),
         "n_layers": Param(2, Integer(0)),
         "n_heads": Param(4, POSITIVE_INT),
         "compat_dim": Param(None, POSITIVE_INT, None),
@@ -444,7 +446,7 @@ class ABCClusterer(BaseNeuralEstimator):
         "standardize": Param(True, Boolean()),
         "instance_size": Param(100, Integer(2)),
         "instance_n_clusters": Param((2, 6), POSITIVE_INT, _CLUSTER_RANGE),
-        "max_steps": Param(16000, POSITIVE_INT),
+        "max_steps": Param(30000, POSITIVE_INT),
         "batch_size": Param(8, POSITIVE_INT),
         "learning_rate_init": TRAINING_PARAMS["learning_rate_init"],
         "alpha": TRAINING_PARAMS["alpha"],
