@@ -197,7 +197,7 @@ class ABCClusterer(BaseNeuralEstimator):
         W_k z_j)``).
     hidden_size : int, default=64
         Width of the embedding and the SABs. The paper uses 128; on a CPU a step of width 64 costs
-        2.3x less and learns the 2-5 circles about as fast per step (validation ARI 0.48 at 5,600
+        1.3-1.7x less and learns the 2-5 circles about as fast per step (validation ARI 0.48 at 5,600
         steps, 0.46 at 5,000 with 128), so in the same minutes it trains further: NMI 0.734
         against 0.689 (``benchmarks/results/abc.md``).
     n_layers : int, default=2
@@ -249,7 +249,7 @@ class ABCClusterer(BaseNeuralEstimator):
         validation and the ``"cosine"`` schedule training can end earlier, at the end of the
         decay that a validation plateau starts, or at a stall during the decay (the 2-5 circles
         kernel: 24,500 steps, 12.4 min on the shared 2-core CPU with one thread under load;
-        about 0.02 s per step of 8 instances of 100 points at the default width: see
+        0.02-0.03 s per step of 8 instances of 100 points at the default width, quiet: see
         ``benchmarks/results/abc.md``).
     batch_size : int, default=8
         Instances per step. At a fixed budget of instances (wall time), small batches trained
