@@ -16,7 +16,6 @@ from ._sets import (
     check_element_weights,
     check_finite_output,
     check_sets,
-    iter_packed,
     length_batches,
     pack,
     pack_weights,
@@ -281,15 +280,23 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstim
         return resolve_dtype(self.dtype)
 
     # -- engine calls ---------------------------------------------------------------------------
+    def _batch_indices(self, sets) -> list[np.ndarray]:
+        """Index arrays of the length batches of ``sets`` under ``max_elements``."""
+        lengths = np.fromiter((s.shape[0] for s in sets), dtype=np.int64, count=len(sets))
+        return length_batches(lengths, max_elements=self.max_elements, padding_tolerance=0.1)
+
+    def _pack_batch(self, sets, masses, idx):
+        """``(X, mask, weights)`` of the sets ``idx``; ``weights (B, n)`` packs their element
+        masses ``masses`` (one 1-D array per set), or is ``None``."""
+        X, M = pack([sets[i] for i in idx], device=self.device_, dtype=self._tdtype)
+        W = None if masses is None else pack_weights(
+            [masses[i] for i in idx], device=self.device_, dtype=self._tdtype, n_max=X.shape[1])
+        return X, M, W
+
     def _batches(self, sets, masses=None):
-        """``(idx, X, mask, weights)`` per length batch; ``weights (B, n)`` packs the element
-        masses ``masses`` (one 1-D array per set) of the batch, or is ``None``."""
-        for idx, X, M in iter_packed(sets, device=self.device_, dtype=self._tdtype,
-                                     max_elements=self.max_elements):
-            W = None if masses is None else pack_weights(
-                [masses[i] for i in idx], device=self.device_, dtype=self._tdtype,
-                n_max=X.shape[1])
-            yield idx, X, M, W
+        """``(idx, X, mask, weights)`` per length batch (see :meth:`_pack_batch`)."""
+        for idx in self._batch_indices(sets):
+            yield (idx, *self._pack_batch(sets, masses, idx))
 
     def _plans(self, X, M, W, references, positions=True):
         """The embedding's plans ``(B, q, n, p)`` (``positions=False``: without positional
@@ -318,22 +325,18 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstim
 
         def run(idx):
             with torch.no_grad():  # thread-local in torch
-                X, M = pack([sets[i] for i in idx], device=self.device_, dtype=self._tdtype)
-                W = None if masses is None else pack_weights(
-                    [masses[i] for i in idx], device=self.device_, dtype=self._tdtype,
-                    n_max=X.shape[1])
+                X, M, W = self._pack_batch(sets, masses, idx)
                 pooled = to_numpy(otk_pool(X, self._plans(X, M, W, references)))
-                if len(idx) and idx[-1] - idx[0] == len(idx) - 1 and np.all(np.diff(idx) == 1):
-                    blocks[idx[0]: idx[-1] + 1] = pooled  # a plain block copy (3x the fancy one)
+                if np.all(np.diff(idx) == 1):  # a run of rows: a plain block copy (3x the fancy)
+                    blocks[idx[0]: idx[-1] + 1] = pooled
                 else:
                     blocks[idx] = pooled
 
         # on a CPU the length batches run side by side, one intra-op thread each: the Sinkhorn
         # iterations are many small, memory-bound operations that two OpenMP threads share
         # badly (S1 of benchmarks/bench_peers.py: see benchmarks/results/peers.md)
-        lengths = np.fromiter((s.shape[0] for s in sets), dtype=np.int64, count=len(sets))
-        batches = length_batches(lengths, max_elements=self.max_elements, padding_tolerance=0.1)
-        map_on_threads(run, split_for_threads(batches, self.device_), device=self.device_)
+        batches = split_for_threads(self._batch_indices(sets), self.device_)
+        map_on_threads(run, batches, device=self.device_)
         return out
 
     def _costs(self, sets, references: torch.Tensor, masses=None) -> np.ndarray:
