@@ -41,6 +41,7 @@ __all__ = [
     "DTYPE",
     "ParamsMixin",
     "check_params",
+    "check_sample_weight",
 ]
 
 
@@ -293,6 +294,43 @@ class ParamsMixin:
 
     def _param_error(self, message: str) -> InvalidParameterError:
         return InvalidParameterError(f"{type(self).__name__}: {message}")
+
+
+def check_sample_weight(sample_weight, n_samples: int, name: str, what: str = "samples"
+                        ) -> np.ndarray | None:
+    """The checked ``sample_weight`` of a ``fit`` on ``n_samples`` samples (sets, or rows of a
+    pool of elements): ``None``, or a float64 array ``(n_samples,)`` (a copy) whose largest
+    weight is 1.
+
+    scikit-learn's rules, with a scalar checked exactly as an array of that weight (broadcast
+    first): a wrong length or shape, NaN, infinite or negative weights, or weights that are all
+    zero raise a ``ValueError`` naming the estimator ``name`` and ``sample_weight``. Only relative
+    weights matter, so they are divided by their maximum here, in float64, before any cast to a
+    compute dtype: weights far outside float32's range (all times 1e39 or 1e-46) fit exactly as
+    the same weights near 1. Equal weights become ones.
+    """
+    if sample_weight is None:
+        return None
+    from sklearn.utils.validation import _check_sample_weight
+
+    if isinstance(sample_weight, torch.Tensor):
+        sample_weight = sample_weight.detach().cpu().numpy()
+    if isinstance(sample_weight, numbers.Number) or (isinstance(sample_weight, np.ndarray)
+                                                     and sample_weight.ndim == 0):
+        # scikit-learn broadcasts a scalar without checking it (NaN or infinity got through)
+        try:
+            sample_weight = np.full(n_samples, sample_weight, dtype=np.float64)
+        except (TypeError, ValueError):
+            pass  # not a real number: the array check below names it
+    try:
+        w = _check_sample_weight(sample_weight, np.empty((n_samples, 0)), dtype=np.float64,
+                                 ensure_non_negative=True, copy=True)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name + ': ' if name else ''}invalid sample_weight ({n_samples} "
+                         f"{what}, one non-negative finite weight each, not all zero): "
+                         f"{exc}") from None
+    w /= w.max()
+    return w
 
 
 # -- specifications used by several estimators ------------------------------------------------

@@ -43,16 +43,9 @@ def check_set_sample_weight(sample_weight, n_sets: int, name: str) -> np.ndarray
     elements): ``None``, or a float64 copy ``(n_sets,)``. scikit-learn's rules: a scalar is
     broadcast; a wrong length, NaN, infinite or negative weights, or all zeros raise a
     ``ValueError`` naming the estimator."""
-    if sample_weight is None:
-        return None
-    from sklearn.utils.validation import _check_sample_weight
+    from ._validation import check_sample_weight  # the shared check (scalars too; max 1)
 
-    try:
-        return _check_sample_weight(sample_weight, np.empty(n_sets), dtype=np.float64,
-                                    ensure_non_negative=True, copy=True)
-    except ValueError as exc:
-        raise ValueError(f"{name}: invalid sample_weight ({n_sets} samples, one non-negative "
-                         f"finite weight each, not all zero): {exc}") from None
+    return check_sample_weight(sample_weight, n_sets, name)
 
 
 def drop_zero_weight(sample_weight: np.ndarray | None):

@@ -40,6 +40,7 @@ from .._validation import (
     Param,
     Real,
     check_params,
+    check_sample_weight,
 )
 from ._callbacks import (
     Callback,
@@ -399,21 +400,11 @@ def encode_class_targets(est, y, n_sets: int, first_fit: bool) -> tuple[np.ndarr
 
 
 def check_fit_sample_weight(sample_weight, sets, name: str = "") -> np.ndarray | None:
-    """The checked ``sample_weight`` of a ``fit`` on ``sets``: None, or float64 ``(n_sets,)``.
-
-    scikit-learn's ``_check_sample_weight``: a scalar is broadcast; a wrong length or shape, NaN,
-    infinite or negative weights, or weights that are all zero raise a ``ValueError``.
-    """
-    if sample_weight is None:
-        return None
-    from sklearn.utils.validation import _check_sample_weight
-
-    try:
-        return _check_sample_weight(sample_weight, sets, dtype=np.float64,
-                                    ensure_non_negative=True, copy=True)
-    except ValueError as exc:
-        raise ValueError(f"{name + ': ' if name else ''}invalid sample_weight ({len(sets)} sets, "
-                         f"one non-negative finite weight each, not all zero): {exc}") from None
+    """The checked ``sample_weight`` of a ``fit`` on ``sets``: None, or float64 ``(n_sets,)``
+    with largest weight 1 (:func:`skset._validation.check_sample_weight`: a scalar is checked as
+    an array of that weight; bad weights raise a ``ValueError``; normalised in float64 before the
+    cast to the compute dtype)."""
+    return check_sample_weight(sample_weight, len(sets), name, "sets")
 
 
 def weighted_mean_std(values: np.ndarray, weights: np.ndarray | None = None):
