@@ -11,19 +11,17 @@ from sklearn.cluster import KMeans
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._base import TorchEstimator
+from ._map_selection import DEFAULT_CHOICE, MAX_SETS, median_scale, select_element_map
 from ._sets import check_element_weights, check_finite_output, check_sets, kmer_windows
 from ._torch import (
     resolve_dtype,
     to_numpy,
 )
-from ._validation import POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, Param, Real
+from ._validation import POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, Integer, Param, Real
 from .embedding import check_set_sample_weight
 from .nn.nystrom import (
-    DEFAULT_BANDWIDTH,
     DEFAULT_EIGENVALUE_FLOOR,
-    DEFAULT_KEEP_NORM,
     DEFAULT_N_COMPONENTS,
-    DEFAULT_NORMALIZE,
     NystromLayer,
     gaussian_kernel,
     inv_sqrt_psd,
@@ -36,7 +34,8 @@ __all__ = ["NystromFeatures"]
 def _weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
     """The smallest value with at least half the total weight at or below it."""
     order = np.argsort(values, kind="stable")
-    cum = np.cumsum(weights[order])
+    weights = np.asarray(weights, dtype=np.float64)
+    cum = np.cumsum(weights[order] / weights.max())  # scale-free: no under/overflow
     return float(values[order][np.searchsorted(cum, 0.5 * cum[-1])])
 
 
@@ -61,33 +60,41 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEs
     ----------
     n_components : int, default=128
         Number of anchors ``k`` (output features per element).
-    bandwidth : float, default=0.5
-        Kernel bandwidth ``sigma``. With ``normalize=False`` (default) it is relative to the data:
-        the kernel uses ``bandwidth * scale`` with ``scale`` the median distance between sampled
-        training elements (k-mers) divided by sqrt(2) (``bandwidth_`` holds the absolute value).
-        With ``normalize=True`` elements live on the unit sphere and the bandwidth is in those
-        units (0.5-0.6 in the paper).
+    bandwidth : float or "auto", default="auto"
+        Kernel bandwidth ``sigma``, relative to the data: the kernel uses ``bandwidth * scale``
+        with ``scale`` the median distance between sampled training elements (k-mers, after the
+        preprocessing below) divided by sqrt(2) (``bandwidth_`` holds the absolute value). An
+        explicit value with ``normalize=True`` is absolute, in units of the unit sphere (0.5-0.6
+        in the paper). ``"auto"``: chosen in ``fit`` among 0.25, 0.5, 1 and 2 (see below;
+        0.5 without labels).
     window : int, default=1
         k-mer width: ``window`` consecutive elements of each (ordered) set are concatenated into one
         element before the map, so a set of ``n`` elements gives ``n - window + 1``.
-    standardize : bool, default=True
+    standardize : bool or "auto", default="auto"
         Standardise each input feature by its mean and standard deviation over training elements
         (before k-mers are built). For a univariate series this is one affine map of all values.
-    normalize : bool, default=False
+        ``"auto"``: chosen in ``fit`` (``True`` without labels).
+    normalize : bool or "auto", default="auto"
         Project each element / k-mer on the unit sphere before the kernel (as in CKN and the
-        paper's protein models). Off by default: chosen on the real-data suite
-        (``benchmarks/bench_suite.py``, BENCHMARKS.md): with the projection, the previous
-        defaults scored up to 32 points lower on univariate series seen as sets of values. It
-        maps scalar elements to +-1, and it blows k-mers that sit near the mean (small norm,
-        mostly noise) up to unit norm; ``keep_norm`` shrinks them back but leaves heavy-tailed
-        feature norms. Turn it on for elements whose direction is what matters (one-hot or
-        profile features, as in proteins), and try it for long k-mers (with ``window=10`` on
-        univariate series it scored 3-11 points higher on 3 of 6 suite sets, within 1.1 points
-        on the others).
-    keep_norm : bool, default=True
+        paper's protein models): what counts is then the element's direction. ``"auto"``: chosen
+        in ``fit`` (``False`` without labels: the projection maps scalar elements to +-1 and
+        blows k-mers near the mean, mostly noise, up to unit norm).
+    keep_norm : bool or "auto", default="auto"
         With ``normalize``, multiply each output back by the element's norm (CKN's homogeneous
         kernel ``||x|| ||x'|| kappa(x/||x||, x'/||x'||)``), so that the size of an element still
-        counts; ``False`` keeps only its direction. Ignored without ``normalize``.
+        counts; ``False`` keeps only its direction. Ignored without ``normalize``. ``"auto"``:
+        chosen in ``fit``.
+
+        **How "auto" chooses.** Given labels ``y`` (a ``Pipeline`` passes them to every step),
+        each combination of the automatic parameters is scored on a sample of the training sets
+        (at most 600, at most 64 elements of each): anchors by a short k-means, the map, the mean
+        of each set, and the leave-one-out squared error of a ridge model on those pooled means
+        (one SVD per candidate). The preprocessing is chosen first at bandwidth 0.5, then the
+        bandwidth; ties keep the fixed choice. Without usable labels (``y=None``, a single
+        class, a class of one set, fewer than 10 sets, multi-output ``y``) the fixed choice
+        ``standardize=True, normalize=False, bandwidth=0.5`` is taken. The choice and the
+        scores are fitted attributes; :mod:`skset._map_selection` and the user guide ("choosing
+        the element map") hold the rule and the suite it was tested on.
     anchors : {"kmeans", "random"}, default="kmeans"
         Anchors are k-means centroids of (a sample of) training elements, or random elements.
     max_samples : int, default=100000
@@ -97,6 +104,8 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEs
         it before the inverse square root.
     max_elements : int, default=262144
         Elements mapped at once (memory bound for ``transform``).
+    verbose : int, default=0
+        ``>= 1`` prints the element map chosen in ``fit``.
     device : str, default="auto"
         Torch device; ``"auto"`` uses CUDA when available.
     dtype : {"float32", "float64"}, default="float32"
@@ -107,13 +116,20 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEs
     Attributes
     ----------
     anchors_ : ndarray of shape (k, window * n_features)
-        The anchors ``w`` (unit norm when ``normalize``); ``k = n_components_``.
+        The anchors ``w`` (unit norm when ``normalize_``); ``k = n_components_``.
     normalization_ : ndarray of shape (k, k)
         ``kappa(w, w)^{-1/2}``.
     mean_, scale_ : ndarray of shape (n_features,)
-        Standardisation (zeros and ones when ``standardize=False``).
+        Standardisation (zeros and ones without standardisation).
     bandwidth_ : float
-        The bandwidth the kernel uses.
+        The bandwidth the kernel uses (absolute).
+    relative_bandwidth_ : float
+        ``bandwidth_`` over the data's scale (the chosen or given ``bandwidth``).
+    standardize_, normalize_, keep_norm_ : bool
+        The preprocessing used: the given values, or those chosen for ``"auto"``.
+    selection_scores_ : list of (dict, float) or None
+        The candidates scored by ``"auto"`` (parameters, minus the leave-one-out squared error of
+        pooled features; higher is better), ``None`` when nothing was chosen from labels.
     n_components_ : int
         Anchors used (fewer than ``n_components`` when there are fewer distinct elements).
     n_features_in_ : int
@@ -150,17 +166,45 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEs
 
     _params = {
         "n_components": Param(DEFAULT_N_COMPONENTS, POSITIVE_INT, positional=True),
-        "bandwidth": Param(DEFAULT_BANDWIDTH, POSITIVE),
+        "bandwidth": Param("auto", "auto", POSITIVE),
         "window": Param(1, POSITIVE_INT),
-        "standardize": Param(True, Boolean()),
-        "normalize": Param(DEFAULT_NORMALIZE, Boolean()),
-        "keep_norm": Param(DEFAULT_KEEP_NORM, Boolean()),
+        "standardize": Param("auto", "auto", Boolean()),
+        "normalize": Param("auto", "auto", Boolean()),
+        "keep_norm": Param("auto", "auto", Boolean()),
         "anchors": Param("kmeans", "kmeans", "random"),
         "max_samples": Param(100_000, POSITIVE_INT),
         "eigenvalue_floor": Param(DEFAULT_EIGENVALUE_FLOOR, Real(0, 1, closed="left")),
         "max_elements": Param(262_144, POSITIVE_INT),
+        "verbose": Param(0, Integer(0), Boolean()),
         **TORCH_PARAMS,
     }
+
+    def _choose_map(self, coll, y, mean, std, rng) -> None:
+        """Resolve the ``"auto"`` parameters (``standardize_``, ``normalize_``, ``keep_norm_``,
+        ``relative_bandwidth_``, ``selection_scores_``); see :mod:`skset._map_selection`."""
+        fixed = {k: getattr(self, k) for k in DEFAULT_CHOICE}
+        if all(v != "auto" for v in fixed.values()):
+            choice, scores = dict(fixed), None
+        else:
+            sets, y_sel = coll.sets, y
+            if coll.form == "2d":  # a pool of elements: each row is a set of one (labels per row)
+                if self.window > 1 or y is None:
+                    sets, y_sel = [], None
+                else:
+                    arr, y_sel = coll.sets[0], np.asarray(y)
+                    if len(arr) > MAX_SETS:
+                        pick = np.sort(rng.choice(len(arr), MAX_SETS, replace=False))
+                        arr, y_sel = arr[pick], y_sel[pick]
+                    sets = list(arr[:, None, :])
+            choice, scores = select_element_map(
+                sets, y_sel, mean=mean, scale=std, window=self.window,
+                n_components=self.n_components, fixed=fixed, eigenvalue_floor=self.eigenvalue_floor,
+                rng=rng, dtype=self.dtype_)
+        self.standardize_ = bool(choice["standardize"])
+        self.normalize_ = bool(choice["normalize"])
+        self.keep_norm_ = bool(choice["keep_norm"])
+        self.relative_bandwidth_ = float(choice["bandwidth"])
+        self.selection_scores_ = scores
 
     def _elements(self, X, *, fitting: bool):
         """Validate X; return (collection, per-set element arrays after k-mer windows)."""
@@ -198,7 +242,9 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEs
         Parameters
         ----------
         X : collection of sets, or ndarray of shape (n_elements, n_features)
-        y : ignored
+        y : array-like of shape (n_sets,) or None, default=None
+            Labels (classes or continuous targets), used only to choose the ``"auto"``
+            parameters; ``None`` takes the fixed choice.
         sample_weight : array-like of shape (n_sets,) or None, default=None
             Weight of each set (of each row for a 2-D pool of elements), given to its elements in
             the standardisation, the k-means of the anchors and the median distance that scales
@@ -245,15 +291,17 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEs
             raw_w, w_raw = raw[ew > 0], ew[ew > 0]
             if np.all(w_raw == w_raw[0]):
                 w_raw = None
-        if self.standardize:
-            if w_raw is None:
-                mean, std = raw_w.mean(0), raw_w.std(0)
-            else:
-                mean = np.average(raw_w, axis=0, weights=w_raw)
-                std = np.sqrt(np.average((raw_w - mean) ** 2, axis=0, weights=w_raw))
-            self.mean_ = mean.astype(np_dtype)
-            self.scale_ = np.where(std > 1e-12 * max(1.0, float(np.abs(raw_w).max())), std, 1.0
-                                   ).astype(np_dtype)
+        if w_raw is None:
+            mean, std = raw_w.mean(0), raw_w.std(0)
+        else:
+            mean = np.average(raw_w, axis=0, weights=w_raw)
+            std = np.sqrt(np.average((raw_w - mean) ** 2, axis=0, weights=w_raw))
+        # a feature is constant when its spread is rounding noise of its own magnitude (relative,
+        # so that data of any scale, 1e-30 or 1e30, is standardised alike)
+        std = np.where(std > 1e-12 * np.abs(raw_w).max(0), std, 1.0)
+        self._choose_map(coll, y, mean, std, rng)
+        if self.standardize_:
+            self.mean_, self.scale_ = mean.astype(np_dtype), std.astype(np_dtype)
         else:
             self.mean_ = np.zeros(raw.shape[1], dtype=np_dtype)
             self.scale_ = np.ones(raw.shape[1], dtype=np_dtype)
@@ -273,7 +321,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEs
             pick = rng.choice(elems.shape[0], self.max_samples, replace=False)
             elems = elems[pick]
             w = None if w is None else w[pick]
-        if self.normalize:
+        if self.normalize_:
             elems = elems / np.maximum(np.linalg.norm(elems, axis=1, keepdims=True), 1e-12)
 
         n_distinct = len(np.unique(elems.round(12), axis=0))
@@ -288,23 +336,30 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEs
         else:
             _, first = np.unique(elems.round(12), axis=0, return_index=True)
             anchors = elems[rng.choice(np.sort(first), k, replace=False)]
-        if self.normalize:
+        if self.normalize_:
             anchors = anchors / np.maximum(np.linalg.norm(anchors, axis=1, keepdims=True), 1e-12)
         self.anchors_ = anchors.astype(np_dtype)
         self.n_components_ = k
 
-        if self.normalize:
-            self.bandwidth_ = float(self.bandwidth)
+        if self.normalize_ and self.bandwidth != "auto":
+            self.bandwidth_ = float(self.bandwidth)  # an explicit bandwidth on the sphere
         else:  # relative to the data: median distance of sampled pairs / sqrt(2)
-            m = min(elems.shape[0], 2000)
-            pick = rng.choice(elems.shape[0], m, replace=False)
-            sub = elems[pick]
-            d2 = ((sub[: m // 2] - sub[m // 2 : 2 * (m // 2)]) ** 2).sum(1)
-            if w is not None and d2.size:  # weighted median: a pair weighs w_a * w_b
-                ws = w[pick]
-                d2 = _weighted_median(d2, ws[: m // 2] * ws[m // 2 : 2 * (m // 2)])
-            scale = float(np.sqrt(np.median(d2)) / np.sqrt(2)) if np.size(d2) else 1.0
-            self.bandwidth_ = float(self.bandwidth) * (scale if scale > 0 else 1.0)
+            self.bandwidth_ = float(self.relative_bandwidth_) * median_scale(elems, rng, w)
+        if not (self.normalize_ and self.bandwidth != "auto"):
+            # the kernel squares distances of order bandwidth_ in the working dtype: refuse a fit
+            # that transform could not compute (data of magnitude 1e-30 without standardisation)
+            lim = np.finfo(np_dtype)
+            if not lim.tiny / lim.eps < self.bandwidth_**2 < lim.max * lim.eps:
+                raise ValueError(
+                    f"{type(self).__name__}: the training elements' scale (bandwidth "
+                    f"{self.bandwidth_:.3g}) is out of the range of {np.dtype(np_dtype).name} "
+                    "computations (squared distances would underflow or overflow); standardise "
+                    "the features (standardize=True or 'auto') or use dtype='float64'.")
+        if self.verbose:
+            print(f"[NystromFeatures] element map: standardize={self.standardize_}, "
+                  f"normalize={self.normalize_}, keep_norm={self.keep_norm_}, bandwidth "
+                  f"{self.relative_bandwidth_} x scale = {self.bandwidth_:.4g} "
+                  f"({'chosen on y' if self.selection_scores_ else 'fixed defaults'})")
 
         w = torch.as_tensor(self.anchors_)
         norm = inv_sqrt_psd(gaussian_kernel(w.double(), w.double(), self.bandwidth_),
@@ -352,8 +407,8 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEs
         step = self.max_elements
 
         def psi(rows):
-            return nystrom_map(rows, anchors, norm, self.bandwidth_, normalize=self.normalize,
-                               keep_norm=self.keep_norm)
+            return nystrom_map(rows, anchors, norm, self.bandwidth_, normalize=self.normalize_,
+                               keep_norm=self.keep_norm_)
 
         with torch.no_grad():
             if xs.shape[0] <= step:  # one chunk: its output is the output, no copy
@@ -390,8 +445,8 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEs
             self.anchors_.shape[0],
             bandwidth=self.bandwidth_,
             window=self.window,
-            normalize=self.normalize,
-            keep_norm=self.keep_norm,
+            normalize=self.normalize_,
+            keep_norm=self.keep_norm_,
             eigenvalue_floor=self.eigenvalue_floor,
             anchors=torch.as_tensor(self.anchors_, dtype=dtype),
         )

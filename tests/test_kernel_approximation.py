@@ -107,8 +107,13 @@ def test_layer_and_estimator_share_default_parameters(rng):
     shared = (set(layer) & set(est)) - {"anchors"}  # a tensor in the layer, a strategy here
     assert {"n_components", "bandwidth", "window", "normalize", "keep_norm",
             "eigenvalue_floor"} <= shared
+    from skset._map_selection import DEFAULT_CHOICE
+
     for name in sorted(shared):
-        assert layer[name].default == est[name].default, name
+        if est[name].default == "auto":  # chosen in fit; without labels, the fixed choice
+            assert layer[name].default == DEFAULT_CHOICE[name], name
+        else:
+            assert layer[name].default == est[name].default, name
     # the supervised model: n_components follows too (its bandwidth is the paper's supervised
     # 0.5 on purpose, see its docstring)
     assert OTKClassifier().n_components == NystromFeatures().n_components
@@ -148,3 +153,145 @@ def test_too_few_elements_warns(rng):
     with pytest.warns(UserWarning, match="distinct"):
         nf = NystromFeatures(n_components=50).fit([rng.normal(size=(5, 2))])
     assert nf.n_components_ == 5
+
+
+# -- the element map chosen from the data ("auto") -------------------------------------------------
+def _norm_bags(rng, n_sets=80, d=6):
+    """Bags whose class is only in the elements' norms (directions uniform on the sphere)."""
+    y = np.arange(n_sets) % 2
+    sets = []
+    for label in y:
+        n = rng.integers(8, 16)
+        u = rng.normal(size=(n, d))
+        u /= np.linalg.norm(u, axis=1, keepdims=True)
+        r = rng.uniform(0.5, 1.5, size=(n, 1)) * (2.0 if label else 1.0)
+        sets.append(u * r)
+    return sets, y
+
+
+def _direction_bags(rng, n_sets=80, d=6):
+    """Bags whose class is only in the elements' directions (norms heavy-tailed, class-free)."""
+    y = np.arange(n_sets) % 2
+    sets = []
+    for label in y:
+        n = rng.integers(8, 16)
+        u = rng.normal(size=(n, d))
+        u[:, 0] += 0.5 if label else -0.5  # class 1 leans towards +e0, class 0 towards -e0
+        u /= np.linalg.norm(u, axis=1, keepdims=True)
+        r = np.exp(rng.normal(0.0, 2.0, size=(n, 1)))  # log-normal norms: noise
+        sets.append(u * r)
+    return sets, y
+
+
+def test_auto_keeps_norms_when_the_class_is_in_the_norms(rng):
+    """Projecting on the sphere without the norm would erase the class: "auto" must not."""
+    sets, y = _norm_bags(rng)
+    nf = NystromFeatures(n_components=32, random_state=0).fit(sets, y)
+    assert not (nf.normalize_ and not nf.keep_norm_)
+    scores = {tuple(c.values()): s for c, s in nf.selection_scores_}
+    blind = max(s for c, s in nf.selection_scores_ if c["normalize"] and not c["keep_norm"])
+    assert scores[tuple(nf_choice(nf).values())] > blind
+
+
+def nf_choice(nf):
+    return {"standardize": nf.standardize_, "normalize": nf.normalize_, "keep_norm": nf.keep_norm_,
+            "bandwidth": nf.relative_bandwidth_}
+
+
+def test_auto_drops_norms_when_the_class_is_in_the_directions(rng):
+    """Heavy-tailed norms carry no class: "auto" projects on the sphere and drops the norm."""
+    sets, y = _direction_bags(rng)
+    nf = NystromFeatures(n_components=32, random_state=0).fit(sets, y)
+    assert nf.normalize_ and not nf.keep_norm_
+
+
+def test_auto_choice_is_better_than_the_wrong_one_downstream(rng):
+    """What "auto" picks separates held-out bags better than the opposite choice (mean pooling)."""
+    from sklearn.linear_model import LogisticRegression
+
+    for make, wrong in ((_norm_bags, {"normalize": True, "keep_norm": False}),
+                        (_direction_bags, {"normalize": False})):
+        sets, y = make(rng, n_sets=160)
+        tr, te = slice(0, 100), slice(100, None)
+        accs = []
+        for params in ({}, wrong):
+            nf = NystromFeatures(n_components=32, random_state=0, **params).fit(sets[tr], y[tr])
+            pooled = np.stack([f.mean(0) for f in nf.transform(sets)])
+            clf = LogisticRegression(max_iter=2000).fit(pooled[tr], y[tr])
+            accs.append(clf.score(pooled[te], y[te]))
+        assert accs[0] > accs[1] + 0.1, (make.__name__, accs)
+
+
+def test_auto_without_labels_is_the_fixed_default(rng):
+    from skset._map_selection import DEFAULT_CHOICE
+
+    sets = [rng.normal(size=(n, 3)) for n in (6, 4, 9)]
+    nf = NystromFeatures(n_components=5, random_state=0).fit(sets)
+    assert nf_choice(nf) == DEFAULT_CHOICE and nf.selection_scores_ is None
+    explicit = NystromFeatures(n_components=5, random_state=0, **DEFAULT_CHOICE).fit(sets)
+    np.testing.assert_array_equal(nf.anchors_, explicit.anchors_)
+    assert nf.bandwidth_ == explicit.bandwidth_
+
+
+def test_explicit_values_are_kept_and_searchable(rng):
+    """Explicit values are never overridden; only the "auto" ones are searched."""
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.pipeline import Pipeline
+
+    from skset import OTKEmbedding
+
+    sets, y = _direction_bags(rng, n_sets=40)
+    nf = NystromFeatures(n_components=16, normalize=False, random_state=0).fit(sets, y)
+    assert nf.normalize_ is False
+    assert all(not c["normalize"] for c, _ in nf.selection_scores_)
+    nf = NystromFeatures(n_components=16, standardize=True, normalize=True, keep_norm=True,
+                         bandwidth=0.7, random_state=0).fit(sets, y)
+    assert nf.selection_scores_ is None and nf.bandwidth_ == 0.7  # absolute on the sphere
+    from sklearn.linear_model import LogisticRegression
+
+    pipe = Pipeline([("nys", NystromFeatures(n_components=8, random_state=0)),
+                     ("otk", OTKEmbedding(n_supports=2, random_state=0)),
+                     ("clf", LogisticRegression())])
+    search = GridSearchCV(pipe, {"nys__normalize": ["auto", False]}, cv=2).fit(sets, y)
+    assert search.best_params_["nys__normalize"] in ("auto", False)
+
+
+def test_auto_prints_its_choice_when_verbose(rng, capsys):
+    sets, y = _norm_bags(rng, n_sets=20)
+    NystromFeatures(n_components=8, random_state=0, verbose=1).fit(sets, y)
+    assert "chosen on y" in capsys.readouterr().out
+
+
+def test_auto_on_a_pool_of_labelled_rows(rng):
+    """A 2-D pool with one label per row: each row is a set of one; regression targets too."""
+    X = rng.normal(size=(120, 3))
+    nf = NystromFeatures(n_components=10, random_state=0).fit(X, (X[:, 0] > 0).astype(int))
+    assert nf.selection_scores_ is not None
+    nf = NystromFeatures(n_components=10, random_state=0).fit(X, X[:, 0] * 2.0)
+    assert nf.selection_scores_ is not None and nf.transform(X).shape == (120, 10)
+
+
+def test_defect_05_weight_scale_does_not_move_the_fit(rng):
+    """Issue 27, defect 5: multiplying every sample_weight by one constant (1e39, 1e-46) gave
+    another bandwidth_ (the weighted median under/overflowed); scale-free weights fit alike."""
+    sets = [rng.normal(size=(n, 3)) for n in (6, 4, 9, 7)]
+    sw = np.array([0.5, 2.0, 1.0, 3.0])
+    fits = [NystromFeatures(n_components=5, random_state=0).fit(sets, sample_weight=sw * c)
+            for c in (1.0, 1e39, 1e-46)]
+    for nf in fits[1:]:
+        assert nf.bandwidth_ == fits[0].bandwidth_
+        np.testing.assert_allclose(nf.anchors_, fits[0].anchors_, rtol=1e-6)
+
+
+def test_defect_10_fit_and_transform_agree_on_tiny_magnitudes(rng):
+    """Issue 27, defect 10: data of magnitude 1e-30 fitted fine and then transform failed
+    ("too large for float32"). Standardised (the default) it now maps like the same data at
+    scale 1; without standardisation fit itself refuses it with the reason."""
+    sets = [rng.normal(size=(n, 3)) for n in (6, 4, 9)]
+    tiny = [s * 1e-30 for s in sets]
+    nf = NystromFeatures(n_components=5, random_state=0).fit(tiny)
+    ref = NystromFeatures(n_components=5, random_state=0).fit(sets)
+    np.testing.assert_allclose(np.concatenate(nf.transform(tiny)),
+                               np.concatenate(ref.transform(sets)), rtol=1e-3, atol=1e-5)
+    with pytest.raises(ValueError, match="standardise the features"):
+        NystromFeatures(n_components=5, standardize=False, random_state=0).fit(tiny)

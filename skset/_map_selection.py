@@ -1,0 +1,245 @@
+"""Choosing the element map from the data: ``NystromFeatures``' ``"auto"`` parameters.
+
+The Gaussian Nystrom map has four choices that decide what a set embedding can see: per-feature
+standardisation, projection on the unit sphere, keeping the norm after that projection, and the
+bandwidth relative to the data's scale. No fixed choice serves every kind of data (the real-data
+suite, ``benchmarks/bench_suite.py``: a narrow kernel discards the linear information of 100+
+feature elements that mean pooling of the raw elements keeps; the sphere helps long k-mers of some
+series and hurts others). So each parameter left at ``"auto"`` is chosen in ``fit``:
+
+* with labels (a ``Pipeline`` passes ``y`` to every step), every combination of the automatic
+  parameters' candidates is scored by a fast internal cross-validation of *mean-pooled* Nystrom
+  features: on a sample of the training sets (and of the elements of each), anchors by a short
+  k-means, the map, the mean of each set, and the leave-one-out squared error of a ridge model
+  on the standardised pooled features (closed form from one SVD, one-hot targets for classes, the
+  penalty chosen by the same leave-one-out, as ``RidgeClassifierCV`` does). The lowest error
+  wins; ties go to the earlier candidate, the fixed defaults coming first;
+* without usable labels (``y=None``, one class, a class with a single set, fewer than
+  ``MIN_SETS`` sets, multi-output targets), the fixed defaults: standardise, no sphere,
+  bandwidth 0.5 times the scale.
+
+The pooled-mean score is a proxy for what any pooling on top of the map can separate, and is
+cheap: the rule costs a few k-means of at most ``MAX_KMEANS`` rows and a few ridge fits of at most
+``MAX_SETS`` sets, whatever the size of the training data.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import torch
+from sklearn.cluster import KMeans
+from sklearn.utils.multiclass import type_of_target
+
+from ._sets import kmer_windows
+from .nn.nystrom import (
+    DEFAULT_BANDWIDTH,
+    DEFAULT_KEEP_NORM,
+    DEFAULT_NORMALIZE,
+    gaussian_kernel,
+    inv_sqrt_psd,
+    nystrom_map,
+)
+
+__all__ = ["AUTO_CANDIDATES", "DEFAULT_CHOICE", "select_element_map", "median_scale"]
+
+# the fixed choice (used without labels, and first in the search so that it wins ties)
+DEFAULT_CHOICE = {"standardize": True, "normalize": DEFAULT_NORMALIZE, "keep_norm": DEFAULT_KEEP_NORM,
+                  "bandwidth": DEFAULT_BANDWIDTH}
+# the candidates of each automatic parameter (the bandwidth relative to the data's scale)
+AUTO_CANDIDATES = {
+    "standardize": (True, False),
+    "normalize": (False, True),
+    "keep_norm": (True, False),
+    "bandwidth": (0.5, 0.25, 1.0, 2.0),  # the first is the stage-one bandwidth
+}
+MIN_SETS = 10
+MAX_SETS = 600
+MAX_PER_SET = 64
+MAX_KMEANS = 1000
+KMEANS_ITER = 10
+ALPHAS = np.logspace(-3, 3, 7)
+
+
+def loo_ridge_error(features: np.ndarray, targets: np.ndarray, alphas=ALPHAS) -> float:
+    """Smallest leave-one-out mean squared error of ridge regressions (with intercept) of
+    ``targets (n, t)`` on ``features (n, p)`` over the penalties ``alphas`` (relative to the mean
+    squared singular value), in closed form from one SVD: the leave-one-out residual of sample
+    ``i`` is ``r_i / (1 - h_ii)`` with ``H`` the hat matrix (plus ``1/n`` for the intercept)."""
+    n = features.shape[0]
+    F = features - features.mean(0)
+    Y = targets - targets.mean(0)
+    U, s, _ = np.linalg.svd(F, full_matrices=False)
+    s2 = s**2
+    UtY = U.T @ Y
+    ref = s2.mean() if s2.size and s2.mean() > 0 else 1.0
+    best = np.inf
+    for a in alphas:
+        shrink = s2 / (s2 + a * ref)
+        fitted = U @ (shrink[:, None] * UtY)
+        h = (U**2) @ shrink + 1.0 / n
+        loo = (Y - fitted) / np.maximum(1.0 - h, 1e-12)[:, None]
+        best = min(best, float(np.mean(loo**2)))
+    return best
+
+
+def median_scale(elems: np.ndarray, rng: np.random.RandomState, weights=None) -> float:
+    """Median distance of up to 1,000 random pairs of rows, over sqrt(2) (1.0 if it is 0)."""
+    from .kernel_approximation import _weighted_median  # noqa: PLC0415 (one copy of the helper)
+
+    m = min(elems.shape[0], 2000)
+    pick = rng.choice(elems.shape[0], m, replace=False)
+    sub = elems[pick]
+    half = m // 2
+    d2 = ((sub[:half] - sub[half : 2 * half]) ** 2).sum(1)
+    if not d2.size:
+        return 1.0
+    if weights is not None:  # a pair weighs w_a * w_b
+        ws = weights[pick]
+        med = _weighted_median(d2, ws[:half] * ws[half : 2 * half])
+    else:
+        med = float(np.median(d2))
+    scale = float(np.sqrt(med) / np.sqrt(2))
+    return scale if scale > 0 and np.isfinite(scale) else 1.0
+
+
+def _task(y, n_sets: int):
+    """``"classification"``, ``"regression"`` or ``None`` (no usable labels)."""
+    if y is None:
+        return None
+    y = np.asarray(y)
+    if y.ndim != 1 or len(y) != n_sets or n_sets < MIN_SETS:
+        return None
+    try:
+        kind = type_of_target(y)
+    except ValueError:
+        return None
+    if kind in ("binary", "multiclass"):
+        _, counts = np.unique(y, return_counts=True)
+        return "classification" if len(counts) >= 2 and counts.min() >= 2 else None
+    if kind == "continuous":
+        return "regression" if np.all(np.isfinite(y)) and np.ptp(y) > 0 else None
+    return None
+
+
+def candidates(fixed: dict) -> list[dict]:
+    """Every combination of the automatic parameters (``fixed`` holds the explicit values)."""
+    names = [k for k in DEFAULT_CHOICE if fixed.get(k, "auto") == "auto"]
+    out, seen = [], set()
+    for values in itertools.product(*(AUTO_CANDIDATES[k] for k in names)):
+        c = dict(DEFAULT_CHOICE)
+        c.update({k: v for k, v in fixed.items() if v != "auto"})
+        c.update(dict(zip(names, values)))
+        if not c["normalize"]:
+            c["keep_norm"] = fixed["keep_norm"] if fixed.get("keep_norm", "auto") != "auto" else True
+        key = tuple(c.values())
+        if key not in seen:
+            seen.add(key)
+            out.append(c)
+    return out
+
+
+def _sample(sets, y, rng):
+    """A sample of at most MAX_SETS sets (each class kept), their labels."""
+    n = len(sets)
+    if n <= MAX_SETS:
+        return list(sets), np.asarray(y)
+    pick = np.sort(rng.choice(n, MAX_SETS, replace=False))
+    return [sets[i] for i in pick], np.asarray(y)[pick]
+
+
+def select_element_map(sets, y, *, mean, scale, window: int, n_components: int, fixed: dict,
+                       eigenvalue_floor: float, rng: np.random.RandomState, dtype=torch.float32):
+    """Choose the automatic parameters of the Nystrom map.
+
+    Parameters
+    ----------
+    sets : list of (n_i, d) float arrays
+        The training sets (raw elements).
+    y : array-like or None
+        One label per set.
+    mean, scale : ndarray of shape (d,)
+        The per-feature standardisation fitted on the training elements.
+    window, n_components, eigenvalue_floor : the map's fixed parameters.
+    fixed : dict
+        ``standardize``, ``normalize``, ``keep_norm``, ``bandwidth``: each an explicit value or
+        ``"auto"``.
+    rng : numpy RandomState
+
+    Returns
+    -------
+    choice : dict
+        The four parameters (``bandwidth`` relative to the data's scale for an automatic choice).
+    scores : list of (dict, float) or None
+        Each candidate scored (higher is better: minus the leave-one-out squared error), ``None``
+        when the fixed defaults were taken. The search is in two stages: every preprocessing
+        (standardisation, sphere, norm) at the first candidate bandwidth, then every candidate
+        bandwidth with the best preprocessing.
+    """
+    cands = candidates(fixed)
+    task = _task(y, len(sets))
+    if task is None or len(cands) == 1:
+        return cands[0], None
+    sub_sets, sub_y = _sample(sets, y, rng)
+    if task == "classification" and np.unique(sub_y).size < 2:
+        return cands[0], None
+    if window > 1:
+        sub_sets = kmer_windows(sub_sets, window)
+        mean_k, scale_k = np.tile(mean, window), np.tile(scale, window)
+    else:
+        mean_k, scale_k = mean, scale
+    # a sample of the elements of each set (the mean of a sample estimates the set's mean)
+    rows = []
+    for s in sub_sets:
+        rows.append(s if len(s) <= MAX_PER_SET else s[rng.choice(len(s), MAX_PER_SET, replace=False)])
+    counts = np.array([len(r) for r in rows])
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    raw = np.concatenate(rows, axis=0).astype(np.float64)
+
+    if task == "classification":  # one-hot targets (one column for two classes)
+        classes, codes = np.unique(sub_y, return_inverse=True)
+        target = np.eye(len(classes))[codes][:, 1:] if len(classes) == 2 else np.eye(len(classes))[codes]
+    else:
+        target = ((sub_y - sub_y.mean()) / sub_y.std())[:, None]
+    prepared = {}  # (standardize, normalize) -> (elements, anchors, scale)
+
+    def score(c):
+        key = (c["standardize"], c["normalize"])
+        if key not in prepared:
+            elems = (raw - mean_k) / scale_k if c["standardize"] else raw
+            unit = elems
+            if c["normalize"]:
+                unit = elems / np.maximum(np.linalg.norm(elems, axis=1, keepdims=True), 1e-12)
+            km_rows = unit if len(unit) <= MAX_KMEANS else unit[rng.choice(len(unit), MAX_KMEANS,
+                                                                             replace=False)]
+            k = min(n_components, len(np.unique(km_rows.round(12), axis=0)))
+            km = KMeans(n_clusters=k, init="random", n_init=1, max_iter=KMEANS_ITER,
+                        random_state=rng.randint(2**31 - 1))
+            anchors = km.fit(km_rows).cluster_centers_
+            if c["normalize"]:
+                anchors = anchors / np.maximum(np.linalg.norm(anchors, axis=1, keepdims=True), 1e-12)
+            prepared[key] = (torch.as_tensor(elems, dtype=dtype), torch.as_tensor(anchors),
+                             median_scale(unit, rng))
+        elems, anchors, data_scale = prepared[key]
+        relative = fixed.get("bandwidth", "auto") == "auto" or not c["normalize"]
+        sigma = c["bandwidth"] * data_scale if relative else c["bandwidth"]
+        norm = inv_sqrt_psd(gaussian_kernel(anchors, anchors, sigma), eigenvalue_floor)
+        with torch.no_grad():
+            psi = nystrom_map(elems, anchors.to(dtype), norm.to(dtype), sigma,
+                              normalize=c["normalize"], keep_norm=c["keep_norm"]).double().numpy()
+        pooled = np.add.reduceat(psi, starts, axis=0) / counts[:, None]
+        sd = pooled.std(0)
+        pooled = pooled / np.where(sd > 1e-12 * max(1.0, float(sd.max(initial=0.0))), sd, 1.0)
+        value = -loo_ridge_error(pooled, target)
+        return value if np.isfinite(value) else -np.inf
+
+    # two stages: the preprocessing at the first candidate bandwidth, then the bandwidth
+    first_bw = cands[0]["bandwidth"]
+    scores = [(c, score(c)) for c in cands if c["bandwidth"] == first_bw]
+    lead = max(range(len(scores)), key=lambda i: (scores[i][1], -i))
+    lead = scores[lead][0]
+    scores += [(c, score(c)) for c in cands if c["bandwidth"] != first_bw
+               and all(c[k] == lead[k] for k in ("standardize", "normalize", "keep_norm"))]
+    best = max(range(len(scores)), key=lambda i: (scores[i][1], -i))
+    return scores[best][0], scores
