@@ -480,7 +480,11 @@ class SetRegressorMixin(RegressorMixin):
 
     def _predict(self, X, side=None) -> np.ndarray:  # with side data, see SetClassifierMixin
         out = self._raw_outputs(*self._predict_inputs(X, side)).double().cpu().numpy()
-        out = out * self.y_scale_ + self.y_mean_
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = out * self.y_scale_ + self.y_mean_
+        check_finite_output(out, type(self).__name__, "float64", cause=(
+            "the predictions overflow float64 once put back in the units of y (y_scale_="
+            f"{self.y_scale_.tolist()}, y_mean_={self.y_mean_.tolist()}); rescale y."))
         return out[:, 0] if self._y_ndim == 1 else out
 
     def __sklearn_tags__(self):

@@ -413,6 +413,9 @@ def weighted_mean_std(values: np.ndarray, weights: np.ndarray | None = None):
     Rows of weight 0 are left out (exactly as if absent); equal weights give ``values.mean(0)`` and
     ``values.std(0)`` exactly, so all-ones weights change nothing. Integer weights give the moments
     of the rows repeated that many times (the population standard deviation, as ``np.std``).
+    Each column is computed in units of a power of 2 near its largest magnitude (exact scaling),
+    so that values near 1e300 (whose squares overflow) or 1e-300 (whose squares underflow) give
+    their true moments.
     """
     if weights is not None:
         keep = weights > 0
@@ -420,11 +423,14 @@ def weighted_mean_std(values: np.ndarray, weights: np.ndarray | None = None):
             values, weights = values[keep], weights[keep]
         if np.all(weights == weights[0]):
             weights = None
+    top = np.abs(values).max(0)
+    unit = np.where((top > 0) & np.isfinite(top), np.ldexp(1.0, np.frexp(top)[1] - 1), 1.0)
+    values = values / unit
     if weights is None:
-        return values.mean(0), values.std(0)
+        return values.mean(0) * unit, values.std(0) * unit
     mean = np.average(values, axis=0, weights=weights)
     var = np.average((values - mean) ** 2, axis=0, weights=weights)
-    return mean, np.sqrt(var)
+    return mean * unit, np.sqrt(var) * unit
 
 
 def encode_regression_targets(est, y, n_sets: int, first_fit: bool,
@@ -436,7 +442,7 @@ def encode_regression_targets(est, y, n_sets: int, first_fit: bool,
     the mean and standard deviation weighted by ``sample_weight`` when given
     (:func:`weighted_mean_std`). Returns ``(standardised (n_sets, n_outputs) targets, n_outputs)``.
     """
-    from .._sets import check_set_labels
+    from .._sets import check_set_labels, dtype_name, max_abs_value
 
     y = check_set_labels(y, n_sets, multi_output=True)
     try:
@@ -452,4 +458,21 @@ def encode_regression_targets(est, y, n_sets: int, first_fit: bool,
     elif y2.shape[1] != len(est.y_mean_):
         raise ValueError(f"y has {y2.shape[1]} outputs but the first fit had "
                          f"{len(est.y_mean_)} (warm_start=True).")
-    return (y2 - est.y_mean_) / est.y_scale_, y2.shape[1]
+    with np.errstate(over="ignore", invalid="ignore"):
+        z = (y2 - est.y_mean_) / est.y_scale_
+        if not np.isfinite(z).all():  # y - mean overflowed (near 1e308); z itself may not
+            z = y2 / est.y_scale_ - est.y_mean_ / est.y_scale_
+    # the network fits z in its dtype (squared in the loss): it must be within the input limit;
+    # sets of weight 0 take no part in the fit (their z is never used)
+    used = slice(None) if sample_weight is None else sample_weight > 0
+    limit = max_abs_value(getattr(est, "dtype_", torch.float32))
+    if not np.abs(z[used]).max() <= limit:
+        dt = dtype_name(getattr(est, "dtype_", torch.float32))
+        raise ValueError(
+            f"{type(est).__name__}: the standardised targets (y - y_mean_) / y_scale_ reach "
+            f"{np.abs(z[used]).max():.3g}, beyond what a {dt} network can fit (|z| <= "
+            f"{limit:.0e}); y_mean_={est.y_mean_.tolist()}, y_scale_={est.y_scale_.tolist()}. "
+            + ("Refit without warm_start, or rescale y." if not first_fit else "Rescale y."))
+    if sample_weight is not None:
+        z[~used] = np.clip(z[~used], -limit, limit)
+    return z, y2.shape[1]
