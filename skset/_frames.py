@@ -42,7 +42,8 @@ def _to_frame(frame, name: str = "frame") -> nw.DataFrame:
                     f"narwhals supports), got {what}.{hint}") from None
 
 
-def _names(arg, what: str, allow_none: bool = False) -> list[str] | None:
+def _names(arg, what: str, allow_none: bool = False, allow_empty: bool = True
+           ) -> list[str] | None:
     if arg is None:
         if allow_none:
             return None
@@ -58,6 +59,9 @@ def _names(arg, what: str, allow_none: bool = False) -> list[str] | None:
         raise TypeError(f"{what} must name columns by strings, got {names!r}.")
     if len(set(names)) != len(names):
         raise ValueError(f"{what} names a column twice: {names!r}.")
+    if not names and not allow_empty:
+        raise ValueError(f"{what} is empty; name at least one column (a column name or a list "
+                         "of column names).")
     return names
 
 
@@ -95,6 +99,21 @@ def _pandas_codes(df: nw.DataFrame, by: list[str]) -> np.ndarray | None:
     return codes
 
 
+def _with_missing(df: nw.DataFrame, names: list[str]) -> list[str]:
+    """The columns of ``names`` holding a missing value: null, or NaN in a float column (pandas
+    treats NaN as missing; polars keeps NaN as a value, distinct from null)."""
+    if not names:
+        return []
+    schema = df.schema
+
+    def missing(n):
+        col = nw.col(n).is_null()
+        return (col | nw.col(n).is_nan()) if schema[n].is_float() else col
+
+    return [n for n, has in zip(names, df.select(missing(n).any() for n in names).row(0))
+            if has]
+
+
 def _group_rows(df: nw.DataFrame, by: list[str], order_by: list[str]):
     """Group the rows of ``df`` by ``by`` (sets in order of first appearance).
 
@@ -109,8 +128,7 @@ def _group_rows(df: nw.DataFrame, by: list[str], order_by: list[str]):
     if codes is None or codes.min() < 0:  # factorize marks a missing key by -1
         null_checks.insert(0, ("by", by))
     for what, names in null_checks:
-        nulls = df.select(nw.col(n).is_null().any() for n in names).row(0) if names else ()
-        bad = [n for n, has in zip(names, nulls) if has]
+        bad = _with_missing(df, names)
         if bad:
             raise ValueError(f"{what} column(s) {bad} have missing values (null/NaN); every row "
                              f"needs a {'set id' if what == 'by' else 'position'} (drop or fill them "
@@ -235,7 +253,7 @@ def sets_from_frame(
            [5. , 0.4]])
     """
     df = _to_frame(frame)
-    by_names = _names(by, "by")
+    by_names = _names(by, "by", allow_empty=False)
     order_names = _names(order_by, "order_by", allow_none=True) or []
     _check_present(df, by_names, "by")
     _check_present(df, order_names, "order_by")
@@ -423,7 +441,7 @@ def frame_from_sets(
         raise ValueError("values holds no sets.")
     k = 1 if vals[0].ndim == 1 else vals[0].shape[1]
     names = _value_names(columns, k)
-    by_names = _names(by, "by")
+    by_names = _names(by, "by", allow_empty=False)
     lengths = np.fromiter((len(v) for v in vals), dtype=np.int64, count=len(vals))
     flat = np.concatenate([v.reshape(len(v), k) for v in vals])
 
