@@ -194,6 +194,8 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
         "max_iter": Param(50, POSITIVE_INT),
         "learning_rate_init": Param(0.01, POSITIVE),
         "alpha": Param(1e-3, NON_NEGATIVE),
+        # a budget always (no None, as the other networks take): OTKEmbedding batches by it
+        "max_elements": Param(131_072, POSITIVE_INT),
     }
     _legacy_params = {"reg_m": None}  # models saved before reg_m were balanced
 
