@@ -960,8 +960,8 @@ class ABCClusterer(BaseNeuralEstimator):
         if n_clusters is None:
             return None
         arr = np.asarray(n_clusters)
-        if arr.ndim == 0:
-            arr = np.full(n_sets, int(arr))
+        if arr.ndim == 0 and arr.dtype.kind in "iu":  # never int(): 2.5 would become 2
+            arr = np.full(n_sets, arr)
         if arr.shape != (n_sets,) or arr.dtype.kind not in "iu" or (arr < 1).any():
             raise ValueError(f"n_clusters must be None, an int >= 1 or one int >= 1 per instance "
                              f"({n_sets}), got {n_clusters!r}.")
