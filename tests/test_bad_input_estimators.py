@@ -1,0 +1,208 @@
+"""Bad (and extreme but valid) input to the estimators and to ``sets_from_frame`` (issue 27).
+
+The rule: bad input raises a clear ``ValueError`` / ``TypeError`` naming the problem; valid input
+gets a right answer; never a silent NaN or infinity. One test per defect of the issue, named
+after its number.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from sklearn.base import clone
+
+import skset
+from skset import (
+    ABCClusterer,
+    DeepSetsClassifier,
+    DeepSetsRegressor,
+    NystromFeatures,
+    OTKClassifier,
+    OTKEmbedding,
+    OTKRegressor,
+    SetTransformerClassifier,
+    SetTransformerRegressor,
+)
+
+torch.set_num_threads(1)
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+NN = dict(hidden_size=8, n_layers=1, max_iter=2, batch_size=64, random_state=0, device="cpu")
+OTKS = dict(n_components=4, n_supports=2, max_iter=1, batch_size=64, random_state=0,
+            device="cpu")
+REGRESSORS = [
+    SetTransformerRegressor(n_heads=2, n_inducing=None, **NN),
+    DeepSetsRegressor(**NN),
+    OTKRegressor(**OTKS),
+]
+SUPERVISED = [
+    SetTransformerClassifier(n_heads=2, n_inducing=None, **NN),
+    DeepSetsClassifier(**NN),
+    OTKClassifier(**OTKS),
+    *REGRESSORS,
+]
+TRANSFORMERS = [OTKEmbedding(n_supports=2, random_state=0, device="cpu"),
+                NystromFeatures(n_components=3, random_state=0, device="cpu")]
+WEIGHTED = SUPERVISED + TRANSFORMERS
+
+
+def _ids(ests):
+    return [type(e).__name__ for e in ests]
+
+
+def _data(n=8, seed=0):
+    rng = np.random.default_rng(seed)
+    X = [rng.normal(size=(int(rng.integers(2, 5)), 2)) for _ in range(n)]
+    y_cls = np.arange(n) % 2
+    y_reg = np.array([x.mean() for x in X]) + 0.1 * rng.normal(size=n)
+    return X, y_cls, y_reg
+
+
+def _target(est, yc, yr):
+    if isinstance(est, (OTKEmbedding, NystromFeatures)):
+        return None
+    return yc if hasattr(est, "predict_proba") else yr
+
+
+def _output(est, X):
+    if isinstance(est, NystromFeatures):  # per-element features: list in, list out
+        return np.concatenate(est.transform(X))
+    return est.transform(X) if isinstance(est, OTKEmbedding) else est.predict(X)
+
+
+@pytest.mark.parametrize("est", REGRESSORS, ids=_ids(REGRESSORS))
+@pytest.mark.parametrize("factor", [1e300, 1e-300])
+def test_defect_02_extreme_target_scale(est, factor):
+    """Targets around 1e300 or 1e-300 are valid: the target mean and scale are computed in
+    float64 without overflow or underflow, so the predictions are those of the unit-scale targets
+    times the factor (not inf/NaN, not the mean plus unscaled noise)."""
+    X, _, y = _data()
+    for dtype in ("float64", "float32"):
+        base = clone(est).set_params(dtype=dtype).fit(X, y).predict(X)
+        big = clone(est).set_params(dtype=dtype).fit(X, y * factor).predict(X)
+        assert np.isfinite(big).all(), big
+        rtol = 1e-6 if dtype == "float64" else 1e-3
+        np.testing.assert_allclose(big / factor, base, rtol=rtol, atol=1e-3 * np.abs(base).max())
+
+
+@pytest.mark.parametrize("est", REGRESSORS[1:2], ids=_ids(REGRESSORS[1:2]))
+def test_defect_02_unrepresentable_targets_are_rejected(est):
+    """Targets whose standardised values cannot be represented in the working dtype (a warm
+    start on targets 1e300 times the first fit's scale) raise a clear ValueError."""
+    X, _, y = _data()
+    reg = clone(est).set_params(warm_start=True).fit(X, y)
+    with pytest.raises(ValueError, match="targets"):
+        reg.fit(X, y * 1e300)
+
+
+@pytest.mark.parametrize("est", WEIGHTED, ids=_ids(WEIGHTED))
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -1.0, float("nan"), np.float32(np.nan)])
+def test_defect_03_scalar_nan_sample_weight(est, bad):
+    """A scalar ``sample_weight`` is checked like an array of weights: NaN, infinity or a
+    negative value raise a ValueError naming sample_weight (NaN raised IndexError, infinity was
+    accepted)."""
+    X, yc, yr = _data()
+    with pytest.raises(ValueError, match="sample_weight"):
+        clone(est).fit(X, _target(est, yc, yr), sample_weight=bad)
+    with pytest.raises(ValueError, match="sample_weight"):
+        clone(est).fit(X, _target(est, yc, yr), sample_weight=np.full(len(X), bad))
+
+
+@pytest.mark.parametrize("est", WEIGHTED, ids=_ids(WEIGHTED))
+def test_defect_03_valid_scalar_sample_weight(est):
+    """A valid scalar weight is a constant weight: exactly the unweighted fit."""
+    X, yc, yr = _data()
+    y = _target(est, yc, yr)
+    ref = _output(clone(est).fit(X, y), X)
+    np.testing.assert_array_equal(_output(clone(est).fit(X, y, sample_weight=2.5), X), ref)
+
+
+@pytest.mark.parametrize("est", WEIGHTED, ids=_ids(WEIGHTED))
+@pytest.mark.parametrize("factor", [1e39, 1e-46, 1e300, 1e-300])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_defect_04_extreme_relative_weights(est, factor, dtype):
+    """Only relative weights matter: weights times 1e39 or 1e-46 (beyond float32) or 1e+-300
+    fit like the weights themselves (they are normalised in float64 before any cast; the
+    FloatingPointError / 'all zero' errors came from casting them to float32 first)."""
+    X, yc, yr = _data()
+    y = _target(est, yc, yr)
+    w = np.array([1.0, 2, 3, 1, 2, 3, 1, 2])
+    est = clone(est).set_params(dtype=dtype)
+    ref = _output(clone(est).fit(X, y, sample_weight=w), X)
+    w_scaled = w * factor
+    w_copy = w_scaled.copy()
+    out = _output(clone(est).fit(X, y, sample_weight=w_scaled), X)
+    np.testing.assert_array_equal(w_scaled, w_copy)  # not modified in place
+    assert np.isfinite(out).all()
+    tol = 1e-6 if dtype == "float64" else 1e-3
+    np.testing.assert_allclose(out, ref, rtol=tol, atol=tol)
+
+
+def _frames():
+    import pandas as pd
+    import polars as pl
+
+    return [("pandas", pd.DataFrame), ("polars", pl.DataFrame)]
+
+
+@pytest.mark.parametrize("by", [[], ()])
+def test_defect_08_empty_by(by):
+    """``by=[]`` names no id column: a clear ValueError (it raised IndexError)."""
+    import pandas as pd
+
+    df = pd.DataFrame({"s": [0, 0, 1], "x": [1.0, 2.0, 3.0]})
+    with pytest.raises(ValueError, match="by"):
+        skset.sets_from_frame(df, by=by)
+    with pytest.raises(ValueError, match="by"):
+        skset.frame_from_sets([np.zeros(2), np.zeros(1)], [0, 1], by=by)
+
+
+@pytest.mark.parametrize("lib", ["pandas", "polars"])
+@pytest.mark.parametrize("where", ["by", "order_by"])
+def test_defect_09_nan_key_polars(lib, where):
+    """NaN in the id column (``by``) or in ``order_by`` is rejected with the same ValueError by
+    both back ends (polars accepted it silently: NaN is not null there)."""
+    ctor = dict(_frames())[lib]
+    data = {"s": [0.0, 0.0, 1.0, 1.0], "t": [0.0, 1.0, 0.0, 1.0], "x": [1.0, 2.0, 3.0, 4.0]}
+    col = "s" if where == "by" else "t"
+    data[col][2] = np.nan
+    df = ctor(data)
+    with pytest.raises(ValueError, match=rf"{where} column\(s\) \['{col}'\] have missing values"):
+        skset.sets_from_frame(df, by="s", order_by="t")
+
+
+@pytest.mark.parametrize("cls", [OTKClassifier, OTKRegressor])
+def test_defect_11_otk_max_elements_none(cls):
+    """``max_elements=None`` is rejected by the supervised OTK estimators' own parameter check
+    (it passed and then failed inside OTKEmbedding)."""
+    X, yc, yr = _data()
+    est = cls(max_elements=None, **OTKS)
+    with pytest.raises(ValueError, match=rf"{cls.__name__}: max_elements=None is not valid"):
+        est.fit(X, yc if cls is OTKClassifier else yr)
+
+
+@pytest.fixture(scope="module")
+def abc_fitted():
+    rng = np.random.default_rng(0)
+    X, y = [], []
+    for _ in range(6):
+        lab = np.repeat([0, 1], 6)
+        X.append(rng.normal(size=(12, 2)) + 4 * lab[:, None])
+        y.append(lab)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        abc = ABCClusterer(hidden_size=8, n_heads=2, max_steps=2, batch_size=4, eval_every=2,
+                           input_similarity=None, random_state=0).fit(X, y)
+    return abc, X
+
+
+@pytest.mark.parametrize("bad", [2.5, np.float64(2.0), True, [2, 2.5], "2"])
+def test_defect_14_abc_non_integer_n_clusters(abc_fitted, bad):
+    """``ABCClusterer.predict(n_clusters=2.5)`` raises (it silently used 2); so do a float
+    2.0, a bool, a float in a per-instance list and a string."""
+    abc, X = abc_fitted
+    with pytest.raises((ValueError, TypeError), match="n_clusters"):
+        abc.predict(X[:2], n_clusters=bad)
+    labels = abc.predict(X[:2], n_clusters=np.int64(2))
+    assert all(len(np.unique(lab)) <= 2 for lab in labels)
