@@ -108,7 +108,10 @@ def _task(y, n_sets: int):
     """``"classification"``, ``"regression"`` or ``None`` (no usable labels)."""
     if y is None:
         return None
-    y = np.asarray(y)
+    try:
+        y = np.asarray(y)
+    except ValueError:  # ragged: per-element labels (clustering instances), not one per set
+        return None
     if y.ndim != 1 or len(y) != n_sets or n_sets < MIN_SETS:
         return None
     try:
