@@ -52,17 +52,22 @@ import time  # noqa: E402
 import warnings  # noqa: E402
 
 import numpy as np  # noqa: E402
-from sklearn.linear_model import LogisticRegression  # noqa: E402
+from sklearn.linear_model import (
+    LogisticRegression,  # noqa: E402
+    LogisticRegressionCV,  # noqa: E402
+)
+from sklearn.metrics import roc_auc_score  # noqa: E402
 from sklearn.model_selection import GridSearchCV, StratifiedKFold  # noqa: E402
 from sklearn.pipeline import Pipeline  # noqa: E402
+from sklearn.preprocessing import StandardScaler  # noqa: E402
+from suite_data import DATASETS, KINDS, load, series_for_rocket  # noqa: E402
 
 from skset import NystromFeatures, OTKEmbedding  # noqa: E402
-from skset.datasets import load_japanese_vowels, read_ts  # noqa: E402
 
-DATASETS = ["JapaneseVowels", "BasicMotions", "ACSF1", "ArrowHead", "GunPoint", "ItalyPowerDemand",
-            "OSULeaf", "PickupGestureWiimoteZ"]
-EQUAL_LENGTH = {"JapaneseVowels": "JapaneseVowels_eq", "PickupGestureWiimoteZ":
-                "PickupGestureWiimoteZ_eq"}
+# the element map before issue 23 (one fixed choice), for the side-by-side rows
+FIXED_MAP = {"standardize": True, "normalize": False, "keep_norm": True, "bandwidth": 0.5}
+RAW_CS = [0.01, 0.1, 1.0, 10.0, 100.0]
+
 SEQ_WINDOW = 10
 SEQ_POSITION_SIGMA = 0.1
 GRID = {"otk__epsilon": [0.1, 0.5, 1.0], "otk__n_supports": [5, 10, 20], "clf__C": [0.1, 1.0, 10.0]}
@@ -73,30 +78,11 @@ DEFAULT_MAX_ITER = 1000
 GRID_MAX_ITER = 100
 
 
-def _aeon_dir(name):
-    import aeon
-
-    return os.path.join(os.path.dirname(aeon.__file__), "datasets", "data", name)
-
-
-def load(name, equal_length=False):
-    """``X_train, X_test, y_train, y_test``: lists of (n_i, d) arrays and label arrays."""
-    if name == "JapaneseVowels" and not equal_length:
-        X_tr, y_tr = load_japanese_vowels(subset="train", return_X_y=True)
-        X_te, y_te = load_japanese_vowels(subset="test", return_X_y=True)
-        return X_tr, X_te, y_tr, y_te
-    fname = EQUAL_LENGTH.get(name, name) if equal_length else name
-    folder = _aeon_dir(name)
-    X_tr, y_tr = read_ts(os.path.join(folder, f"{fname}_TRAIN.ts"))
-    X_te, y_te = read_ts(os.path.join(folder, f"{fname}_TEST.ts"))
-    return X_tr, X_te, y_tr, y_te
-
-
 def framing(name, d, kind, nystrom_over, otk_over):
     """Estimator parameters of a framing: the data-structure options, then the overrides."""
     nys, otk = {}, {}
-    if kind in ("seq", "pos") and d == 1:
-        nys["window"] = SEQ_WINDOW
+    if kind in ("seq", "pos") and KINDS[name]["window"]:
+        nys["window"] = KINDS[name]["window"]
     if kind == "pos":
         otk["position_sigma"] = SEQ_POSITION_SIGMA
     nys.update(nystrom_over)
@@ -108,7 +94,58 @@ def clf(max_iter=DEFAULT_MAX_ITER):
     return LogisticRegression(max_iter=max_iter)
 
 
-def run_skset(name, kind, seeds, nystrom_over, otk_over, grid, cache):
+def score(model, X, y, name):
+    """Accuracy, or ROC AUC for the data sets scored by it."""
+    if KINDS[name]["metric"] == "auc":
+        return float(roc_auc_score(y, model.decision_function(X)))
+    return float(model.score(X, y))
+
+
+def pool_raw(X, how):
+    """Mean (``mean``) or mean and max (``meanmax``) of the raw elements of each set."""
+    if how == "mean":
+        return np.stack([x.mean(0) for x in X])
+    return np.stack([np.concatenate([x.mean(0), x.max(0)]) for x in X])
+
+
+def run_raw(name, kind, nys_p):
+    """The set practitioner's first try: pooled raw elements (k-mers in the k-mer framings) +
+    StandardScaler + LogisticRegression with C chosen by 3-fold CV."""
+    X_tr, X_te, y_tr, y_te = load(name)
+    if nys_p.get("window", 1) > 1:
+        from skset._sets import kmer_windows
+
+        X_tr, X_te = kmer_windows(X_tr, nys_p["window"]), kmer_windows(X_te, nys_p["window"])
+    rows = {}
+    for how in ("mean", "meanmax"):
+        t = time.perf_counter()
+        model = Pipeline([("scale", StandardScaler()), ("clf", LogisticRegressionCV(
+            Cs=RAW_CS, cv=3, max_iter=DEFAULT_MAX_ITER))])
+        model.fit(pool_raw(X_tr, how), y_tr)
+        rows["raw_" + how] = [(score(model, pool_raw(X_te, how), y_te, name),
+                               time.perf_counter() - t)]
+    return rows
+
+
+def spread(name, nys_p, seed=0):
+    """std/mean of the distances of 2,000 random pairs of standardised training elements
+    (k-mers in the k-mer framings), the element dimension and the median set size."""
+    X_tr = load(name)[0]
+    rng = np.random.RandomState(seed)
+    flat = np.concatenate(X_tr)
+    flat = (flat - flat.mean(0)) / np.where(flat.std(0) > 0, flat.std(0), 1.0)
+    w = nys_p.get("window", 1)
+    lengths = np.array([len(x) for x in X_tr])
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    ok = np.concatenate([s + np.arange(n - w + 1) for s, n in zip(starts, lengths)])
+    a, b = rng.choice(ok, 2000), rng.choice(ok, 2000)
+    gather = lambda i: flat[i[:, None] + np.arange(w)].reshape(len(i), -1)  # noqa: E731
+    dist = np.linalg.norm(gather(a) - gather(b), axis=1)
+    return {"spread": float(dist.std() / dist.mean()), "d": int(flat.shape[1] * w),
+            "n_median": float(np.median(lengths - w + 1))}
+
+
+def run_skset(name, kind, seeds, nystrom_over, otk_over, grid, cache, fixed_row=True):
     X_tr, X_te, y_tr, y_te = load(name)
     d = X_tr[0].shape[1]
     nys_p, otk_p = framing(name, d, kind, nystrom_over, otk_over)
@@ -116,17 +153,25 @@ def run_skset(name, kind, seeds, nystrom_over, otk_over, grid, cache):
     for seed in seeds:
         t = time.perf_counter()
         nys = NystromFeatures(random_state=seed, **nys_p)
-        F_tr = nys.fit_transform(X_tr)
+        F_tr = nys.fit_transform(X_tr, y_tr)  # as a Pipeline does: y reaches every step
         F_te = nys.transform(X_te)
         t_nys = time.perf_counter() - t
         t = time.perf_counter()
         pipe = Pipeline([("otk", OTKEmbedding(random_state=seed, **otk_p)), ("clf", clf())])
-        acc = pipe.fit(F_tr, y_tr).score(F_te, y_te)
-        rows.setdefault("otk", []).append((acc, t_nys + time.perf_counter() - t))
+        acc = score(pipe.fit(F_tr, y_tr), F_te, y_te, name)
+        rows.setdefault("otk", []).append((acc, t_nys + time.perf_counter() - t, {
+            k: getattr(nys, k + "_") for k in ("standardize", "normalize", "keep_norm")} | {
+            "bandwidth": nys.relative_bandwidth_}))
         mean_p = {k: v for k, v in otk_p.items() if k not in ("position_sigma", "n_supports")}
         mean = Pipeline([("otk", OTKEmbedding(n_supports=1, random_state=seed, **mean_p)),
                          ("clf", clf())])
-        rows.setdefault("mean", []).append((mean.fit(F_tr, y_tr).score(F_te, y_te), None))
+        rows.setdefault("mean", []).append((score(mean.fit(F_tr, y_tr), F_te, y_te, name), None))
+        if fixed_row and not nystrom_over:  # the same pipeline with the pre-issue-23 fixed map
+            t = time.perf_counter()
+            fixed = Pipeline([("nys", NystromFeatures(random_state=seed, **nys_p, **FIXED_MAP)),
+                              ("otk", OTKEmbedding(random_state=seed, **otk_p)), ("clf", clf())])
+            rows.setdefault("otk_fixed", []).append((score(fixed.fit(X_tr, y_tr), X_te, y_te, name),
+                                                     time.perf_counter() - t))
         if grid and seed == seeds[0]:
             cv = StratifiedKFold(3, shuffle=True, random_state=seed)
             t = time.perf_counter()
@@ -137,14 +182,14 @@ def run_skset(name, kind, seeds, nystrom_over, otk_over, grid, cache):
                 best = search.best_params_
                 pipe = Pipeline([("otk", OTKEmbedding(random_state=seed, **otk_p)), ("clf", clf())]
                                 ).set_params(**best).fit(F_tr, y_tr)
-                rows["otk_grid"] = [(pipe.score(F_te, y_te), time.perf_counter() - t,
+                rows["otk_grid"] = [(score(pipe, F_te, y_te, name), time.perf_counter() - t,
                                      {k.split("__")[1]: v for k, v in best.items()})]
                 mean = Pipeline([("otk", OTKEmbedding(n_supports=1, random_state=seed, **mean_p)),
                                  ("clf", clf(GRID_MAX_ITER))], memory=mem)
                 search = GridSearchCV(mean, {"clf__C": GRID["clf__C"]}, cv=cv, refit=False
                                       ).fit(F_tr, y_tr)
                 mean.set_params(memory=None, clf=clf(), **search.best_params_).fit(F_tr, y_tr)
-                rows["mean_grid"] = [(mean.score(F_te, y_te), None,
+                rows["mean_grid"] = [(score(mean, F_te, y_te, name), None,
                                       {"C": search.best_params_["clf__C"]})]
     return rows
 
@@ -152,13 +197,12 @@ def run_skset(name, kind, seeds, nystrom_over, otk_over, grid, cache):
 def run_minirocket(name, seeds):
     from aeon.classification.convolution_based import MiniRocketClassifier
 
-    X_tr, X_te, y_tr, y_te = load(name, equal_length=True)
-    to3d = lambda X: np.stack([x.T for x in X]).astype(np.float64)  # noqa: E731  (n, d, length)
+    X_tr, X_te, y_tr, y_te = series_for_rocket(name)
     out = []
     for seed in seeds:
         t = time.perf_counter()
-        m = MiniRocketClassifier(random_state=seed).fit(to3d(X_tr), y_tr)
-        out.append((float(np.mean(m.predict(to3d(X_te)) == y_te)), time.perf_counter() - t))
+        m = MiniRocketClassifier(random_state=seed).fit(X_tr, y_tr)
+        out.append((float(np.mean(m.predict(X_te) == y_te)), time.perf_counter() - t))
     return out
 
 
@@ -177,44 +221,62 @@ def table(paths):
         with open(path) as f:
             for name, res in json.load(f)["results"].items():
                 merged.setdefault(name, {}).update(res)
+
     def fmt(r):
+        if r is None:
+            return ""
         sd = f" ± {100 * r['std']:.1f}" if len(r["runs"]) > 1 else ""
         return f"{100 * r['mean']:.1f}{sd}"
 
-    lines = ["| data set | framing | OTK, defaults | OTK, grid search (best) | mean pooling | "
-             "mean pooling, C tuned | MiniRocket |", "|---|---|---|---|---|---|---|"]
-    stats = {}
+    def short(c):
+        return (f"{'std' if c['standardize'] else 'raw'}"
+                f"{', sphere' if c['normalize'] else ''}"
+                f"{'' if not c['normalize'] else (' + norm' if c['keep_norm'] else ' dir')}"
+                f", bw {c['bandwidth']}")
+
+    lines = ["| data set | kind | framing | d | median n | spread | OTK, defaults | OTK, fixed map "
+             "(before) | OTK, grid | Nystrom mean | raw mean | raw mean+max | MiniRocket | map "
+             "chosen (seed 0) |", "|" + "---|" * 14]
+    gaps = []
     for name in DATASETS:
         if name not in merged:
             continue
         res = merged[name]
-        rocket = fmt(res["minirocket"]) if "minirocket" in res else ""
+        rocket = fmt(res.get("minirocket"))
         for kind in ("set", "seq", "pos"):
-            if kind not in res:
+            r = res.get(kind)
+            if r is None or (kind == "seq" and r is res.get("set")) or "data" not in r:
                 continue
-            r = res[kind]
-            grid = r.get("otk_grid")
-            gtxt = ""
-            if grid:
-                bp = grid["best_params"]
-                gtxt = (f"{100 * grid['mean']:.1f} (eps {bp['epsilon']}, p {bp['n_supports']}, "
-                        f"C {bp['C']})")
-            mg = fmt(r["mean_grid"]) if "mean_grid" in r else ""
-            lines.append(f"| {name} | {kind} | {fmt(r['otk'])} | {gtxt} | {fmt(r['mean'])} | {mg} "
-                         f"| {rocket} |")
-            st = stats.setdefault(kind, {"wins": 0, "ties": 0, "n": 0, "gap": []})
-            st["n"] += 1
-            d = r["otk"]["mean"] - r["mean"]["mean"]
-            st["wins"] += d > 1e-9
-            st["ties"] += abs(d) <= 1e-9
-            if grid:
-                st["gap"].append((100 * (grid["mean"] - r["otk"]["mean"]), name))
+            g = r.get("otk_grid")
+            gtxt = f"{100 * g['mean']:.1f}" if g else ""
+            dat = r["data"]
+            metric = " (AUC)" if KINDS[name]["metric"] == "auc" else ""
+            lines.append(
+                f"| {name}{metric} | {KINDS[name]['kind']} | {kind} | {dat['d']} | "
+                f"{dat['n_median']:.0f} | {dat['spread']:.2f} | {fmt(r['otk'])} | "
+                f"{fmt(r.get('otk_fixed'))} | {gtxt} | {fmt(r.get('mean'))} | "
+                f"{fmt(r.get('raw_mean'))} | {fmt(r.get('raw_meanmax'))} | {rocket} | "
+                f"{short(r['otk']['best_params']) if r['otk'].get('best_params') else ''} |")
+            raw = max(r["raw_mean"]["mean"], r["raw_meanmax"]["mean"])
+            gaps.append((100 * (r["otk"]["mean"] - raw), name, kind,
+                         100 * (g["mean"] - r["otk"]["mean"]) if g else None,
+                         100 * (r["otk"]["mean"] - r["otk_fixed"]["mean"]) if "otk_fixed" in r
+                         else None))
     lines.append("")
-    for kind, st in stats.items():
-        worst = max(st["gap"]) if st["gap"] else (float("nan"), "")
-        lines.append(f"- framing `{kind}`: OTK with defaults above mean pooling on {st['wins']} of "
-                     f"{st['n']} data sets ({st['ties']} ties); largest shortfall from the grid "
-                     f"search {worst[0]:.1f} points ({worst[1]})")
+    if gaps:
+        worst = min(gaps)
+        lines.append(f"- OTK with defaults minus the better raw-pooling baseline: worst "
+                     f"{worst[0]:+.1f} points ({worst[1]}, {worst[2]}); at or above it (within 1 "
+                     f"point) on {sum(g[0] >= -1 for g in gaps)} of {len(gaps)} rows")
+        grid = [g for g in gaps if g[3] is not None]
+        if grid:
+            w = max(grid, key=lambda g: g[3])
+            lines.append(f"- largest shortfall of the defaults from the grid search: {w[3]:.1f} "
+                         f"points ({w[1]}, {w[2]})")
+        fx = [g[4] for g in gaps if g[4] is not None]
+        if fx:
+            lines.append(f"- defaults ('auto' map) minus the fixed map: mean {np.mean(fx):+.2f} "
+                         f"points over {len(fx)} rows, worst {min(fx):+.1f}, best {max(fx):+.1f}")
     return "\n".join(lines)
 
 
@@ -230,6 +292,8 @@ def main():
     ap.add_argument("--grid-framings", nargs="*", default=None,
                     help="framings that get the grid search (default: all)")
     ap.add_argument("--no-rocket", action="store_true")
+    ap.add_argument("--no-fixed", action="store_true",
+                    help="skip the row of the pre-issue-23 fixed element map")
     ap.add_argument("--out", default=None, help="write the results as JSON here")
     ap.add_argument("--table", nargs="*", default=None,
                     help="print the markdown table of these result files and exit")
@@ -243,18 +307,26 @@ def main():
     with tempfile.TemporaryDirectory() as cache:
         for name in args.datasets:
             res = results["results"][name] = {}
-            d = load(name)[0][0].shape[1]
             for kind in args.framings:
-                if kind == "seq" and d > 1 and "set" in res:
-                    res[kind] = res["set"]  # no k-mers for multivariate frames: the same run
+                if kind in ("seq", "pos") and not KINDS[name]["window"]:
+                    if kind == "seq" and "set" in res:
+                        res[kind] = res["set"]  # no k-mers for frames or bags: the same run
                     continue
                 grid = not args.no_grid and (args.grid_framings is None
                                              or kind in args.grid_framings)
-                rows = run_skset(name, kind, args.seeds, nystrom_over, otk_over, grid, cache)
+                rows = run_skset(name, kind, args.seeds, nystrom_over, otk_over, grid, cache,
+                                 fixed_row=not args.no_fixed)
+                nys_p = framing(name, 1, kind, {}, {})[0]
+                rows.update(run_raw(name, kind, nys_p))
                 res[kind] = {k: summarise(v) for k, v in rows.items()}
-                line = "  ".join(f"{k} {v['mean']:.4f}" for k, v in res[kind].items())
-                print(f"{name:22s} {kind:4s} {line}", flush=True)
-            if not args.no_rocket:
+                res[kind]["data"] = spread(name, nys_p)
+                line = "  ".join(f"{k} {v['mean']:.4f}" for k, v in res[kind].items()
+                                 if "mean" in v)
+                print(f"{name:22s} {kind:4s} {line}  {res[kind]['otk']['best_params']}", flush=True)
+            if args.out:  # after every data set: a partial run keeps what it measured
+                with open(args.out, "w") as f:
+                    json.dump(results, f, indent=1)
+            if not args.no_rocket and KINDS[name]["series"]:
                 res["minirocket"] = summarise(run_minirocket(name, args.seeds))
                 print(f"{name:22s} minirocket {res['minirocket']['mean']:.4f}", flush=True)
     if args.out:

@@ -265,7 +265,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEs
         -------
         self
         """
-        _, rng = self._begin_fit()
+        seed, rng = self._begin_fit()
         np_dtype = np.float64 if self.dtype_ == torch.float64 else np.float32
         coll, _ = self._elements(X, fitting=True)
         lengths = coll.lengths
@@ -299,7 +299,9 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEs
         # a feature is constant when its spread is rounding noise of its own magnitude (relative,
         # so that data of any scale, 1e-30 or 1e30, is standardised alike)
         std = np.where(std > 1e-12 * np.abs(raw_w).max(0), std, 1.0)
-        self._choose_map(coll, y, mean, std, rng)
+        # the choice draws from its own stream: when it picks the fixed choice, the fit is exactly
+        # the fit with those values given explicitly
+        self._choose_map(coll, y, mean, std, np.random.RandomState((seed + 1) % 2**32))
         if self.standardize_:
             self.mean_, self.scale_ = mean.astype(np_dtype), std.astype(np_dtype)
         else:

@@ -295,3 +295,19 @@ def test_defect_10_fit_and_transform_agree_on_tiny_magnitudes(rng):
                                np.concatenate(ref.transform(sets)), rtol=1e-3, atol=1e-5)
     with pytest.raises(ValueError, match="standardise the features"):
         NystromFeatures(n_components=5, standardize=False, random_state=0).fit(tiny)
+
+
+def test_auto_that_picks_a_choice_fits_like_that_choice_given(rng):
+    """The choice draws from its own random stream: picking values = giving them explicitly."""
+    sets, y = _direction_bags(rng, n_sets=40)
+    nf = NystromFeatures(n_components=16, random_state=3).fit(sets, y)
+    explicit = NystromFeatures(n_components=16, random_state=3, standardize=nf.standardize_,
+                               normalize=nf.normalize_, keep_norm=nf.keep_norm_).fit(sets)
+    if not nf.normalize_:  # an explicit bandwidth is relative off the sphere: give it too
+        explicit.set_params(bandwidth=nf.relative_bandwidth_).fit(sets)
+    else:
+        explicit = NystromFeatures(n_components=16, random_state=3, standardize=nf.standardize_,
+                                   normalize=True, keep_norm=nf.keep_norm_,
+                                   bandwidth=nf.bandwidth_).fit(sets)
+    np.testing.assert_array_equal(nf.anchors_, explicit.anchors_)
+    assert nf.bandwidth_ == pytest.approx(explicit.bandwidth_, rel=1e-12)
