@@ -127,6 +127,40 @@ def run_raw(name, kind, nys_p):
     return rows
 
 
+SUPERVISED = ("otk_clf", "set_transformer", "deep_sets")
+
+
+def run_supervised(name, kind, nys_p, seeds, rows_wanted):
+    """The trained models with defaults (``random_state=seed``): ``OTKClassifier`` with the
+    framing's k-mer window, ``SetTransformerClassifier`` and ``DeepSetsClassifier`` on the
+    framing's elements (k-mers of a univariate series in the k-mer framings)."""
+    from skset import DeepSetsClassifier, OTKClassifier, SetTransformerClassifier
+
+    X_tr, X_te, y_tr, y_te = load(name)
+    w = nys_p.get("window", 1)
+    if w > 1:
+        from skset._sets import kmer_windows
+
+        K_tr, K_te = kmer_windows(X_tr, w), kmer_windows(X_te, w)
+    else:
+        K_tr, K_te = X_tr, X_te
+    make = {"otk_clf": lambda s: (OTKClassifier(window=w, random_state=s), X_tr, X_te),
+            "set_transformer": lambda s: (SetTransformerClassifier(random_state=s), K_tr, K_te),
+            "deep_sets": lambda s: (DeepSetsClassifier(random_state=s), K_tr, K_te)}
+    rows = {}
+    for row in rows_wanted:
+        for seed in seeds:
+            model, A, B = make[row](seed)
+            t = time.perf_counter()
+            model.fit(A, y_tr)
+            if KINDS[name]["metric"] == "auc":
+                value = float(roc_auc_score(y_te, model.predict_proba(B)[:, 1]))
+            else:
+                value = float(model.score(B, y_te))
+            rows.setdefault(row, []).append((value, time.perf_counter() - t))
+    return rows
+
+
 def spread(name, nys_p, seed=0):
     """std/mean of the distances of 2,000 random pairs of standardised training elements
     (k-mers in the k-mer framings), the element dimension and the median set size."""
@@ -220,7 +254,12 @@ def table(paths):
     for path in paths:
         with open(path) as f:
             for name, res in json.load(f)["results"].items():
-                merged.setdefault(name, {}).update(res)
+                into = merged.setdefault(name, {})
+                for key, value in res.items():  # rows of one framing from several files
+                    if key in ("set", "seq", "pos") and key in into:
+                        into[key] = {**into[key], **value}
+                    else:
+                        into[key] = value
 
     def fmt(r):
         if r is None:
@@ -235,8 +274,8 @@ def table(paths):
                 f", bw {c['bandwidth']}")
 
     lines = ["| data set | kind | framing | d | median n | spread | OTK, defaults | OTK, fixed map "
-             "(before) | OTK, grid | Nystrom mean | raw mean | raw mean+max | MiniRocket | map "
-             "chosen (seed 0) |", "|" + "---|" * 14]
+             "(before) | OTK, grid | Nystrom mean | raw mean | raw mean+max | OTKClassifier | "
+             "Set Transformer | Deep Sets | MiniRocket | map chosen (seed 0) |", "|" + "---|" * 17]
     gaps = []
     for name in DATASETS:
         if name not in merged:
@@ -245,7 +284,7 @@ def table(paths):
         rocket = fmt(res.get("minirocket"))
         for kind in ("set", "seq", "pos"):
             r = res.get(kind)
-            if r is None or (kind == "seq" and r is res.get("set")) or "data" not in r:
+            if r is None or (kind == "seq" and r == res.get("set")) or "data" not in r:
                 continue
             g = r.get("otk_grid")
             gtxt = f"{100 * g['mean']:.1f}" if g else ""
@@ -255,7 +294,9 @@ def table(paths):
                 f"| {name}{metric} | {KINDS[name]['kind']} | {kind} | {dat['d']} | "
                 f"{dat['n_median']:.0f} | {dat['spread']:.2f} | {fmt(r['otk'])} | "
                 f"{fmt(r.get('otk_fixed'))} | {gtxt} | {fmt(r.get('mean'))} | "
-                f"{fmt(r.get('raw_mean'))} | {fmt(r.get('raw_meanmax'))} | {rocket} | "
+                f"{fmt(r.get('raw_mean'))} | {fmt(r.get('raw_meanmax'))} | "
+                f"{fmt(r.get('otk_clf'))} | {fmt(r.get('set_transformer'))} | "
+                f"{fmt(r.get('deep_sets'))} | {rocket} | "
                 f"{short(r['otk']['best_params']) if r['otk'].get('best_params') else ''} |")
             raw = max(r["raw_mean"]["mean"], r["raw_meanmax"]["mean"])
             gaps.append((100 * (r["otk"]["mean"] - raw), name, kind,
@@ -292,6 +333,10 @@ def main():
     ap.add_argument("--grid-framings", nargs="*", default=None,
                     help="framings that get the grid search (default: all)")
     ap.add_argument("--no-rocket", action="store_true")
+    ap.add_argument("--rows", nargs="*", default=[], choices=SUPERVISED,
+                    help="trained models with defaults to add (slow on the larger sets)")
+    ap.add_argument("--skip-otk", action="store_true",
+                    help="only the raw baselines and the --rows models (merge with --table)")
     ap.add_argument("--no-fixed", action="store_true",
                     help="skip the row of the pre-issue-23 fixed element map")
     ap.add_argument("--out", default=None, help="write the results as JSON here")
@@ -314,15 +359,19 @@ def main():
                     continue
                 grid = not args.no_grid and (args.grid_framings is None
                                              or kind in args.grid_framings)
-                rows = run_skset(name, kind, args.seeds, nystrom_over, otk_over, grid, cache,
-                                 fixed_row=not args.no_fixed)
+                rows = {} if args.skip_otk else run_skset(
+                    name, kind, args.seeds, nystrom_over, otk_over, grid, cache,
+                    fixed_row=not args.no_fixed)
                 nys_p = framing(name, 1, kind, {}, {})[0]
                 rows.update(run_raw(name, kind, nys_p))
+                if args.rows:
+                    rows.update(run_supervised(name, kind, nys_p, args.seeds, args.rows))
                 res[kind] = {k: summarise(v) for k, v in rows.items()}
                 res[kind]["data"] = spread(name, nys_p)
                 line = "  ".join(f"{k} {v['mean']:.4f}" for k, v in res[kind].items()
                                  if "mean" in v)
-                print(f"{name:22s} {kind:4s} {line}  {res[kind]['otk']['best_params']}", flush=True)
+                chosen = res[kind]["otk"]["best_params"] if "otk" in res[kind] else ""
+                print(f"{name:22s} {kind:4s} {line}  {chosen}", flush=True)
             if args.out:  # after every data set: a partial run keeps what it measured
                 with open(args.out, "w") as f:
                     json.dump(results, f, indent=1)

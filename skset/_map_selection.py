@@ -9,18 +9,21 @@ series and hurts others). So each parameter left at ``"auto"`` is chosen in ``fi
 
 * with labels (a ``Pipeline`` passes ``y`` to every step), every combination of the automatic
   parameters' candidates is scored by a fast internal cross-validation of *mean-pooled* Nystrom
-  features: on a sample of the training sets (and of the elements of each), anchors by a short
-  k-means, the map, the mean of each set, and the leave-one-out squared error of a ridge model
-  on the standardised pooled features (closed form from one SVD, one-hot targets for classes, the
-  penalty chosen by the same leave-one-out, as ``RidgeClassifierCV`` does). The lowest error
-  wins; ties go to the earlier candidate, the fixed defaults coming first;
+  features: on a sample of the training sets (and of the elements of each), anchors drawn among
+  the sampled elements (the same ones for every candidate), the map, the mean of each set, and
+  the leave-one-out squared error of a ridge model on the standardised pooled features (closed
+  form from one SVD, one-hot targets for classes, the penalty chosen by the same leave-one-out,
+  as ``RidgeClassifierCV`` does). The candidate of
+  lowest mean error replaces the fixed choice only when it beats it by more than noise (a paired
+  t statistic over the sampled sets above ``MIN_T``); the bandwidth is chosen after the
+  preprocessing, by the same rule against the preprocessing's winner;
 * without usable labels (``y=None``, one class, a class with a single set, fewer than
   ``MIN_SETS`` sets, multi-output targets), the fixed defaults: standardise, no sphere,
   bandwidth 0.5 times the scale.
 
 The pooled-mean score is a proxy for what any pooling on top of the map can separate, and is
-cheap: the rule costs a few k-means of at most ``MAX_KMEANS`` rows and a few ridge fits of at most
-``MAX_SETS`` sets, whatever the size of the training data.
+cheap: the rule costs a few maps of at most ``MAX_SETS * MAX_PER_SET`` elements and as many SVDs
+of at most ``MAX_SETS`` rows, whatever the size of the training data.
 """
 
 from __future__ import annotations
@@ -29,7 +32,6 @@ import itertools
 
 import numpy as np
 import torch
-from sklearn.cluster import KMeans
 from sklearn.utils.multiclass import type_of_target
 
 from ._sets import kmer_windows
@@ -57,16 +59,18 @@ AUTO_CANDIDATES = {
 MIN_SETS = 10
 MAX_SETS = 600
 MAX_PER_SET = 64
-MAX_KMEANS = 1000
-KMEANS_ITER = 10
 ALPHAS = np.logspace(-3, 3, 7)
+# a candidate replaces the incumbent (first the fixed choice) only when its leave-one-out errors
+# are lower by more than noise: a paired t statistic over the sampled sets above MIN_T
+MIN_T = 2.0
 
 
-def loo_ridge_error(features: np.ndarray, targets: np.ndarray, alphas=ALPHAS) -> float:
-    """Smallest leave-one-out mean squared error of ridge regressions (with intercept) of
-    ``targets (n, t)`` on ``features (n, p)`` over the penalties ``alphas`` (relative to the mean
-    squared singular value), in closed form from one SVD: the leave-one-out residual of sample
-    ``i`` is ``r_i / (1 - h_ii)`` with ``H`` the hat matrix (plus ``1/n`` for the intercept)."""
+def loo_ridge_errors(features: np.ndarray, targets: np.ndarray, alphas=ALPHAS) -> np.ndarray:
+    """Leave-one-out squared errors, one per sample, of the ridge regression (with intercept) of
+    ``targets (n, t)`` on ``features (n, p)`` whose penalty (among ``alphas``, relative to the mean
+    squared singular value) has the smallest mean of them. Closed form from one SVD: the
+    leave-one-out residual of sample ``i`` is ``r_i / (1 - h_ii)`` with ``H`` the hat matrix
+    (plus ``1/n`` for the intercept); errors are summed over the target columns."""
     n = features.shape[0]
     F = features - features.mean(0)
     Y = targets - targets.mean(0)
@@ -74,14 +78,25 @@ def loo_ridge_error(features: np.ndarray, targets: np.ndarray, alphas=ALPHAS) ->
     s2 = s**2
     UtY = U.T @ Y
     ref = s2.mean() if s2.size and s2.mean() > 0 else 1.0
-    best = np.inf
+    best = None
     for a in alphas:
         shrink = s2 / (s2 + a * ref)
         fitted = U @ (shrink[:, None] * UtY)
         h = (U**2) @ shrink + 1.0 / n
-        loo = (Y - fitted) / np.maximum(1.0 - h, 1e-12)[:, None]
-        best = min(best, float(np.mean(loo**2)))
+        errors = (((Y - fitted) / np.maximum(1.0 - h, 1e-12)[:, None]) ** 2).sum(1)
+        if best is None or errors.mean() < best.mean():
+            best = errors
     return best
+
+
+def _better(errors: np.ndarray, incumbent: np.ndarray) -> bool:
+    """Whether ``errors`` beat ``incumbent`` (paired, per set) by more than noise: a lower mean,
+    and a paired t statistic above ``MIN_T``."""
+    diff = incumbent - errors
+    if not np.all(np.isfinite(diff)) or diff.mean() <= 0:
+        return False
+    sd = diff.std(ddof=1) if len(diff) > 1 else 0.0
+    return sd == 0 or diff.mean() / (sd / np.sqrt(len(diff))) > MIN_T
 
 
 def median_scale(elems: np.ndarray, rng: np.random.RandomState, weights=None) -> float:
@@ -126,12 +141,16 @@ def _task(y, n_sets: int):
     return None
 
 
-def candidates(fixed: dict) -> list[dict]:
-    """Every combination of the automatic parameters (``fixed`` holds the explicit values)."""
+def candidates(fixed: dict, default: dict | None = None) -> list[dict]:
+    """Every combination of the automatic parameters (``fixed`` holds the explicit values), the
+    ``default`` one (``DEFAULT_CHOICE`` unless given) first."""
+    default = DEFAULT_CHOICE if default is None else default
     names = [k for k in DEFAULT_CHOICE if fixed.get(k, "auto") == "auto"]
+    ordered = {k: (default[k],) + tuple(v for v in AUTO_CANDIDATES[k] if v != default[k])
+               for k in names}
     out, seen = [], set()
-    for values in itertools.product(*(AUTO_CANDIDATES[k] for k in names)):
-        c = dict(DEFAULT_CHOICE)
+    for values in itertools.product(*(ordered[k] for k in names)):
+        c = dict(default)
         c.update({k: v for k, v in fixed.items() if v != "auto"})
         c.update(dict(zip(names, values)))
         if not c["normalize"]:
@@ -153,7 +172,8 @@ def _sample(sets, y, rng):
 
 
 def select_element_map(sets, y, *, mean, scale, window: int, n_components: int, fixed: dict,
-                       eigenvalue_floor: float, rng: np.random.RandomState, dtype=torch.float32):
+                       eigenvalue_floor: float, rng: np.random.RandomState, dtype=torch.float32,
+                       default: dict | None = None):
     """Choose the automatic parameters of the Nystrom map.
 
     Parameters
@@ -169,6 +189,9 @@ def select_element_map(sets, y, *, mean, scale, window: int, n_components: int, 
         ``standardize``, ``normalize``, ``keep_norm``, ``bandwidth``: each an explicit value or
         ``"auto"``.
     rng : numpy RandomState
+    default : dict or None
+        The incumbent, taken without usable labels and kept unless a candidate beats it by more
+        than noise (``DEFAULT_CHOICE`` when None; the supervised OTK models pass the paper's map).
 
     Returns
     -------
@@ -180,7 +203,7 @@ def select_element_map(sets, y, *, mean, scale, window: int, n_components: int, 
         (standardisation, sphere, norm) at the first candidate bandwidth, then every candidate
         bandwidth with the best preprocessing.
     """
-    cands = candidates(fixed)
+    cands = candidates(fixed, default)
     task = _task(y, len(sets))
     if task is None or len(cands) == 1:
         return cands[0], None
@@ -206,6 +229,12 @@ def select_element_map(sets, y, *, mean, scale, window: int, n_components: int, 
     else:
         target = ((sub_y - sub_y.mean()) / sub_y.std())[:, None]
     prepared = {}  # (standardize, normalize) -> (elements, anchors, scale)
+    # common random numbers: the anchors are the same sampled elements (distinct ones) under every
+    # preprocessing, and the distance pairs are drawn alike, so that candidates differ by the
+    # preprocessing, not by the draws (and no k-means is run)
+    _, distinct = np.unique(raw.round(12), axis=0, return_index=True)
+    anchor_pick = rng.choice(distinct, min(n_components, len(distinct)), replace=False)
+    pair_seed = rng.randint(2**31 - 1)
 
     def score(c):
         key = (c["standardize"], c["normalize"])
@@ -214,16 +243,11 @@ def select_element_map(sets, y, *, mean, scale, window: int, n_components: int, 
             unit = elems
             if c["normalize"]:
                 unit = elems / np.maximum(np.linalg.norm(elems, axis=1, keepdims=True), 1e-12)
-            km_rows = unit if len(unit) <= MAX_KMEANS else unit[rng.choice(len(unit), MAX_KMEANS,
-                                                                             replace=False)]
-            k = min(n_components, len(np.unique(km_rows.round(12), axis=0)))
-            km = KMeans(n_clusters=k, init="random", n_init=1, max_iter=KMEANS_ITER,
-                        random_state=rng.randint(2**31 - 1))
-            anchors = km.fit(km_rows).cluster_centers_
+            anchors = unit[anchor_pick]  # the same elements under every preprocessing
             if c["normalize"]:
                 anchors = anchors / np.maximum(np.linalg.norm(anchors, axis=1, keepdims=True), 1e-12)
             prepared[key] = (torch.as_tensor(elems, dtype=dtype), torch.as_tensor(anchors),
-                             median_scale(unit, rng))
+                             median_scale(unit, np.random.RandomState(pair_seed)))
         elems, anchors, data_scale = prepared[key]
         relative = fixed.get("bandwidth", "auto") == "auto" or not c["normalize"]
         sigma = c["bandwidth"] * data_scale if relative else c["bandwidth"]
@@ -234,15 +258,25 @@ def select_element_map(sets, y, *, mean, scale, window: int, n_components: int, 
         pooled = np.add.reduceat(psi, starts, axis=0) / counts[:, None]
         sd = pooled.std(0)
         pooled = pooled / np.where(sd > 1e-12 * max(1.0, float(sd.max(initial=0.0))), sd, 1.0)
-        value = -loo_ridge_error(pooled, target)
-        return value if np.isfinite(value) else -np.inf
+        errors = loo_ridge_errors(pooled, target)
+        return errors if np.all(np.isfinite(errors)) else np.full(len(errors), np.inf)
+
+    def stage(group, incumbent):
+        """The candidate of ``group`` with the lowest mean error, if it beats the incumbent by
+        more than noise; else the incumbent."""
+        scored = [(c, score(c)) for c in group]
+        if incumbent is None:
+            incumbent = scored[0]
+        best = min(scored, key=lambda ce: ce[1].mean())
+        return (best if _better(best[1], incumbent[1]) else incumbent), scored
 
     # two stages: the preprocessing at the first candidate bandwidth, then the bandwidth
     first_bw = cands[0]["bandwidth"]
-    scores = [(c, score(c)) for c in cands if c["bandwidth"] == first_bw]
-    lead = max(range(len(scores)), key=lambda i: (scores[i][1], -i))
-    lead = scores[lead][0]
-    scores += [(c, score(c)) for c in cands if c["bandwidth"] != first_bw
-               and all(c[k] == lead[k] for k in ("standardize", "normalize", "keep_norm"))]
-    best = max(range(len(scores)), key=lambda i: (scores[i][1], -i))
-    return scores[best][0], scores
+    lead, scored = stage([c for c in cands if c["bandwidth"] == first_bw], None)
+    more = [c for c in cands if c["bandwidth"] != first_bw
+            and all(c[k] == lead[0][k] for k in ("standardize", "normalize", "keep_norm"))]
+    if more:
+        lead, scored2 = stage(more, lead)
+        scored += scored2
+    scores = [(c, -float(e.mean())) for c, e in scored]
+    return lead[0], scores

@@ -87,10 +87,12 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEs
 
         **How "auto" chooses.** Given labels ``y`` (a ``Pipeline`` passes them to every step),
         each combination of the automatic parameters is scored on a sample of the training sets
-        (at most 600, at most 64 elements of each): anchors by a short k-means, the map, the mean
-        of each set, and the leave-one-out squared error of a ridge model on those pooled means
-        (one SVD per candidate). The preprocessing is chosen first at bandwidth 0.5, then the
-        bandwidth; ties keep the fixed choice. Without usable labels (``y=None``, a single
+        (at most 600, at most 64 elements of each): anchors drawn among the sampled elements
+        (the same for every candidate), the map, the mean of each set, and the leave-one-out
+        squared error of a ridge model on those pooled means (one SVD per candidate). The
+        preprocessing is chosen first at bandwidth 0.5, then the bandwidth; a candidate replaces
+        the fixed choice only when its per-set errors are lower by more than noise (paired t
+        statistic above 2). Without usable labels (``y=None``, a single
         class, a class of one set, fewer than 10 sets, multi-output ``y``) the fixed choice
         ``standardize=True, normalize=False, bandwidth=0.5`` is taken. The choice and the
         scores are fitted attributes; :mod:`skset._map_selection` and the user guide ("choosing
@@ -179,6 +181,9 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEs
         **TORCH_PARAMS,
     }
 
+    #: the fixed choice of the "auto" parameters (without labels, and the incumbent with them)
+    _default_map = DEFAULT_CHOICE
+
     def _choose_map(self, coll, y, mean, std, rng) -> None:
         """Resolve the ``"auto"`` parameters (``standardize_``, ``normalize_``, ``keep_norm_``,
         ``relative_bandwidth_``, ``selection_scores_``); see :mod:`skset._map_selection`."""
@@ -199,7 +204,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEs
             choice, scores = select_element_map(
                 sets, y_sel, mean=mean, scale=std, window=self.window,
                 n_components=self.n_components, fixed=fixed, eigenvalue_floor=self.eigenvalue_floor,
-                rng=rng, dtype=self.dtype_)
+                rng=rng, dtype=self.dtype_, default=self._default_map)
         self.standardize_ = bool(choice["standardize"])
         self.normalize_ = bool(choice["normalize"])
         self.keep_norm_ = bool(choice["keep_norm"])

@@ -12,7 +12,7 @@ from sklearn.linear_model import LogisticRegression
 
 from skset import OTKClassifier, OTKRegressor
 from skset.datasets import make_motif_order
-from skset.neural_network._otk import _OTKNetwork
+from skset.neural_network._otk import PAPER_MAP, _OTKNetwork
 from skset.nn import NystromLayer, OTKLayer
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -336,7 +336,9 @@ def test_early_stopping_initialisation_sees_only_the_training_part(motif_data, m
         np.testing.assert_array_equal(s, np.asarray(X[i], dtype=s.dtype))
     # the anchors and references are the unsupervised fits on the training sets alone
     tr_sets = [X[i] for i in tr]
-    nys = clone(clf.nystrom_).fit(tr_sets)
+    nys = clone(clf.nystrom_)
+    nys._default_map = PAPER_MAP  # as the model fits it: "auto" starts from the paper's map
+    nys.fit(tr_sets, np.unique(y, return_inverse=True)[1][tr])
     np.testing.assert_array_equal(nys.anchors_, clf.nystrom_.anchors_)
     emb = clone(clf.embedding_).fit(nys.transform(tr_sets))
     np.testing.assert_array_equal(emb.references_, clf.embedding_.references_)
