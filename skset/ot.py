@@ -143,17 +143,54 @@ def _relaxation(reg_m, epsilon: float) -> float:
     return float(reg_m) / (float(reg_m) + epsilon)
 
 
-def _check(similarity: torch.Tensor, mask, epsilon: float):
+def _as_similarity(similarity) -> torch.Tensor:
+    """``similarity`` as a real floating-point tensor: a numpy array (or nested list) is converted,
+    an integer or boolean one cast to the default float dtype (``torch.get_default_dtype()``).
+    The input itself is never modified."""
+    if not isinstance(similarity, torch.Tensor):
+        try:
+            similarity = torch.as_tensor(similarity)
+        except (TypeError, ValueError, RuntimeError) as exc:
+            raise TypeError("similarity must be a tensor (or numpy array) of shape (B, n, p), got "
+                            f"{type(similarity).__name__}") from exc
+    if similarity.is_complex():
+        raise TypeError(f"similarity must hold real numbers, got dtype {similarity.dtype}")
+    if not similarity.is_floating_point():
+        similarity = similarity.to(torch.get_default_dtype())
+    return similarity
+
+
+def _check(similarity: torch.Tensor, mask, epsilon: float, n_iter):
     if similarity.dim() != 3:
         raise ValueError(f"similarity must be (B, n, p), got shape {tuple(similarity.shape)}")
     if not (epsilon > 0 and math.isfinite(epsilon)):
         raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}")
+    if not (isinstance(n_iter, numbers.Integral) and not isinstance(n_iter, bool) and n_iter >= 1):
+        raise ValueError(f"n_iter must be a positive integer, got {n_iter!r}")
     if mask is None:
-        mask = torch.ones(similarity.shape[:2], dtype=torch.bool, device=similarity.device)
-    elif mask.shape != similarity.shape[:2]:
+        return torch.ones(similarity.shape[:2], dtype=torch.bool, device=similarity.device)
+    mask = torch.as_tensor(mask, device=similarity.device)
+    if mask.shape != similarity.shape[:2]:
         raise ValueError(f"mask shape {tuple(mask.shape)} does not match similarity "
                          f"{tuple(similarity.shape[:2])}")
-    return mask.to(torch.bool)
+    mask = mask.to(torch.bool)
+    _check_nonempty(mask)
+    return mask
+
+
+def _check_nonempty(mask: torch.Tensor) -> None:
+    """Raise a ``ValueError`` naming the first set (row of ``mask``) without a real element.
+
+    Such a set has no measure (``a = 1/0``): its plan would be NaN. Not checked while tracing for
+    export (a data-dependent branch): the exported graph documents the requirement instead.
+    """
+    if _tracing():
+        return
+    empty = ~mask.any(1)
+    if bool(empty.any()):
+        b = int(empty.nonzero()[0, 0])
+        raise ValueError(f"mask row {b} is all False: set {b} of the batch has no real element; "
+                         "every set needs at least one (leave empty sets out of the batch)")
 
 
 def _stopping(similarity: torch.Tensor, tol, check_every, weights=None) -> float | None:
@@ -312,6 +349,7 @@ def sinkhorn_log(
     reg_m: float | None = None,
 ) -> torch.Tensor:
     """Log-domain Sinkhorn plan, ``(B, n, p)``; see the module docstring and :func:`sinkhorn`."""
+    similarity = _as_similarity(similarity)
     blocks = _blockwise(similarity, mask, epsilon, n_iter, tol, check_every,
                         fixed=_log_block, adaptive=_log_block_tol, weights=weights, reg_m=reg_m)
     return blocks[0] if len(blocks) == 1 else torch.cat(blocks)
@@ -321,7 +359,7 @@ def _blockwise(similarity, mask, epsilon, n_iter, tol, check_every, *, fixed, ad
                weights=None, reg_m=None, **adaptive_kw) -> list:
     """Check the inputs, then run one solver (``fixed``: ``n_iter`` iterations; ``adaptive``:
     stop at ``tol``) over blocks of sets small enough for the cache (:func:`_block_sets`)."""
-    mask = _check(similarity, mask, epsilon)
+    mask = _check(similarity, mask, epsilon, n_iter)
     tol = _stopping(similarity, tol, check_every, weights)
     a = _check_weights(weights, mask, similarity)
     lam = _relaxation(reg_m, epsilon)
@@ -444,6 +482,7 @@ def sinkhorn_exp(
     scalings under- or overflowed (their plan is then unusable: use :func:`sinkhorn_log`); with a
     ``tol``, such sets then stop iterating as soon as a check finds them out of range.
     """
+    similarity = _as_similarity(similarity)
     blocks = _blockwise(similarity, mask, epsilon, n_iter, tol, check_every,
                         fixed=_exp_block, adaptive=_exp_block_tol, weights=weights, reg_m=reg_m,
                         stop_unsafe=return_ok)
@@ -485,14 +524,21 @@ def sinkhorn(
     ----------
     similarity : Tensor of shape (B, n_max, p)
         ``K[b, i, j] = <x_i, z_j>`` for set ``b``; the cost is ``-K``. Padded rows may hold
-        anything.
+        anything. A numpy array is converted (the plan is a tensor all the same), and integer or
+        boolean values are cast to the default float dtype (``torch.get_default_dtype()``);
+        complex values or a non-numeric input raise ``TypeError``.
     mask : bool Tensor of shape (B, n_max) or None
-        ``True`` on real elements. ``None``: every row is real.
+        ``True`` on real elements (a numpy array is converted). ``None``: every row is real.
+        Every set needs at least one real element: a row all ``False`` (an empty set, whose
+        measure ``1/n`` does not exist) raises a ``ValueError`` naming the set's index in the
+        batch, rather than returning a NaN plan. (Not checked while tracing for export: an
+        exported graph requires it of its inputs.)
     epsilon : float
         Entropic regularisation (``epsilon`` in the paper); smaller is closer to exact OT.
     n_iter : int
-        Sinkhorn iterations (each a row then a column update); the cap when ``tol`` is set. The
-        paper uses 10 in its supervised models and 100 for its unsupervised embedding.
+        Sinkhorn iterations (each a row then a column update), a positive integer (else
+        ``ValueError``); the cap when ``tol`` is set. The paper uses 10 in its supervised models
+        and 100 for its unsupervised embedding.
     method : {"auto", "log", "exp"}
         Solver; see the module docstring.
     tol : float or None
@@ -549,6 +595,7 @@ def sinkhorn(
     """
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+    similarity = _as_similarity(similarity)
     kw = dict(epsilon=epsilon, n_iter=n_iter, tol=tol, check_every=check_every)
     if reg_m is not None:
         kw["reg_m"] = reg_m
@@ -556,7 +603,7 @@ def sinkhorn(
         return sinkhorn_log(similarity, mask, weights=weights, **kw)
     if method == "exp":
         return sinkhorn_exp(similarity, mask, weights=weights, **kw)
-    mask = _check(similarity, mask, epsilon)
+    mask = _check(similarity, mask, epsilon, n_iter)
     if weights is not None:
         weights = _check_weights(weights, mask, similarity)  # checked once, indexed below
     P, ok = sinkhorn_exp(similarity, mask, return_ok=True, weights=weights, **kw)

@@ -43,7 +43,13 @@ import numbers
 import torch
 from torch import nn
 
-from ..ot import _check_weights, position_log_weights, position_weights, sinkhorn
+from ..ot import (
+    _check_nonempty,
+    _check_weights,
+    position_log_weights,
+    position_weights,
+    sinkhorn,
+)
 
 __all__ = ["OTKLayer", "otk_plans", "otk_pool"]
 
@@ -82,6 +88,7 @@ def otk_plans(
     if mask is None:
         mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
     # checked here, so that an error names the set of x, not its copy for one reference
+    _check_nonempty(mask)
     a = _check_weights(weights, mask, x)
     B, n, _ = x.shape
     q, p, k = references.shape
