@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import SAB
+from .attention import SAB, _zero_padding
 
 __all__ = ["ABCKernel", "abc_affinity", "abc_loss", "same_cluster_matrix"]
 
@@ -73,6 +73,8 @@ class ABCKernel(nn.Module):
 
     Shapes: ``forward(x (B, n, d_x), mask (B, n))`` -> logits ``C (B, n, n)`` with
     ``C[b, i, j] = c(z_i, z_j)`` (not symmetric); :func:`abc_affinity` turns them into ``kappa``.
+    Padded rows of ``x`` (``mask`` False) may hold anything, NaN and infinity included: the logits
+    of real pairs, and the gradients, do not depend on them.
 
     See Also
     --------
@@ -129,6 +131,7 @@ class ABCKernel(nn.Module):
 
     def input_prior(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """The similarity ``s(x_i, x_j)`` of the inputs, (B, n, n) (see ``input_similarity``)."""
+        x = _zero_padding(x, mask)  # padding may hold anything (NaN * 0 would be NaN)
         if self.input_similarity == "knn":
             return _knn_graph(x, mask, self.n_neighbors)
         if self.input_similarity == "cosine":
@@ -136,9 +139,8 @@ class ABCKernel(nn.Module):
             return xn @ xn.transpose(1, 2)
         # scale-free: each instance divided by its largest |x| first, so that the squared
         # distances cannot overflow (float32 inputs of size 1e20 and more)
-        real = x if mask is None else x * mask.unsqueeze(-1).to(x.dtype)
-        big = real.detach().abs().amax((1, 2), keepdim=True)
-        x = real / torch.where(big > 0, big, torch.ones_like(big))
+        big = x.detach().abs().amax((1, 2), keepdim=True)
+        x = x / torch.where(big > 0, big, torch.ones_like(big))
         sq = (x * x).sum(-1)
         d2 = (sq[:, :, None] + sq[:, None, :] - 2 * x @ x.transpose(1, 2)).clamp_min(0)
         n = x.shape[1]
@@ -150,7 +152,8 @@ class ABCKernel(nn.Module):
 
     def encode(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """The contextual embedding ``Z = T(X)`` of shape (B, n, dim)."""
-        z = torch.tanh(self.embed(x))
+        # padding may hold anything: zeroed by a select, so that no NaN or inf reaches a sum
+        z = torch.tanh(self.embed(_zero_padding(x, mask)))
         for blk in self.blocks:
             z = blk(z, mask)
         return z

@@ -50,6 +50,7 @@ from ..ot import (
     position_weights,
     sinkhorn,
 )
+from .attention import _zero_padding
 
 __all__ = ["OTKLayer", "otk_plans", "otk_pool"]
 
@@ -87,6 +88,8 @@ def otk_plans(
     check_position_mode(position_mode)
     if mask is None:
         mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
+    # padded rows may hold anything (NaN, inf): zeroed by a select, not a product (NaN * 0 = NaN)
+    x = _zero_padding(x, mask)
     # checked here, so that an error names the set of x, not its copy for one reference
     _check_nonempty(mask)
     a = _check_weights(weights, mask, x)
@@ -162,7 +165,8 @@ class OTKLayer(nn.Module):
 
     Shapes: ``forward(x (B, n, k), mask (B, n), weights (B, n))`` -> ``(B, q * p, k)``; flatten it
     for a linear head. ``weights`` are optional element masses (non-negative, normalised per set;
-    ``None``: uniform).
+    ``None``: uniform). Padded entries of ``x`` and ``weights`` (``mask`` False) may hold anything,
+    NaN and infinity included: they change neither the outputs nor the gradients.
 
     Examples
     --------
@@ -226,5 +230,6 @@ class OTKLayer(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None,
                 weights: torch.Tensor | None = None) -> torch.Tensor:
+        x = _zero_padding(x, mask)  # padding may hold anything: P^T x would turn NaN * 0 into NaN
         out = otk_pool(x, self.plans(x, mask, weights))
         return out.reshape(x.shape[0], -1, x.shape[-1])
