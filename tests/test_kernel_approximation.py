@@ -311,3 +311,25 @@ def test_auto_that_picks_a_choice_fits_like_that_choice_given(rng):
                                    bandwidth=nf.bandwidth_).fit(sets)
     np.testing.assert_array_equal(nf.anchors_, explicit.anchors_)
     assert nf.bandwidth_ == pytest.approx(explicit.bandwidth_, rel=1e-12)
+
+
+@pytest.mark.parametrize("n, p", [(30, 8), (12, 20)])
+def test_loo_ridge_errors_match_a_naive_loop(rng, n, p):
+    """The closed-form leave-one-out errors of the map choice equal refitting scikit-learn's
+    Ridge without each sample in turn (both shapes of the Gram matrix)."""
+    from sklearn.linear_model import Ridge
+
+    from skset._map_selection import loo_ridge_errors
+
+    F = rng.normal(size=(n, p))
+    Y = np.eye(3)[rng.integers(0, 3, n)]
+    Fc = F - F.mean(0)
+    ref = (np.linalg.svd(Fc, compute_uv=False) ** 2).mean()
+    for a in (0.1, 10.0):
+        errors = loo_ridge_errors(F, Y, alphas=[a])
+        naive = []
+        for i in range(n):
+            keep = np.arange(n) != i
+            model = Ridge(alpha=a * ref).fit(F[keep], Y[keep])
+            naive.append(((Y[i] - model.predict(F[i : i + 1])[0]) ** 2).sum())
+        np.testing.assert_allclose(errors, naive, rtol=1e-6)
