@@ -142,7 +142,9 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstim
     position_sigma : float or None, default=None
         Positional weighting for ordered sets (sequences), with
         :math:`S_{ij} = \exp(-(i/n - j/p)^2/\sigma_{pos}^2)` (``n`` the set's length, ``i``, ``j``
-        from 0); ``position_mode`` says how. ``None`` ignores order.
+        from 0); ``position_mode`` says how. ``None`` ignores order. Any positive finite value
+        is computed safely: a huge one (1e300) is no positional weighting, a tiny one (1e-300)
+        the limit of a vanishing bandwidth (weight 1 where :math:`i/n = j/p`, 0 elsewhere).
     position_mode : {"plan", "kernel", "similarity"}, default="kernel"
         How the positional weights enter the plan (see :mod:`skset.nn.otk`):
         ``"plan"``: :math:`\mathbf{P}(K) \odot S`, the plan multiplied by ``S`` after Sinkhorn

@@ -628,9 +628,14 @@ def position_weights(
     r"""Positional weights :math:`S_{ij} = \exp(-(i/n - j/p)^2 / \sigma^2)`, ``(B, n_max, p)``.
 
     ``n`` is each set's real length (not the padded one), so a set's weights never depend on its
-    batch; padded rows are 0.
+    batch; padded rows are 0. Any ``sigma > 0`` is safe, in float32 too: a huge one (up to
+    ``inf``) gives weights 1 (no positional weighting), a tiny one (down to the smallest float64)
+    weights 1 where ``i/n == j/p`` and 0 elsewhere, the limit of a vanishing bandwidth.
     """
-    S = torch.exp(-(_position_offsets(mask, n_supports, dtype) ** 2) / sigma**2)
+    d = _position_offsets(mask, n_supports, dtype)
+    # (d / sigma)^2, not d^2 / sigma^2: sigma^2 overflows for 1e300 (a Python OverflowError) and
+    # underflows for 1e-300; a sigma below the dtype's range is 0 there, and 0 / 0 is NaN: where
+    S = torch.where(d == 0, 1.0, torch.exp(-((d / sigma) ** 2)))
     return S * mask.unsqueeze(-1).to(S.dtype)
 
 
@@ -661,8 +666,9 @@ def position_log_weights(
     """
     d2 = _position_offsets(mask, n_supports, dtype) ** 2
     d2 = d2 - d2.amin(dim=2, keepdim=True)  # >= 0, exactly 0 at each row's best support
-    # where: 0 / 0 when sigma**2 underflows; inf / inf cannot happen (d2 <= 1)
-    logS = torch.where(d2 > 0, -d2 / sigma**2, 0.0).clamp_min_(_LOG_WEIGHT_FLOOR)
+    # divided by sigma twice: sigma**2 overflows (1e300: a Python OverflowError) or underflows;
+    # where: 0 / 0 when sigma is 0 in the dtype; inf / inf cannot happen (d2 <= 1)
+    logS = torch.where(d2 > 0, -(d2 / sigma) / sigma, 0.0).clamp_min_(_LOG_WEIGHT_FLOOR)
     return logS.masked_fill_(~mask.unsqueeze(-1), 0.0)
 
 
