@@ -1,46 +1,36 @@
 """Attention-Based Clustering (ABC): a kernel learned from labelled instances and applied, with
-spectral clustering and the eigengap, to many new instances at once."""
+spectral clustering and the eigengap, to many new instances at once.
+
+This file trains the kernel; ``_abc_data.py`` holds its training data and batches,
+``_abc_select.py`` what is chosen on the validation instances after training (the prior, the
+kernel kept, the k rule), ``_abc_predict.py`` the inference on new instances."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import torch
-from sklearn.cluster import spectral_clustering
-from sklearn.metrics import adjusted_rand_score
-from sklearn.utils.validation import check_is_fitted
 
 from .._sets import length_batches
-from .._torch import (
-    make_generator,
-    map_on_threads,
-    seed_from_random_state,
-)
-from .._validation import (
-    POSITIVE_INT,
-    TORCH_PARAMS,
-    Boolean,
-    Integer,
-    Param,
-    Real,
-    Satisfies,
-)
+from .._validation import POSITIVE_INT, TORCH_PARAMS, Boolean, Integer, Param, Real, Satisfies
 from ..neural_network._base import BaseNeuralEstimator
-from ..neural_network._callbacks import Callback
+from ..neural_network._callbacks import WarmupCosineSchedule
 from ..neural_network._training import TRAINING_PARAMS
-from ..nn.abc import abc_affinity
-from ..nn.spectral import (
-    eigengap_n_clusters,
-    laplacian_eigh,
-    spectral_cluster,
-    threshold_n_clusters,
+from ..nn.abc import abc_loss
+from ._abc_data import (
+    check_training_data,
+    held_out_batches,
+    pair_cost,
+    standardization,
+    step_batches,
+    training_instances,
 )
+from ._abc_predict import KernelInference
+from ._abc_select import KernelSelection, eigengap_ari
 from ._eigengap import _CPU_CHUNK_PAIRS
 
 __all__ = ["ABCClusterer"]
-
-#: thresholds of the calibrated k rule (``n_clusters_rule="calibrated"``)
-_THRESHOLDS = (0.02, 0.04, 0.06, 0.08, 0.1, 0.12, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5,
-               0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
 
 _PAIR_OF_WEIGHTS = Satisfies(
     lambda v: not isinstance(v, str) and len(v) == 2 and all(float(w) >= 0 for w in v),
@@ -51,124 +41,7 @@ _CLUSTER_RANGE = Satisfies(
     and 1 <= v[0] <= v[1], "an inclusive range (k_min, k_max) with 1 <= k_min <= k_max")
 
 
-def _check_instance_labels(y, sets, name: str = "y") -> list[np.ndarray]:
-    if y is None:
-        raise ValueError(f"{name} is None; ABCClusterer needs one label array per instance.")
-    if isinstance(y, np.ndarray) and y.dtype != object and y.ndim == 2:
-        y = list(y)
-    try:
-        n_y = len(y)
-    except TypeError:
-        raise TypeError(f"{name} must be a list of label arrays, one per instance.") from None
-    if n_y != len(sets):
-        raise ValueError(f"{name} holds {n_y} label arrays but X holds {len(sets)} instances; give "
-                         "one label array per instance.")
-    out = []
-    for i, (lab, s) in enumerate(zip(y, sets, strict=True)):
-        lab = np.asarray(lab)
-        if lab.ndim != 1:
-            raise ValueError(f"{name}: the labels of instance {i} must be 1-D, got shape "
-                             f"{lab.shape}.")
-        if len(lab) != len(s):
-            raise ValueError(f"{name}: instance {i} has {len(s)} elements but {len(lab)} labels.")
-        if lab.dtype.kind == "f" and not np.isfinite(lab).all():
-            raise ValueError(f"{name}: the labels of instance {i} contain NaN or infinity.")
-        out.append(np.unique(lab, return_inverse=True)[1].astype(np.int64).ravel())
-    return out
-
-
-def _pack_labels(labels: list[np.ndarray], n: int) -> torch.Tensor:
-    buf = np.full((len(labels), n), -1, dtype=np.int64)
-    for r, lab in enumerate(labels):
-        buf[r, :len(lab)] = lab
-    return torch.from_numpy(buf)
-
-
-class WarmupCosineSchedule(Callback):
-    """Per optimiser step: a linear warm-up to the peak learning rate over ``warmup_steps``, the
-    peak held, then a cosine decay over the last ``decay_steps`` to ``final_fraction`` of the peak
-    at ``total_steps`` (held after that).
-
-    The peak is each parameter group's learning rate when training begins. Step ``t`` (0-based,
-    the steps already taken in this call) runs with ``lr * (t + 1) / warmup_steps`` during the
-    warm-up, ``lr`` until ``s = total_steps - decay_steps``, and ``lr * (f + (1 - f) (1 +
-    cos(pi u)) / 2)``, ``u = (t - s) / decay_steps``, after it (``decay_steps=None``: the decay
-    starts right after the warm-up, the plain warm-up + cosine schedule). Holding the peak and
-    decaying at the end ("warmup-stable-decay") keeps the progress of a constant rate when the
-    budget is short and the end-of-training gain of a decay.
-
-    With ``patience`` (validation checks) the schedule also owns the stopping rule: when the
-    validation score has not risen above its best by ``tol`` for ``patience`` checks during the
-    held phase, the decay starts at once (over the same number of steps, capped by
-    ``total_steps``); during the decay the same stall stops training, and so does the end of the
-    decay. So a plateau of the validation score ends in an annealing phase rather than in a stop
-    at the peak rate (a stop before the decay lost 0.03-0.04 NMI on circles, see
-    ``benchmarks/results/abc.md``). The caller keeps the loop's own rule out of the way (and
-    its best-checkpoint restore on).
-    """
-
-    def __init__(self, total_steps: int, warmup_steps: int = 0, final_fraction: float = 0.0,
-                 decay_steps: int | None = None, patience: int | None = None,
-                 tol: float = 0.0):
-        if int(total_steps) < 1 or int(warmup_steps) < 0:
-            raise ValueError(f"total_steps={total_steps} must be >= 1 and "
-                             f"warmup_steps={warmup_steps} >= 0.")
-        self.total = int(total_steps)
-        self.warmup = min(int(warmup_steps), self.total)
-        self.final = float(final_fraction)
-        span = self.total - self.warmup
-        self.decay_start = self.warmup if decay_steps is None else \
-            self.total - min(int(decay_steps), span)
-        self.decay_end = self.total
-        self.patience = None if patience is None else int(patience)
-        self.tol = float(tol)
-
-    def factor(self, t: int) -> float:
-        """The multiplier of the peak learning rate at step ``t``."""
-        if t < self.warmup:
-            return (t + 1) / self.warmup
-        span = max(self.decay_end - self.decay_start, 1)
-        u = min(max(t - self.decay_start, 0) / span, 1.0)
-        return float(self.final + (1.0 - self.final) * 0.5 * (1.0 + np.cos(np.pi * u)))
-
-    def on_train_begin(self, state):
-        self._base = [g["lr"] for g in state.optimizer.param_groups]
-        self._best, self._bad = -np.inf, 0
-        self.plateau_step = None
-
-    def on_epoch_end(self, state):
-        if self.patience is None or state.score is None:
-            return
-        if state.score > self._best + self.tol:
-            self._bad = 0
-        else:
-            self._bad += 1
-        self._best = max(self._best, state.score)
-        decaying = state.step > self.decay_start
-        if self._bad >= self.patience and not decaying:
-            # a plateau at the peak rate: anneal now, over the planned length of the decay
-            length = self.decay_end - self.decay_start
-            self.decay_start = max(state.step, self.warmup)
-            self.decay_end = min(self.decay_start + length, self.total)
-            self.plateau_step = state.step
-            self._bad = 0
-        elif (decaying and self._bad >= self.patience) or state.step >= self.decay_end:
-            state.stop = True
-            state.stop_message = ("Validation score stalled during the learning-rate decay. "
-                                  "Stopping." if state.step < self.decay_end else
-                                  "Learning-rate decay finished. Stopping.")
-
-    def on_batch_begin(self, state):
-        f = self.factor(state.step)
-        for g, lr in zip(state.optimizer.param_groups, self._base, strict=True):
-            g["lr"] = lr * f
-
-    def on_train_end(self, state):  # a warm start begins again from the peak
-        for g, lr in zip(state.optimizer.param_groups, self._base, strict=True):
-            g["lr"] = lr
-
-
-class ABCClusterer(BaseNeuralEstimator):
+class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
     r"""Attention-Based Clustering: a learned, context-dependent kernel + spectral clustering.
 
     A network (:class:`skset.nn.ABCKernel`: element-wise ``tanh`` embedding, a stack of masked
@@ -484,21 +357,6 @@ class ABCClusterer(BaseNeuralEstimator):
             raise self._param_error(f"hidden_size={self.hidden_size} must be divisible by "
                                     f"n_heads={self.n_heads}.")
 
-    def _is_pool(self, X, y) -> bool:
-        if isinstance(X, torch.Tensor):
-            X = X.detach().cpu().numpy()
-        if hasattr(X, "to_numpy") and not isinstance(X, np.ndarray):
-            X = X.to_numpy()
-        if not (isinstance(X, np.ndarray) and X.dtype != object and X.ndim == 2):
-            return False
-        if y is None:
-            return False
-        try:
-            y = np.asarray(y)
-        except ValueError:  # a ragged list of label arrays
-            return False
-        return y.ndim == 1 and y.dtype != object
-
     # ------------------------------------------------------------------ fitting
     def _scale(self, sets):
         if not self.standardize:
@@ -519,188 +377,57 @@ class ABCClusterer(BaseNeuralEstimator):
         -------
         self
         """
-        from .._instances import (
-            _check_cluster_range,
-            _sample_instance,
-        )
-        from .._sets import check_sets, pack
-        from ..neural_network._training import split_validation
-        from ..nn.abc import abc_loss
-
         warm = bool(self.warm_start) and hasattr(self, "module_")
         seed, rng = self._start_fit(warm)  # the parameters are checked first
-        name = type(self).__name__
-        pool = self._is_pool(X, y)
-        if pool:
-            coll = check_sets(X, name="X", allow_pool=True, min_elements=2)
-            Xp = coll.sets[0]
-            yp = np.asarray(y)
-            if len(yp) != len(Xp):
-                raise ValueError(f"y has {len(yp)} labels but the pool X has {len(Xp)} elements.")
-            if yp.dtype.kind == "f" and not np.isfinite(yp).all():
-                raise ValueError("y contains NaN or infinity.")
-            classes, yi = np.unique(yp, return_inverse=True)
-            by_class = [np.flatnonzero(yi == c) for c in range(len(classes))]
-            k_lo, k_hi = _check_cluster_range(self.instance_n_clusters, len(classes),
-                                              self.instance_size)
-            d = Xp.shape[1]
-            elements = Xp
-        else:
-            coll = check_sets(X, name="X", min_elements=2)
-            sets = coll.sets
-            labels = _check_instance_labels(y, sets)
-            d = coll.n_features
-            elements = np.concatenate(sets, axis=0)
-        if warm and d != self.n_features_in_:
-            raise ValueError(f"{name}: warm_start with {d} features, but the model was fitted on "
-                             f"{self.n_features_in_}.")
-        dev = self.device_
-        gen = make_generator(seed, "cpu")
+        data = check_training_data(X, y, instance_size=self.instance_size,
+                                   instance_n_clusters=self.instance_n_clusters)
+        if warm and data.n_features != self.n_features_in_:
+            raise ValueError(f"{type(self).__name__}: warm_start with {data.n_features} "
+                             f"features, but the model was fitted on {self.n_features_in_}.")
         if not warm:
-            self.n_features_in_ = d
-            if self.standardize:  # one scale for all features: none is amplified
-                self.mean_ = elements.mean(0)
-                rms = float(np.sqrt(np.mean(elements.var(0))))
-                self.scale_ = np.full(d, rms if rms > 1e-12 else 1.0)
-            for attr in ("input_similarity_", "prior_params_"):  # a refit chooses again
-                self.__dict__.pop(attr, None)
-            self.module_ = self._seeded(seed, lambda: self._build_module(d)).to(dev)
-            self._record_prior()
+            self._init_kernel(data, seed)
+        source = training_instances(
+            data, n_elements=self.instance_size, validate=bool(self.early_stopping),
+            validation_fraction=self.validation_fraction,
+            n_validation=self.n_validation_instances,
+            calibrate_prior=(getattr(self, "input_similarity", None) is not None
+                             and self.n_clusters_rule == "calibrated"),
+            rng=rng, seed=seed, name=type(self).__name__)
+        self.validation_classes_ = source.validation_classes
+        if not warm:
+            self.max_clusters_, self.min_clusters_ = int(source.k_max), int(source.k_min)
+            self.eigen_threshold_ = None
+        val_parts, cal_parts = (held_out_batches(h, self._scale, self.device_, self.max_pairs)
+                                for h in (source.validation, source.calibration))
+        mix = getattr(self.module_, "mix", None)
+        self._train_kernel(source.draw, val_parts, mix, seed)
+        if not warm and getattr(self, "input_similarity", None) == "auto":
+            self._choose_prior(mix, val_parts, cal_parts)
+        self._choose_mix(mix, val_parts, cal_parts)
+        return self
+
+    def _init_kernel(self, data, seed: int):
+        """The standardisation and a fresh network (a refit chooses the prior again)."""
+        d = data.n_features
+        self.n_features_in_ = d
+        if self.standardize:
+            self.mean_, self.scale_ = standardization(data.elements)
+        for attr in ("input_similarity_", "prior_params_"):
+            self.__dict__.pop(attr, None)
+        self.module_ = self._seeded(seed, lambda: self._build_module(d)).to(self.device_)
+        self._record_prior()
+
+    def _train_kernel(self, draw, val_parts, mix, seed: int):
+        """Train the learned part alone (``mix`` on it), validating on ``val_parts``."""
+        if mix is not None:
+            mix.copy_(torch.tensor([0.0, 1.0]))
+        max_steps, every = int(self.max_steps), int(self.eval_every)
+        n_chunks = -(-max_steps // every)
         cw = self.class_weight
         if cw is not None and not isinstance(cw, str):
             cw = tuple(float(v) for v in cw)
-
-        def to_batch(xs, labs):
-            Xb, Mb = pack(self._scale(xs), device=dev)
-            return Xb, Mb, _pack_labels(labs, Xb.shape[1]).to(dev)
-
-        val_batch = cal_batch = None
-        self.validation_classes_ = None
-        if pool:
-            if self.early_stopping and len(classes) >= 4:
-                # held-out classes: the validation measures clustering classes never trained on
-                n_va = min(max(2, int(round(self.validation_fraction * len(classes)))),
-                           len(classes) - 2)
-                va_cls = np.sort(rng.choice(len(classes), n_va, replace=False))
-                tr_cls = np.setdiff1d(np.arange(len(classes)), va_cls)
-                self.validation_classes_ = classes[va_cls]
-                tr_by = [by_class[c] for c in tr_cls]
-                va_by = [by_class[c] for c in va_cls]
-                va_lo, va_hi = min(k_lo, n_va), min(k_hi, n_va)
-                k_lo, k_hi = min(k_lo, len(tr_cls)), min(k_hi, len(tr_cls))
-            elif self.early_stopping:
-                tr, va = split_validation(len(Xp), self.validation_fraction, y=yi, stratify=True,
-                                          seed=seed)
-                tr_by = [tr[yi[tr] == c] for c in range(len(classes))]
-                va_by = [va[yi[va] == c] for c in range(len(classes))]
-                if min(len(v) for v in va_by) == 0 or min(len(t) for t in tr_by) == 0:
-                    raise ValueError(f"{name}: validation_fraction={self.validation_fraction} "
-                                     "leaves a class without training or validation elements.")
-                va_lo, va_hi = k_lo, k_hi
-            else:
-                tr_by = by_class
-            if self.early_stopping:
-                vx, vy = [], []
-                for _ in range(self.n_validation_instances):
-                    idx, lab = _sample_instance(rng, va_by, self.instance_size, va_lo, va_hi)
-                    vx.append(Xp[idx])
-                    vy.append(lab)
-                val_batch = (vx, vy)
-                if (self.validation_classes_ is not None and va_lo == va_hi and k_lo < k_hi
-                        and getattr(self, "input_similarity", None) is not None
-                        and self.n_clusters_rule == "calibrated"):
-                    # held-out classes give instances of one k only: the k rule of the prior
-                    # (which learns from no class) is calibrated on instances of every class
-                    # with the training range of k (a separate stream: training is unchanged)
-                    crng = np.random.RandomState(seed + 1)
-                    cx, cy = [], []
-                    for _ in range(self.n_validation_instances):
-                        idx, lab = _sample_instance(crng, by_class, self.instance_size, k_lo,
-                                                    k_hi)
-                        cx.append(Xp[idx])
-                        cy.append(lab)
-                    cal_batch = (cx, cy)
-            k_train_max, k_train_min = k_hi, k_lo
-
-            def draw():
-                xs, labs = [], []
-                for _ in range(self.batch_size):
-                    idx, lab = _sample_instance(rng, tr_by, self.instance_size, k_lo, k_hi)
-                    xs.append(Xp[idx])
-                    labs.append(lab)
-                return to_batch(xs, labs)
-        else:
-            if self.early_stopping:
-                frac = min(self.validation_fraction, self.n_validation_instances / len(sets))
-                tr, va = split_validation(len(sets), frac, seed=seed)
-                val_batch = ([sets[i] for i in va], [labels[i] for i in va])
-            else:
-                tr = np.arange(len(sets))
-            k_train_max = max(int(lab.max()) + 1 for lab in labels)
-            k_train_min = min(int(lab.max()) + 1 for lab in labels)
-            state = {"order": np.empty(0, dtype=np.int64), "pos": 0}
-
-            def draw():
-                take = []
-                while len(take) < min(self.batch_size, len(tr)):
-                    if state["pos"] >= len(state["order"]):
-                        state["order"] = tr[torch.randperm(len(tr), generator=gen).numpy()]
-                        state["pos"] = 0
-                    take.append(state["order"][state["pos"]])
-                    state["pos"] += 1
-                return to_batch([sets[i] for i in take], [labels[i] for i in take])
-
-        max_steps = int(self.max_steps)
-        every = int(self.eval_every)
-        n_chunks = -(-max_steps // every)
-
-        def batches(chunk):
-            for _ in range(min(every, max_steps - chunk * every)):
-                yield draw()
-
-        def loss_fn(module, batch):
-            Xb, Mb, Yb = batch
-            return abc_loss(module(Xb, Mb), Yb, Mb, class_weight=cw), Xb.shape[0]
-
-        if not warm:
-            self.max_clusters_ = int(k_train_max)
-            self.min_clusters_ = int(k_train_min)
-            self.eigen_threshold_ = None
-        validation = None
-
-        def batched(xs_labs):
-            if xs_labs is None:
-                return None
-            xs, labs = xs_labs
-            out = []
-            lens = np.array([len(s) for s in xs])
-            for idx in length_batches(self._batch_cost(lens), max_elements=self.max_pairs):
-                out.append((to_batch([xs[i] for i in idx], [labs[i] for i in idx]),
-                            [labs[i] for i in idx]))
-            return out
-
-        val_parts, cal_parts = batched(val_batch), batched(cal_batch)
-        if val_parts is not None:
-
-            def validation(module):
-                # the clustering quality a user gets: mean adjusted Rand index of the eigengap
-                # clustering (ARI, unlike NMI, punishes a k that is too large)
-                g = torch.Generator(device=dev).manual_seed(seed)
-                scores = []
-                for (Xb, Mb, _), labs in val_parts:
-                    A = abc_affinity(module(Xb, Mb), Mb).double()
-                    pred, _, _ = spectral_cluster(A, Mb, None, max_clusters=self._max_k(),
-                                                  min_clusters=self._min_k(), n_init=3,
-                                                  generator=g)
-                    pred = pred.cpu().numpy()
-                    scores += [adjusted_rand_score(lab, pred[r, :len(lab)])
-                               for r, lab in enumerate(labs)]
-                return float(np.mean(scores))
-
-        # one "epoch" of the loop = eval_every optimisation steps; the learned part trains alone
-        mix = getattr(self.module_, "mix", None)
-        if mix is not None:
-            mix.copy_(torch.tensor([0.0, 1.0]))
+        validation = None if val_parts is None else partial(
+            eigengap_ari, parts=val_parts, rule=self._k_rule(), seed=seed, device=self.device_)
         callbacks, overrides = [], {}
         if getattr(self, "learning_rate_schedule", "constant") == "cosine":
             plateau = validation is not None
@@ -711,160 +438,15 @@ class ABCClusterer(BaseNeuralEstimator):
             callbacks.append(schedule)
             if plateau:  # the schedule stops (after its decay); the loop restores the best
                 overrides["n_iter_no_change"] = n_chunks + 1
-        self._train(loss_fn, batches, validation=validation, max_iter=n_chunks,
-                    warn_convergence=False, units_per_epoch=every, max_units=max_steps,
-                    early_stopping=validation is not None, callbacks=callbacks, **overrides)
+        # one "epoch" of the loop = eval_every optimisation steps
+        batches = partial(step_batches, draw=draw, scale=self._scale, batch_size=self.batch_size,
+                          steps_per_chunk=every, max_steps=max_steps, device=self.device_)
+        self._train(partial(_batch_loss, class_weight=cw), batches, validation=validation,
+                    max_iter=n_chunks, warn_convergence=False, units_per_epoch=every,
+                    max_units=max_steps, early_stopping=validation is not None,
+                    callbacks=callbacks, **overrides)
         if callbacks:  # where the decay began (earlier than planned after a plateau)
             self.lr_decay_start_ = int(schedule.decay_start)
-        if not warm and getattr(self, "input_similarity", None) == "auto":
-            self._choose_prior(mix, val_parts, cal_parts)
-        self._choose_mix(mix, val_parts, cal_parts)
-        return self
-
-    def _prior_candidates(self):
-        """``(input_similarity, n_neighbors, scale, offset)`` of the ``"auto"`` candidates (the
-        kNN graph of ``n_neighbors`` first: it wins ties)."""
-        k = int(self.n_neighbors)
-        knn = [("knn", m, 12.0, -0.5) for m in dict.fromkeys((k, max(1, k // 2), 2 * k))]
-        rbf = [("rbf", k, float(a), b) for a in (4, 8, 16, 32) for b in (0.0, 0.5)]
-        return knn + rbf
-
-    def _set_prior(self, sim, n_neighbors, scale, offset):
-        net = self.module_
-        net.input_similarity, net.n_neighbors = sim, int(n_neighbors)
-        net.sim_log_scale.fill_(float(np.log(scale)))
-        net.sim_offset.fill_(float(offset))
-        self._record_prior()
-
-    def _record_prior(self):
-        net = self.module_
-        sim = getattr(net, "input_similarity", None)
-        self.input_similarity_ = sim
-        self.prior_params_ = None if sim is None else {
-            "n_neighbors": int(net.n_neighbors), "scale": float(net.sim_log_scale.exp()),
-            "offset": float(net.sim_offset)}
-        self.prior_scores_ = None
-
-    def _choose_prior(self, mix, parts, cal_parts=None):
-        """``input_similarity="auto"``: keep the candidate prior that, alone and with its own
-        calibrated k rule, clusters the validation instances best. The prior learns nothing,
-        so with a pool it is scored on ``cal_parts`` (instances of every class, several k)."""
-        parts = cal_parts if cal_parts is not None else parts
-        if parts is None or mix is None:
-            return
-        seed = seed_from_random_state(self.random_state)
-        self.module_.eval()
-        saved = mix.clone()
-        mix.copy_(torch.tensor([1.0, 0.0]))
-        scores = {}
-        for cand in self._prior_candidates():
-            self._set_prior(*cand)
-            scores[cand] = self._calibrated_score(parts, seed)[0]
-        mix.copy_(saved)
-        best = max(scores, key=scores.get)  # ties: the first
-        self._set_prior(*best)
-        self.prior_scores_ = {
-            (f"knn(n_neighbors={c[1]})" if c[0] == "knn" else f"rbf(scale={c[2]:g}, "
-             f"offset={c[3]:g})"): v for c, v in scores.items()}
-
-    def _spectra(self, parts):
-        """Laplacian eigenpairs (float64) and true k of batched labelled instances."""
-        out = []
-        with torch.no_grad():
-            for (Xb, Mb, _), labs in parts:
-                A = abc_affinity(self.module_(Xb, Mb), Mb).double()
-                w, V = laplacian_eigh(A, Mb)
-                kt = torch.tensor([int(lab.max()) + 1 for lab in labs], device=w.device)
-                out.append((w, V, Mb, labs, kt))
-        return out
-
-    def _k_rule_counts(self, spectra, thr):
-        """``k`` per instance with the rule ``thr`` (None: the eigengap), both bounds applied."""
-        lo, hi = self._min_k(), self._max_k()
-        return [eigengap_n_clusters(w, M.sum(1), hi, lo) if thr is None else
-                threshold_n_clusters(w, M.sum(1), thr, hi, lo) for w, _, M, _, _ in spectra]
-
-    def _calibrate_k_rule(self, spectra):
-        """The k rule that finds the true ``k`` of most calibration instances: the eigengap or a
-        count of Laplacian eigenvalues below a threshold of ``_THRESHOLDS`` (ties: the eigengap,
-        else the middle of the best thresholds; fewer absolute errors break ties in the count).
-        Returns ``(threshold or None, fraction of instances with the right k)``."""
-        def key(thr):
-            ks = self._k_rule_counts(spectra, thr)
-            right = sum(int((k == kt).sum()) for k, (*_, kt) in zip(ks, spectra, strict=True))
-            err = sum(float((k - kt).abs().sum()) for k, (*_, kt) in zip(ks, spectra, strict=True))
-            return right, -err
-
-        n = sum(len(p[3]) for p in spectra)
-        rules = {None: key(None)}
-        n_k = len(torch.unique(torch.cat([p[4] for p in spectra])))
-        # a threshold is calibrated only on instances of several k (held-out classes of a small
-        # pool give instances of one k, on which any rule that always says that k would win)
-        if getattr(self, "n_clusters_rule", "eigengap") == "calibrated" and n_k >= 2:
-            for thr in _THRESHOLDS:
-                rules[float(thr)] = key(float(thr))
-        best = max(rules.values())
-        if rules[None] == best:
-            return None, best[0] / max(n, 1)
-        tied = sorted(t for t, v in rules.items() if t is not None and v == best)
-        return tied[len(tied) // 2], best[0] / max(n, 1)
-
-    def _calibrated_score(self, parts, seed, cal_parts=None):
-        """Calibrate the k rule (on ``cal_parts``, else on ``parts``) and score the clustering of
-        ``parts`` with it: ``(mean ARI, threshold or None, fraction of calibration instances with
-        the right k)``."""
-        from ..nn.spectral import batched_kmeans, spectral_embedding
-
-        spectra = self._spectra(parts)
-        cal = spectra if cal_parts is None else self._spectra(cal_parts)
-        thr, k_right = self._calibrate_k_rule(cal)
-        g = torch.Generator(device=self.device_).manual_seed(seed)
-        scores = []
-        for (_, V, M, labs, _), k in zip(spectra, self._k_rule_counts(spectra, thr), strict=True):
-            pred, _ = batched_kmeans(spectral_embedding(V, M, k), M, k, n_init=3, generator=g)
-            pred = pred.cpu().numpy()
-            scores += [adjusted_rand_score(lab, pred[r, :len(lab)]) for r, lab in enumerate(labs)]
-        return float(np.mean(scores)), thr, k_right
-
-    def _choose_mix(self, mix, parts, prior_cal_parts=None):
-        """Keep the kernel (prior alone, learned alone, or both) and the k rule that validate
-        best. ``prior_cal_parts``: instances of any class of a pool, which calibrate the k rule
-        of the prior alone (it learned from no class) when the held-out classes are too few to
-        give instances of several k."""
-        candidates = {"prior": (1.0, 0.0), "learned": (0.0, 1.0), "prior+learned": (1.0, 1.0)}
-        seed = seed_from_random_state(self.random_state)
-        self.eigen_threshold_ = None
-        if parts is None:
-            if mix is not None:
-                mix.copy_(torch.tensor(candidates["prior+learned"]))
-                self.kernel_mix_, self.kernel_scores_ = "prior+learned", None
-            return
-        self.module_.eval()
-        if mix is None:
-            score, self.eigen_threshold_, self.validation_k_right_ = self._calibrated_score(
-                parts, seed)
-            self.best_validation_score_ = score
-            return
-        scores, rules = {}, {}
-        for name, w in candidates.items():
-            mix.copy_(torch.tensor(w))
-            cal = prior_cal_parts if name == "prior" else None
-            scores[name], *rules[name] = self._calibrated_score(parts, seed, cal)
-        best = max(scores, key=scores.get)  # ties: the first, the prior
-        mix.copy_(torch.tensor(candidates[best]))
-        self.kernel_mix_, self.kernel_scores_ = best, scores
-        self.eigen_threshold_, self.validation_k_right_ = rules[best]
-        self.best_validation_score_ = scores[best]
-
-    def _max_k(self):
-        """The bound of the eigengap: ``max_clusters``, or the largest training k."""
-        if self.max_clusters is not None:
-            return int(self.max_clusters)
-        return getattr(self, "max_clusters_", None)  # None for models fitted before it existed
-
-    def _min_k(self):
-        """The lower bound of ``k``: ``min_clusters``."""
-        return int(getattr(self, "min_clusters", 1))
 
     def _build_module(self, n_features: int):
         from ..nn.abc import ABCKernel
@@ -892,12 +474,6 @@ class ABCClusterer(BaseNeuralEstimator):
         return self._build_module(self.n_features_in_)
 
     # ------------------------------------------------------------------ inference
-    def _check_X(self, X):
-        from .._sets import check_sets
-
-        check_is_fitted(self, "module_")
-        return check_sets(X, name="X", n_features=self.n_features_in_)
-
     def _chunks(self, lengths: np.ndarray) -> list[np.ndarray]:
         """Index chunks of similar sizes for inference.
 
@@ -914,123 +490,10 @@ class ABCClusterer(BaseNeuralEstimator):
         return list(length_batches(self._batch_cost(lengths), max_elements=budget))
 
     def _batch_cost(self, lengths):
-        """An instance of ``n`` elements costs ``n^2`` pairs (the affinity, the attention)."""
-        return np.asarray(lengths, dtype=np.int64) ** 2
+        return pair_cost(lengths)
 
-    def _chunk_affinity(self, sets):
-        """Affinity (B, n, n) float32 and mask of one chunk of (scaled) sets (callers run it
-        under ``torch.no_grad()``)."""
-        from .._sets import pack
 
-        Xb, Mb = pack(sets, device=self.device_)
-        # exactly symmetric: sigmoid(C) + sigmoid(C^T) is the same sum both ways
-        return abc_affinity(self.module_(Xb, Mb), Mb), Mb
-
-    def affinity(self, X) -> list[np.ndarray]:
-        """The learned affinity of each instance.
-
-        Parameters
-        ----------
-        X : list of array-like of shape (n_i, d)
-
-        Returns
-        -------
-        list of ndarray of shape (n_i, n_i)
-            Symmetric, entries in ``[0, 1]`` (float64).
-        """
-        coll = self._check_X(X)
-        lengths = coll.lengths
-        sets = self._scale(coll.sets)
-        self.module_.eval()
-
-        def run(idx):
-            with torch.no_grad():
-                A, _ = self._chunk_affinity([sets[i] for i in idx])
-            A = A.cpu().numpy().astype(np.float64)
-            return [A[r, :lengths[i], :lengths[i]] for r, i in enumerate(idx)]
-
-        chunks = self._chunks(lengths)
-        out = [None] * len(coll)
-        for idx, mats in zip(chunks, map_on_threads(run, chunks, self.device_), strict=True):
-            for i, a in zip(idx, mats, strict=True):
-                out[i] = a
-        return out
-
-    def _n_clusters_arg(self, n_clusters, n_sets):
-        if n_clusters is None:
-            return None
-        arr = np.asarray(n_clusters)
-        if arr.ndim == 0 and arr.dtype.kind in "iu":  # never int(): 2.5 would become 2
-            arr = np.full(n_sets, arr)
-        if arr.shape != (n_sets,) or arr.dtype.kind not in "iu" or (arr < 1).any():
-            raise ValueError(f"n_clusters must be None, an int >= 1 or one int >= 1 per instance "
-                             f"({n_sets}), got {n_clusters!r}.")
-        return arr.astype(np.int64)
-
-    def predict(self, X, n_clusters=None) -> list[np.ndarray]:
-        """Cluster each instance.
-
-        Parameters
-        ----------
-        X : list of array-like of shape (n_i, d)
-            Instances (an instance of one element gets the single label 0).
-        n_clusters : None, int or array-like of int of shape (n_instances,), default=None
-            Number of clusters (capped at ``n_i``); ``None`` estimates it per instance by the
-            eigengap (bounded by ``max_clusters``).
-
-        Returns
-        -------
-        list of ndarray of shape (n_i,)
-            Labels ``0 .. k_i - 1`` of each instance.
-        """
-
-        coll = self._check_X(X)
-        ks = self._n_clusters_arg(n_clusters, len(coll))
-        lengths = coll.lengths
-        sets = self._scale(coll.sets)
-        seed = seed_from_random_state(self.random_state)
-        self.module_.eval()
-
-        def run(job):
-            c, idx = job
-            with torch.no_grad():
-                A, M = self._chunk_affinity([sets[i] for i in idx])
-                k_b = None if ks is None else torch.from_numpy(ks[idx]).to(M.device)
-                if self.assign_labels == "kmeans":
-                    # float32: batched eigh is ~10x faster than in float64 on a CPU, and the
-                    # eigengap uses the float32 tolerance (1e-4). One generator per chunk, so
-                    # the labels do not depend on the number of threads.
-                    gen = make_generator(seed + c, self.device_)
-                    labels, _, _ = spectral_cluster(A, M, k_b, max_clusters=self._max_k(),
-                                                    min_clusters=self._min_k(),
-                                                    threshold=getattr(self, "eigen_threshold_",
-                                                                      None),
-                                                    n_init=self.n_init, generator=gen)
-                    return labels.cpu().numpy(), None
-                if k_b is None:
-                    w = laplacian_eigh(A, M, eigenvectors=False)
-                    thr = getattr(self, "eigen_threshold_", None)
-                    k_b = (eigengap_n_clusters(w, M.sum(1), self._max_k(), self._min_k())
-                           if thr is None else
-                           threshold_n_clusters(w, M.sum(1), thr, self._max_k(), self._min_k()))
-                return A.cpu().numpy().astype(np.float64), k_b.cpu().numpy()
-
-        chunks = self._chunks(lengths)
-        out = [None] * len(coll)
-        results = map_on_threads(run, list(enumerate(chunks)), self.device_)
-        for idx, (res, k_b) in zip(chunks, results, strict=True):
-            for r, i in enumerate(idx):
-                m = lengths[i]
-                if k_b is None:
-                    lab = res[r, :m]
-                else:
-                    # the scikit-learn reference path (a Python loop, not threaded)
-                    k = min(int(k_b[r]), int(m))
-                    if k == 1:
-                        out[i] = np.zeros(m, dtype=np.int64)
-                        continue
-                    lab = spectral_clustering(res[r, :m, :m], n_clusters=k, n_init=self.n_init,
-                                              random_state=seed)
-                out[i] = np.unique(lab, return_inverse=True)[1].astype(np.int64)
-        return out
-
+def _batch_loss(module, batch, class_weight=None):
+    """Mean BCE of the predicted same-cluster matrix of a batch, and its number of instances."""
+    Xb, Mb, Yb = batch
+    return abc_loss(module(Xb, Mb), Yb, Mb, class_weight=class_weight), Xb.shape[0]

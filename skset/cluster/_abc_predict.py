@@ -1,0 +1,140 @@
+"""The inference of a trained :class:`ABCClusterer` on new instances: the affinity of each, and
+its clustering, in chunks of similar sizes (run side by side on the CPU's threads): the
+Laplacian eigendecomposition, the number of clusters, the spectral embedding and k-means all
+run on the whole chunk."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from sklearn.cluster import spectral_clustering
+from sklearn.utils.validation import check_is_fitted
+
+from .._sets import check_sets, pack
+from .._torch import make_generator, map_on_threads, seed_from_random_state
+from ..nn.abc import abc_affinity
+from ..nn.spectral import laplacian_eigh, spectral_cluster
+
+
+class KernelInference:
+    """``affinity`` and ``predict`` of :class:`ABCClusterer`, which gives ``_scale`` (the
+    standardisation), ``_chunks`` (index chunks of similar sizes) and, through
+    :class:`~skset.cluster._abc_select.KernelSelection`, the k rule."""
+
+    def _check_X(self, X):
+        check_is_fitted(self, "module_")
+        return check_sets(X, name="X", n_features=self.n_features_in_)
+
+    def _chunk_affinity(self, sets):
+        """Affinity (B, n, n) float32 and mask of one chunk of (scaled) sets (callers run it
+        under ``torch.no_grad()``)."""
+        Xb, Mb = pack(sets, device=self.device_)
+        # exactly symmetric: sigmoid(C) + sigmoid(C^T) is the same sum both ways
+        return abc_affinity(self.module_(Xb, Mb), Mb), Mb
+
+    def affinity(self, X) -> list[np.ndarray]:
+        """The learned affinity of each instance.
+
+        Parameters
+        ----------
+        X : list of array-like of shape (n_i, d)
+
+        Returns
+        -------
+        list of ndarray of shape (n_i, n_i)
+            Symmetric, entries in ``[0, 1]`` (float64).
+        """
+        coll = self._check_X(X)
+        lengths = coll.lengths
+        sets = self._scale(coll.sets)
+        self.module_.eval()
+
+        def run(idx):
+            with torch.no_grad():
+                A, _ = self._chunk_affinity([sets[i] for i in idx])
+            A = A.cpu().numpy().astype(np.float64)
+            return [A[r, :lengths[i], :lengths[i]] for r, i in enumerate(idx)]
+
+        chunks = self._chunks(lengths)
+        out = [None] * len(coll)
+        for idx, mats in zip(chunks, map_on_threads(run, chunks, self.device_), strict=True):
+            for i, a in zip(idx, mats, strict=True):
+                out[i] = a
+        return out
+
+    def _n_clusters_arg(self, n_clusters, n_sets):
+        if n_clusters is None:
+            return None
+        arr = np.asarray(n_clusters)
+        if arr.ndim == 0 and arr.dtype.kind in "iu":  # never int(): 2.5 would become 2
+            arr = np.full(n_sets, arr)
+        if arr.shape != (n_sets,) or arr.dtype.kind not in "iu" or (arr < 1).any():
+            raise ValueError(f"n_clusters must be None, an int >= 1 or one int >= 1 per instance "
+                             f"({n_sets}), got {n_clusters!r}.")
+        return arr.astype(np.int64)
+
+    def predict(self, X, n_clusters=None) -> list[np.ndarray]:
+        """Cluster each instance.
+
+        Parameters
+        ----------
+        X : list of array-like of shape (n_i, d)
+            Instances (an instance of one element gets the single label 0).
+        n_clusters : None, int or array-like of int of shape (n_instances,), default=None
+            Number of clusters (capped at ``n_i``); ``None`` estimates it per instance by the
+            eigengap (bounded by ``max_clusters``).
+
+        Returns
+        -------
+        list of ndarray of shape (n_i,)
+            Labels ``0 .. k_i - 1`` of each instance.
+        """
+
+        coll = self._check_X(X)
+        ks = self._n_clusters_arg(n_clusters, len(coll))
+        lengths = coll.lengths
+        sets = self._scale(coll.sets)
+        seed = seed_from_random_state(self.random_state)
+        self.module_.eval()
+
+        def run(job):
+            c, idx = job
+            with torch.no_grad():
+                A, M = self._chunk_affinity([sets[i] for i in idx])
+                k_b = None if ks is None else torch.from_numpy(ks[idx]).to(M.device)
+                if self.assign_labels == "kmeans":
+                    # float32: batched eigh is ~10x faster than in float64 on a CPU, and the
+                    # eigengap uses the float32 tolerance (1e-4). One generator per chunk, so
+                    # the labels do not depend on the number of threads.
+                    gen = make_generator(seed + c, self.device_)
+                    labels, _, _ = spectral_cluster(A, M, k_b, max_clusters=self._max_k(),
+                                                    min_clusters=self._min_k(),
+                                                    threshold=getattr(self, "eigen_threshold_",
+                                                                      None),
+                                                    n_init=self.n_init, generator=gen)
+                    return labels.cpu().numpy(), None
+                if k_b is None:
+                    w = laplacian_eigh(A, M, eigenvectors=False)
+                    k_b = self._k_rule().n_clusters(w, M.sum(1),
+                                                    getattr(self, "eigen_threshold_", None))
+                return A.cpu().numpy().astype(np.float64), k_b.cpu().numpy()
+
+        chunks = self._chunks(lengths)
+        out = [None] * len(coll)
+        results = map_on_threads(run, list(enumerate(chunks)), self.device_)
+        for idx, (res, k_b) in zip(chunks, results, strict=True):
+            for r, i in enumerate(idx):
+                m = lengths[i]
+                if k_b is None:
+                    lab = res[r, :m]
+                else:
+                    # the scikit-learn reference path (a Python loop, not threaded)
+                    k = min(int(k_b[r]), int(m))
+                    if k == 1:
+                        out[i] = np.zeros(m, dtype=np.int64)
+                        continue
+                    lab = spectral_clustering(res[r, :m, :m], n_clusters=k, n_init=self.n_init,
+                                              random_state=seed)
+                out[i] = np.unique(lab, return_inverse=True)[1].astype(np.int64)
+        return out
+
