@@ -64,7 +64,7 @@ from sklearn.utils.validation import check_is_fitted
 from torch import nn
 
 from ._sets import length_batches, pack
-from .embedding import OTKEmbedding
+from .embedding import OTKEmbedding, noise_floor
 from .kernel_approximation import NystromFeatures
 from .neural_network._otk import _BaseSupervisedOTK
 from .neural_network._set_networks import _BaseSetNetwork
@@ -143,17 +143,22 @@ class _NystromServing(nn.Module):
 
 
 class _OTKEmbeddingServing(nn.Module):
-    def __init__(self, layer, center, normalize: bool):
+    def __init__(self, layer, center, normalize: bool, sinkhorn_tol=None):
         super().__init__()
         self.layer = layer
         self.normalize = bool(normalize)
+        self.sinkhorn_tol = sinkhorn_tol  # the estimator's, for its noise floor (not the graph's)
         self.register_buffer("center", torch.as_tensor(center, dtype=layer.references.dtype))
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor):
-        z = self.layer(_zero_padding(x, mask), mask).flatten(1) - self.center
-        if self.normalize:
-            z = z * (math.sqrt(z.shape[1])
-                     / torch.linalg.vector_norm(z, dim=1, keepdim=True).clamp_min(1e-12))
+        raw = self.layer(_zero_padding(x, mask), mask).flatten(1)
+        z = raw - self.center
+        if self.normalize:  # as OTKEmbedding.transform: a row within the noise of 0 stays 0
+            floor = noise_floor(raw, self.center, tuple(self.layer.references.shape),
+                                self.sinkhorn_tol)
+            norm = torch.linalg.vector_norm(z, dim=1, keepdim=True)
+            z = z * torch.where(norm > floor.unsqueeze(1),
+                                math.sqrt(z.shape[1]) / norm.clamp_min(1e-12), 0.0)
         return (z,)
 
 
@@ -227,7 +232,8 @@ DeepSetsRegressor, OTKClassifier, OTKRegressor, OTKEmbedding or NystromFeatures
         layer = estimator.to_module()
         _set_sinkhorn(layer, sinkhorn_method, sinkhorn_iter)
         # transform subtracts mean_ (zeros with center=False)
-        module = _OTKEmbeddingServing(layer, estimator.mean_, estimator.normalize)
+        module = _OTKEmbeddingServing(layer, estimator.mean_, estimator.normalize,
+                                      estimator.sinkhorn_tol)
     else:
         raise TypeError(f"{name} cannot be exported; supported: the Set Transformer, Deep Sets "
                         "and supervised OTK estimators, OTKEmbedding and NystromFeatures.")
