@@ -131,7 +131,11 @@ def test_otk_initialisation_is_fitted_with_the_weights(est):
     the sets' weights (and differ from the unweighted fits)."""
     X, y = _data()
     model = clone(est).set_params(max_iter=1).fit(X, _y(est, y), sample_weight=WEIGHTS)
-    nys = clone(model.nystrom_).fit(X, sample_weight=WEIGHTS)
+    fitted = model.nystrom_  # the map it chose (on the labels), given explicitly
+    nys = clone(fitted).set_params(
+        standardize=fitted.standardize_, normalize=fitted.normalize_, keep_norm=fitted.keep_norm_,
+        bandwidth=fitted.bandwidth_ if fitted.normalize_ else fitted.relative_bandwidth_,
+    ).fit(X, sample_weight=WEIGHTS)
     np.testing.assert_array_equal(nys.anchors_, model.nystrom_.anchors_)
     emb = clone(model.embedding_).fit(nys.transform(X), sample_weight=WEIGHTS)
     np.testing.assert_array_equal(emb.references_, model.embedding_.references_)
