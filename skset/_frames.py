@@ -282,8 +282,10 @@ def sets_from_frame(
 
     id_columns, codes, perm, counts = _group_rows(df, by_names, order_names)
     X = df.select(feature_names).to_numpy()
-    if X.dtype not in (np.float32, np.float64):
-        X = X.astype(np.float64)  # integers, booleans, decimals (object)
+    # the documented rule, by the schema (back ends differ: polars casts float32 + bool to float32,
+    # pandas to float64): float32 when every feature column is float32, else float64
+    all32 = all(schema[c] == nw.Float32 for c in feature_names)
+    X = X.astype(np.float32 if all32 else np.float64, copy=False)  # ints, bools, decimals
     if not _is_identity(perm):
         X = np.take(X, perm, axis=0)  # np.take: several times faster than X[perm] on rows
     else:

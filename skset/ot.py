@@ -115,20 +115,26 @@ def _check_weights(weights, mask: torch.Tensor, similarity: torch.Tensor):
                          f"{tuple(mask.shape)} (B, n_max)")
     if w.is_complex():
         raise ValueError(f"weights must be real numbers, got dtype {w.dtype}")
-    w = torch.where(mask, w.to(similarity.dtype), 0.0)  # pads: ignored, whatever they hold
+    # normalised in the wider of the two dtypes, each set by its largest weight first, then cast:
+    # only relative weights matter, and float64 weights of 1e-12 or 1e39 (or float32 ones beside
+    # a float16 similarity) must not underflow to 0 or overflow to inf in the cast
+    wide = torch.promote_types(w.dtype, similarity.dtype) if w.is_floating_point() else \
+        similarity.dtype
+    w = torch.where(mask, w.to(wide), 0.0)  # pads: ignored, whatever they hold
     wd = w.detach()
     bad = (~torch.isfinite(wd) | (wd < 0)).any(1)
     if bool(bad.any()):
         b = int(bad.nonzero()[0, 0])
         raise ValueError(f"weights of set {b} hold a negative, NaN or infinite value; element "
                          "masses must be finite and non-negative")
-    total = w.sum(1, keepdim=True)
-    bad = ~(total.detach()[:, 0] > 0) | ~torch.isfinite(total.detach()[:, 0])
+    top = wd.amax(1, keepdim=True)
+    bad = ~(top[:, 0] > 0)
     if bool(bad.any()):
         b = int(bad.nonzero()[0, 0])
-        what = "are all zero" if float(total[b]) == 0 else "sum to infinity (rescale them)"
-        raise ValueError(f"weights of set {b} {what}; a set needs a positive, finite total mass")
-    return w / total
+        raise ValueError(f"weights of set {b} are all zero; a set needs a positive, finite total "
+                         "mass")
+    w = w / top  # in (0, 1]: the sum below cannot overflow
+    return (w / w.sum(1, keepdim=True)).to(similarity.dtype)
 
 
 def _relaxation(reg_m, epsilon: float) -> float:

@@ -208,10 +208,13 @@ def abc_affinity(logits: torch.Tensor, mask: torch.Tensor | None = None) -> torc
     -------
     Tensor of shape (B, n, n)
     """
+    if mask is not None:  # padded logits may hold anything (NaN * 0 is NaN): zero them first
+        pair = mask[:, :, None] & mask[:, None, :]
+        logits = torch.where(pair, logits, torch.zeros((), dtype=logits.dtype,
+                                                       device=logits.device))
     A = 0.5 * (torch.sigmoid(logits) + torch.sigmoid(logits.transpose(1, 2)))
     if mask is not None:
-        m = mask.to(A.dtype)
-        A = A * m[:, :, None] * m[:, None, :]
+        A = torch.where(pair, A, torch.zeros((), dtype=A.dtype, device=A.device))
     return A
 
 

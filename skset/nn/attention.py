@@ -215,10 +215,17 @@ class MultiheadAttention(nn.Module):
     ) -> torch.Tensor:
         """``query (B, n_q, D)``, ``key``/``value`` ``(B, n_k, D)``, ``key_mask (B, n_k)``.
 
-        ``query_mask (B, n_q)`` only serves :func:`record_attention` (the rows of padded queries
-        are recorded as 0, and the record can crop them); the output does not depend on it.
+        ``query_mask (B, n_q)`` serves :func:`record_attention` (the rows of padded queries
+        are recorded as 0, and the record can crop them); the outputs of real queries do not
+        depend on it (padded queries are zeroed, so their rows are finite but meaningless).
+        Padded keys, values and queries may hold anything, NaN and infinity included.
         """
         B, n_q, _ = query.shape
+        # padding may hold anything (NaN, inf): zero it before the projections, or a NaN key
+        # would turn its masked score into NaN, and NaN rows would reach the weights' gradients
+        query = _zero_padding(query, query_mask)
+        key = _zero_padding(key, key_mask)
+        value = _zero_padding(value, key_mask)
         q = self._heads(self.q_proj(query))
         k = self._heads(self.k_proj(key))
         v = self.v_proj(value)
@@ -286,7 +293,11 @@ class MAB(nn.Module):
         x_mask: torch.Tensor | None = None,
         y_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """``x (B, n_x, D)`` queries, ``y (B, n_y, D)`` keys/values, with their masks."""
+        """``x (B, n_x, D)`` queries, ``y (B, n_y, D)`` keys/values, with their masks.
+
+        Padded rows of ``x`` and ``y`` may hold anything (NaN, inf): they are zeroed first."""
+        x = _zero_padding(x, x_mask)
+        y = _zero_padding(y, y_mask)
         if self.residual == "original":
             h = self.norm0(x + self.attn(x, y, y, y_mask, x_mask), x_mask)
             return self.norm1(h + F.relu(self.ff(h)), x_mask)
@@ -366,6 +377,7 @@ class PMA(nn.Module):
         self.mab = MAB(dim, n_heads, norm=norm, residual=residual, norm_query=False)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        x = _zero_padding(x, mask)  # padding may hold anything: keep it out of ff's gradients
         if self.residual == "original":
             z = F.relu(self.ff(x))
         else:

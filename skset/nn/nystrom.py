@@ -232,6 +232,9 @@ class NystromLayer(nn.Module):
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None):
         if mask is None:
             mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
+        # padding may hold anything (NaN, inf): zero it first, or it would reach the padded
+        # outputs (NaN * 0 is NaN) and, through them, the gradients of the anchors
+        x = torch.where(mask.unsqueeze(-1), x, torch.zeros((), dtype=x.dtype, device=x.device))
         x = (x - self.mean) / self.scale
         x, mask = kmer_unfold(x, mask, self.window)
         w = _unit(self.anchors)[0] if self.normalize else self.anchors

@@ -59,15 +59,16 @@ def normalized_laplacian(affinity: torch.Tensor, mask: torch.Tensor | None = Non
     Parameters
     ----------
     affinity : Tensor of shape (B, n, n)
-        Symmetric non-negative affinities.
+        Symmetric non-negative affinities; padded rows and columns may hold anything.
     mask : bool Tensor of shape (B, n) or None
         ``True`` on real nodes; ``None`` means all real.
     """
     B, n, _ = affinity.shape
     if mask is None:
         mask = torch.ones(B, n, dtype=torch.bool, device=affinity.device)
-    m = mask.to(affinity.dtype)
-    A = affinity * m[:, :, None] * m[:, None, :]
+    # torch.where, not a product with the mask: padded entries may hold anything (NaN * 0 is NaN)
+    pair = mask[:, :, None] & mask[:, None, :]
+    A = torch.where(pair, affinity, torch.zeros((), dtype=affinity.dtype, device=affinity.device))
     deg = A.sum(-1)
     d_is = torch.where(deg > 0, deg.clamp_min(torch.finfo(A.dtype).tiny).rsqrt(),
                        torch.zeros_like(deg))
