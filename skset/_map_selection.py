@@ -178,7 +178,7 @@ def candidates(fixed: dict, default: dict | None = None) -> list[dict]:
 
 
 def _sample(sets, y, rng):
-    """A sample of at most MAX_SETS sets (each class kept), their labels."""
+    """A uniform sample of at most MAX_SETS sets (in their order), and their labels."""
     n = len(sets)
     if n <= MAX_SETS:
         return list(sets), np.asarray(y)
