@@ -13,7 +13,6 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._base import TorchEstimator
 from ._sets import (
-    check_element_weights,
     check_finite_output,
     check_sets,
     length_batches,
@@ -21,7 +20,16 @@ from ._sets import (
     pack_weights,
 )
 from ._torch import map_on_threads, resolve_dtype, split_for_threads, to_numpy
-from ._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, Param
+from ._validation import (
+    NON_NEGATIVE,
+    POSITIVE,
+    POSITIVE_INT,
+    TORCH_PARAMS,
+    Boolean,
+    Param,
+    check_sample_weight,
+)
+from ._weighting import drop_zero_weight, element_masses, sample_elements
 from .nn.otk import POSITION_MODES, OTKLayer, otk_plans, otk_pool
 
 __all__ = ["OTKEmbedding"]
@@ -36,29 +44,6 @@ def _count_distinct(blocks, limit: int) -> int:
         if len(seen) >= limit:
             return limit
     return 0 if seen is None else len(seen)
-
-
-def check_set_sample_weight(sample_weight, n_sets: int, name: str) -> np.ndarray | None:
-    """The checked ``sample_weight`` of a ``fit`` on ``n_sets`` sets (or rows of a pool of
-    elements): ``None``, or a float64 copy ``(n_sets,)``. scikit-learn's rules: a scalar is
-    broadcast; a wrong length, NaN, infinite or negative weights, or all zeros raise a
-    ``ValueError`` naming the estimator."""
-    from ._validation import check_sample_weight  # the shared check (scalars too; max 1)
-
-    return check_sample_weight(sample_weight, n_sets, name)
-
-
-def drop_zero_weight(sample_weight: np.ndarray | None):
-    """``(keep, weights)``: the indices of the samples of positive weight (``None``: all), and
-    their weights, ``None`` when they are all equal (a constant weight changes nothing: such a
-    fit is exactly the unweighted one)."""
-    if sample_weight is None:
-        return None, None
-    keep = np.flatnonzero(sample_weight > 0)
-    w = sample_weight[keep]
-    if len(keep) == len(sample_weight):
-        keep = None
-    return keep, (None if np.all(w == w[0]) else w)
 
 
 def _kmeans_weights(sets, masses, set_weight):
@@ -338,13 +323,8 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstim
                          reg_m=self.reg_m)
 
     def _check_masses(self, element_weight, sets):
-        """The normalised element masses (one 1-D array per set), ``None`` when all uniform (so
-        that uniform weights give exactly the unweighted computation)."""
-        masses = check_element_weights(element_weight, [s.shape[0] for s in sets],
-                                       name=f"{type(self).__name__}: element_weight")
-        if masses is not None and all(np.all(m == m[0]) for m in masses):
-            return None
-        return masses
+        """The normalised element masses (one 1-D array per set), ``None`` when all uniform."""
+        return element_masses(element_weight, sets, type(self).__name__)
 
     def _raw_embed(self, sets, references: torch.Tensor, masses=None) -> np.ndarray:
         """Embeddings ``(n_sets, q*p*d)`` before centring, one batched call per length batch."""
@@ -397,17 +377,8 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstim
     def _kmeans_reference(self, sets, rng, weights=None) -> np.ndarray:
         """k-means centres of the elements of ``sets``; ``weights``: one 1-D array of element
         weights per set (elements of weight 0 are left out), or ``None``."""
-        elems = np.concatenate(sets, axis=0)
-        w = None
-        if weights is not None:
-            w = np.concatenate(weights)
-            elems, w = elems[w > 0], w[w > 0]
-            if np.all(w == w[0]):
-                w = None
-        if elems.shape[0] > self.max_samples:
-            pick = rng.choice(elems.shape[0], self.max_samples, replace=False)
-            elems = elems[pick]
-            w = None if w is None else w[pick]
+        elems, w = sample_elements(np.concatenate(sets, axis=0), None if weights is None
+                                   else np.concatenate(weights), self.max_samples, rng)
         p = self.n_supports_  # at most the distinct elements of all training sets (fit)
         step = 4 * p
         if _count_distinct((elems[i:i + step] for i in range(0, len(elems), step)), p) < p:
@@ -475,7 +446,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstim
         sets = self._check_X(X, fitting=True)
         self.n_features_in_ = sets[0].shape[1]
         masses = self._check_masses(element_weight, sets)
-        sw = check_set_sample_weight(sample_weight, len(sets), type(self).__name__)
+        sw = check_sample_weight(sample_weight, len(sets), type(self).__name__)
         # sets of weight 0 are left out (exactly), equal weights are no weights
         all_sets, all_masses = sets, masses
         kept, sw = drop_zero_weight(sw)

@@ -12,13 +12,22 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._base import TorchEstimator
 from ._map_selection import DEFAULT_CHOICE, MAX_SETS, median_scale, select_element_map
-from ._sets import check_element_weights, check_finite_output, check_sets, kmer_windows
+from ._sets import check_finite_output, check_sets, kmer_windows
 from ._torch import (
     resolve_dtype,
     to_numpy,
 )
-from ._validation import POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, Integer, Param, Real
-from .embedding import check_set_sample_weight
+from ._validation import (
+    POSITIVE,
+    POSITIVE_INT,
+    TORCH_PARAMS,
+    Boolean,
+    Integer,
+    Param,
+    Real,
+    check_sample_weight,
+)
+from ._weighting import element_masses, kmer_weights, sample_elements, weighted_mean_std
 from .nn.nystrom import (
     DEFAULT_EIGENVALUE_FLOOR,
     DEFAULT_N_COMPONENTS,
@@ -274,8 +283,8 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEs
         np_dtype = np.float64 if self.dtype_ == torch.float64 else np.float32
         coll, _ = self._elements(X, fitting=True)
         lengths = coll.lengths
-        sw = check_set_sample_weight(sample_weight, lengths.sum() if coll.form == "2d" else
-                                     len(lengths), type(self).__name__)
+        sw = check_sample_weight(sample_weight, lengths.sum() if coll.form == "2d" else
+                                 len(lengths), type(self).__name__)
         # the weight of every raw element: its row's (pool) or its set's
         ew = None if sw is None else (sw if coll.form == "2d" else np.repeat(sw, lengths))
         if element_weight is not None:
@@ -283,27 +292,18 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEs
                 raise ValueError(f"{type(self).__name__}: element_weight needs a collection of "
                                  "sets; for a 2-D pool of elements use sample_weight (one weight "
                                  "per row).")
-            masses = check_element_weights(element_weight, lengths,
-                                           name=f"{type(self).__name__}: element_weight")
-            if not all(np.all(m == m[0]) for m in masses):  # uniform masses: no weights
+            masses = element_masses(element_weight, coll.sets, type(self).__name__)
+            if masses is not None:  # uniform masses are no weights
                 # each set keeps its total n_i (times its sample_weight), shared by mass
                 em = np.concatenate([len(m) * m for m in masses])
                 ew = em if ew is None else ew * em
 
         raw = np.concatenate(coll.sets, axis=0)
-        raw_w, w_raw = raw, None  # the elements of positive weight, their weights (None: equal)
-        if ew is not None:
-            raw_w, w_raw = raw[ew > 0], ew[ew > 0]
-            if np.all(w_raw == w_raw[0]):
-                w_raw = None
-        if w_raw is None:
-            mean, std = raw_w.mean(0), raw_w.std(0)
-        else:
-            mean = np.average(raw_w, axis=0, weights=w_raw)
-            std = np.sqrt(np.average((raw_w - mean) ** 2, axis=0, weights=w_raw))
+        mean, std = weighted_mean_std(raw, ew)
         # a feature is constant when its spread is rounding noise of its own magnitude (relative,
         # so that data of any scale, 1e-30 or 1e30, is standardised alike)
-        std = np.where(std > 1e-12 * np.abs(raw_w).max(0), std, 1.0)
+        top = np.abs(raw if ew is None else raw[ew > 0]).max(0)
+        std = np.where(std > 1e-12 * top, std, 1.0)
         # the choice draws from its own stream: when it picks the fixed choice, the fit is exactly
         # the fit with those values given explicitly
         self._choose_map(coll, y, mean, std, np.random.RandomState((seed + 1) % 2**32))
@@ -317,17 +317,9 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEs
             std_sets = np.split(elems, np.cumsum(lengths)[:-1])
             elems = np.concatenate(kmer_windows(std_sets, self.window), axis=0)
             if ew is not None:  # a k-mer weighs the mean of its elements' weights
-                w_sets = np.split(ew[:, None], np.cumsum(lengths)[:-1])
-                ew = np.concatenate(kmer_windows(w_sets, self.window), axis=0).mean(1)
-        w = None
-        if ew is not None:  # elements (k-mers) of weight 0 are left out
-            elems, w = elems[ew > 0], ew[ew > 0]
-            if np.all(w == w[0]):
-                w = None
-        if elems.shape[0] > self.max_samples:
-            pick = rng.choice(elems.shape[0], self.max_samples, replace=False)
-            elems = elems[pick]
-            w = None if w is None else w[pick]
+                ew = np.concatenate(kmer_weights(np.split(ew, np.cumsum(lengths)[:-1]),
+                                                 self.window))
+        elems, w = sample_elements(elems, ew, self.max_samples, rng)
         if self.normalize_:
             elems = elems / np.maximum(np.linalg.norm(elems, axis=1, keepdims=True), 1e-12)
 

@@ -34,7 +34,8 @@ from skset import (
     SetTransformerRegressor,
 )
 from skset._sets import pack, pack_weights
-from skset.neural_network._otk import kmer_mass, kmer_masses
+from skset._weighting import kmer_weights as kmer_masses
+from skset.neural_network._otk import kmer_mass
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 

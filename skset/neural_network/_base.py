@@ -31,10 +31,10 @@ from .._torch import (
     _to_cpu,
     make_generator,
 )
+from .._validation import check_sample_weight
 from ._training import (
     Callback,
     TrainResult,
-    check_fit_sample_weight,
     encode_class_targets,
     encode_regression_targets,
     epoch_batches,
@@ -237,7 +237,7 @@ class SetNetworkEstimator(ClassNamePrefixFeaturesOutMixin, BaseNeuralEstimator):
 
         ``fitting`` is True in a ``fit`` that is not a warm start (fit preprocessing state then,
         weighting each set by ``sample_weight``, float64 ``(n_sets,)`` or None, e.g. with
-        :func:`skset.neural_network._training.weighted_mean_std`).
+        :func:`skset._weighting.weighted_mean_std`).
         """
         return sets
 
@@ -296,7 +296,7 @@ class SetNetworkEstimator(ClassNamePrefixFeaturesOutMixin, BaseNeuralEstimator):
         if warm and coll.n_features != self.n_features_in_:
             raise ValueError(f"X has {coll.n_features} features, but {type(self).__name__} was "
                              f"fitted on {self.n_features_in_} features (warm_start=True).")
-        sw = check_fit_sample_weight(sample_weight, coll.sets, type(self).__name__)
+        sw = check_sample_weight(sample_weight, len(coll.sets), type(self).__name__, "sets")
         side = self._check_side_data(side, coll.sets)
         sets = self._prepare_sets(coll.sets, fitting=not warm, sample_weight=sw)
         targets, n_outputs = self._encode_targets(y, len(sets), first_fit=not warm,

@@ -17,8 +17,9 @@ import torch
 import torch.nn.functional as F
 from sklearn.metrics import accuracy_score, r2_score
 
-from .._sets import check_element_weights, kmer_windows, pack_weights
+from .._sets import kmer_windows, pack_weights
 from .._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, Boolean, Integer, Param
+from .._weighting import element_masses, kmer_weights
 from ..embedding import OTKEmbedding
 from ..kernel_approximation import NystromFeatures
 from ..nn.nystrom import DEFAULT_N_COMPONENTS, NystromLayer, kmer_unfold
@@ -65,14 +66,6 @@ def kmer_mass(weights: torch.Tensor, window: int) -> torch.Tensor:
     if window == 1:
         return weights
     return weights.unfold(1, window, 1).mean(-1)
-
-
-def kmer_masses(masses: list, window: int) -> list:
-    """:func:`kmer_mass` on numpy element masses (one 1-D array per set), as
-    :func:`skset._sets.kmer_windows` builds the k-mers."""
-    if window == 1:
-        return masses
-    return [w.mean(1) for w in kmer_windows([m[:, None] for m in masses], window)]
 
 
 class _OTKNetwork(torch.nn.Module):
@@ -212,11 +205,7 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
     def _check_side_data(self, side, sets):
         """The element masses normalised per set (float64), None when every set's are uniform
         (exactly the computation without masses)."""
-        masses = check_element_weights(side, [s.shape[0] for s in sets],
-                                       name=f"{type(self).__name__}: element_weight")
-        if masses is None or all(np.all(m == m[0]) for m in masses):
-            return None
-        return masses
+        return element_masses(side, sets, type(self).__name__)
 
     def _pack_side_data(self, items, X, mask):
         return pack_weights(items, device=X.device, dtype=X.dtype, n_max=X.shape[1])
@@ -251,7 +240,7 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
             max_elements=self.max_elements, random_state=rng.randint(2**31 - 1), **common,
         )
         self.embedding_.fit(feats, sample_weight=sample_weight, element_weight=None
-                            if masses is None else kmer_masses(masses, self.window))
+                            if masses is None else kmer_weights(masses, self.window))
         otk = self.embedding_.to_module()
         center = torch.as_tensor(self.embedding_.mean_, dtype=self.dtype_)
         return _OTKNetwork(nystrom, otk, self.window, center, True, n_outputs)

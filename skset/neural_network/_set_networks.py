@@ -12,10 +12,11 @@ import numpy as np
 
 from .._sets import length_batches, pack
 from .._validation import POSITIVE_INT, Boolean, Integer, Param
+from .._weighting import weighted_mean_std
 from ..nn.attention import SetTransformer
 from ..nn.deep_sets import DeepSets
 from ._base import SetClassifierMixin, SetNetworkEstimator, SetRegressorMixin, compose_doc
-from ._training import TRAINING_PARAMS, weighted_mean_std
+from ._training import TRAINING_PARAMS
 
 __all__ = [
     "SetTransformerClassifier",

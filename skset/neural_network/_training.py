@@ -14,8 +14,8 @@ passes their training parameters and keeps the history. Helpers:
   ``torch.Generator`` (never the global RNG);
 * :func:`encode_class_targets`, :func:`encode_regression_targets` - targets of classifiers and
   regressors;
-* :func:`check_fit_sample_weight`, :func:`weighted_mean_std` - the ``sample_weight`` of a ``fit``
-  and the weighted statistics (target and feature standardisation) it enters.
+The ``sample_weight`` of a ``fit`` is checked by :func:`skset._validation.check_sample_weight` and
+enters the weighted statistics of :mod:`skset._weighting`.
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ from .._validation import (
     Param,
     Real,
     check_params,
-    check_sample_weight,
 )
+from .._weighting import weighted_mean_std
 from ._callbacks import (
     Callback,
     EarlyStopping,
@@ -68,8 +68,6 @@ __all__ = [
     "split_validation",
     "epoch_batches",
     "check_training_params",
-    "check_fit_sample_weight",
-    "weighted_mean_std",
 ]
 
 
@@ -397,40 +395,6 @@ def encode_class_targets(est, y, n_sets: int, first_fit: bool) -> tuple[np.ndarr
                              "(warm_start=True).")
         enc = np.searchsorted(est.classes_, y)
     return enc.astype(np.int64), len(est.classes_)
-
-
-def check_fit_sample_weight(sample_weight, sets, name: str = "") -> np.ndarray | None:
-    """The checked ``sample_weight`` of a ``fit`` on ``sets``: None, or float64 ``(n_sets,)``
-    with largest weight 1 (:func:`skset._validation.check_sample_weight`: a scalar is checked as
-    an array of that weight; bad weights raise a ``ValueError``; normalised in float64 before the
-    cast to the compute dtype)."""
-    return check_sample_weight(sample_weight, len(sets), name, "sets")
-
-
-def weighted_mean_std(values: np.ndarray, weights: np.ndarray | None = None):
-    """``(mean, std)`` of the rows of ``values`` (axis 0), row ``i`` weighted by ``weights[i]``.
-
-    Rows of weight 0 are left out (exactly as if absent); equal weights give ``values.mean(0)`` and
-    ``values.std(0)`` exactly, so all-ones weights change nothing. Integer weights give the moments
-    of the rows repeated that many times (the population standard deviation, as ``np.std``).
-    Each column is computed in units of a power of 2 near its largest magnitude (exact scaling),
-    so that values near 1e300 (whose squares overflow) or 1e-300 (whose squares underflow) give
-    their true moments.
-    """
-    if weights is not None:
-        keep = weights > 0
-        if not keep.all():
-            values, weights = values[keep], weights[keep]
-        if np.all(weights == weights[0]):
-            weights = None
-    top = np.abs(values).max(0)
-    unit = np.where((top > 0) & np.isfinite(top), np.ldexp(1.0, np.frexp(top)[1] - 1), 1.0)
-    values = values / unit
-    if weights is None:
-        return values.mean(0) * unit, values.std(0) * unit
-    mean = np.average(values, axis=0, weights=weights)
-    var = np.average((values - mean) ** 2, axis=0, weights=weights)
-    return mean * unit, np.sqrt(var) * unit
 
 
 def encode_regression_targets(est, y, n_sets: int, first_fit: bool,

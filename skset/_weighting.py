@@ -1,0 +1,100 @@
+"""Sample and element weights: the one copy of each helper that weighted fits share.
+
+Every estimator that takes ``sample_weight`` (one weight per set, or per row of a pool) or
+``element_weight`` (masses of the elements of each set) goes through these:
+
+* :func:`drop_zero_weight` - the samples of positive weight, and their weights (``None`` when all
+  equal: a constant weight is exactly no weight);
+* :func:`element_masses` - checked element masses, ``None`` when every set's are uniform;
+* :func:`kmer_weights` - the weight of each k-mer, the mean of its elements' weights;
+* :func:`sample_elements` - the elements a fit draws its anchors or supports from: weight-0
+  elements left out, at most ``max_samples`` drawn at random;
+* :func:`weighted_mean_std` - weighted moments of rows, exact near float64's limits.
+
+The checks of the weights themselves (:func:`skset._validation.check_sample_weight`,
+:func:`skset._sets.check_element_weights`) stay with the other input checks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._sets import check_element_weights, kmer_windows
+
+__all__ = ["drop_zero_weight", "element_masses", "kmer_weights", "sample_elements",
+           "weighted_mean_std"]
+
+
+def drop_zero_weight(sample_weight: np.ndarray | None):
+    """``(keep, weights)``: the indices of the samples of positive weight (``None``: all), and
+    their weights, ``None`` when they are all equal (a constant weight changes nothing: such a
+    fit is exactly the unweighted one)."""
+    if sample_weight is None:
+        return None, None
+    keep = np.flatnonzero(sample_weight > 0)
+    w = sample_weight[keep]
+    if len(keep) == len(sample_weight):
+        keep = None
+    return keep, (None if np.all(w == w[0]) else w)
+
+
+def element_masses(element_weight, sets, name: str) -> list[np.ndarray] | None:
+    """The element masses of ``sets`` normalised per set (float64 copies, see
+    :func:`skset._sets.check_element_weights`), or ``None`` when every set's are uniform (so that
+    uniform masses give exactly the computation without masses). ``name`` prefixes errors."""
+    masses = check_element_weights(element_weight, [s.shape[0] for s in sets],
+                                   name=f"{name}: element_weight")
+    if masses is None or all(np.all(m == m[0]) for m in masses):
+        return None
+    return masses
+
+
+def kmer_weights(weights: list[np.ndarray], window: int) -> list[np.ndarray]:
+    """The weight of every k-mer of :func:`skset._sets.kmer_windows`: the mean of the weights of
+    its ``window`` elements (one 1-D array per set in, one per set out)."""
+    if window == 1:
+        return weights
+    return [w.mean(1) for w in kmer_windows([m[:, None] for m in weights], window)]
+
+
+def sample_elements(elements: np.ndarray, weights: np.ndarray | None, max_samples: int, rng):
+    """``(elements, weights)`` a fit learns from: elements of weight 0 left out, the weights
+    ``None`` when equal, then at most ``max_samples`` rows drawn without replacement with
+    ``rng`` (a ``RandomState``; it is not drawn from when there are few enough rows)."""
+    w = None
+    if weights is not None:
+        keep = weights > 0
+        elements, w = elements[keep], weights[keep]
+        if np.all(w == w[0]):
+            w = None
+    if elements.shape[0] > max_samples:
+        pick = rng.choice(elements.shape[0], max_samples, replace=False)
+        elements = elements[pick]
+        w = None if w is None else w[pick]
+    return elements, w
+
+
+def weighted_mean_std(values: np.ndarray, weights: np.ndarray | None = None):
+    """``(mean, std)`` of the rows of ``values`` (axis 0), row ``i`` weighted by ``weights[i]``.
+
+    Rows of weight 0 are left out (exactly as if absent); equal weights give ``values.mean(0)`` and
+    ``values.std(0)`` exactly, so all-ones weights change nothing. Integer weights give the moments
+    of the rows repeated that many times (the population standard deviation, as ``np.std``).
+    Each column is computed in units of a power of 2 near its largest magnitude (exact scaling),
+    so that values near 1e300 (whose squares overflow) or 1e-300 (whose squares underflow) give
+    their true moments.
+    """
+    if weights is not None:
+        keep = weights > 0
+        if not keep.all():
+            values, weights = values[keep], weights[keep]
+        if np.all(weights == weights[0]):
+            weights = None
+    top = np.abs(values).max(0)
+    unit = np.where((top > 0) & np.isfinite(top), np.ldexp(1.0, np.frexp(top)[1] - 1), 1.0)
+    values = values / unit
+    if weights is None:
+        return values.mean(0) * unit, values.std(0) * unit
+    mean = np.average(values, axis=0, weights=weights)
+    var = np.average((values - mean) ** 2, axis=0, weights=weights)
+    return mean * unit, np.sqrt(var) * unit
