@@ -37,14 +37,22 @@ def _skset_version() -> str:
 
 
 def _allowed_classes() -> dict[str, type]:
-    """The public skset estimator classes, by name (read from ``skset.__all__``)."""
-    import skset
+    """The public skset estimator classes, by name: the ``BaseEstimator`` subclasses defined in
+    skset whose name the package exports (``__all__`` of ``skset``, ``skset.neural_network``,
+    ``skset.cluster``). Read from the classes already defined, never by importing the package
+    root (which imports this module): a model can only be saved or loaded through ``skset``,
+    so its estimator modules are loaded by then."""
+    import sys
 
-    out = {}
-    for name in skset.__all__:
-        obj = getattr(skset, name, None)
-        if isinstance(obj, type) and issubclass(obj, BaseEstimator):
-            out[name] = obj
+    exported = set()
+    for pkg in ("skset", "skset.neural_network", "skset.cluster"):
+        exported.update(getattr(sys.modules.get(pkg), "__all__", ()))
+    out, todo = {}, [BaseEstimator]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if cls.__module__.startswith("skset.") and cls.__name__ in exported:
+            out[cls.__name__] = cls
     return out
 
 

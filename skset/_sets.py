@@ -439,12 +439,18 @@ def iter_packed(
     max_sets: int | None = None,
     sort: bool = True,
     padding_tolerance: float | None = 0.1,
+    cost: np.ndarray | None = None,
 ) -> Iterator[tuple[np.ndarray, torch.Tensor, torch.Tensor]]:
-    """Yield ``(indices, X, mask)`` for each length batch of ``sets`` (see :func:`length_batches`)."""
-    lengths = np.fromiter((s.shape[0] for s in sets), dtype=np.int64, count=len(sets))
+    """Yield ``(indices, X, mask)`` for each length batch of ``sets`` (see :func:`length_batches`).
+
+    ``cost``: what each set counts against ``max_elements`` (default: its length; a model whose
+    memory grows with the square of the length, ABC, passes the squared lengths).
+    """
+    if cost is None:
+        cost = np.fromiter((s.shape[0] for s in sets), dtype=np.int64, count=len(sets))
     if not sort:
         padding_tolerance = None
-    for idx in length_batches(lengths, max_elements=max_elements, max_sets=max_sets, sort=sort,
+    for idx in length_batches(cost, max_elements=max_elements, max_sets=max_sets, sort=sort,
                               padding_tolerance=padding_tolerance):
         X, M = pack([sets[i] for i in idx], device=device, dtype=dtype)
         yield idx, X, M

@@ -74,7 +74,8 @@ def sample_elements(elements: np.ndarray, weights: np.ndarray | None, max_sample
     return elements, w
 
 
-def weighted_mean_std(values: np.ndarray, weights: np.ndarray | None = None):
+def weighted_mean_std(values: np.ndarray, weights: np.ndarray | None = None, *,
+                      keep_dtype: bool = False):
     """``(mean, std)`` of the rows of ``values`` (axis 0), row ``i`` weighted by ``weights[i]``.
 
     Rows of weight 0 are left out (exactly as if absent); equal weights give ``values.mean(0)`` and
@@ -82,7 +83,9 @@ def weighted_mean_std(values: np.ndarray, weights: np.ndarray | None = None):
     of the rows repeated that many times (the population standard deviation, as ``np.std``).
     Each column is computed in units of a power of 2 near its largest magnitude (exact scaling),
     so that values near 1e300 (whose squares overflow) or 1e-300 (whose squares underflow) give
-    their true moments.
+    their true moments. The moments are computed in float64, or with ``keep_dtype`` in the
+    dtype of ``values`` (float32 data stays float32: the unweighted moments are then exactly
+    ``values.mean(0)`` and ``values.std(0)``).
     """
     if weights is not None:
         keep = weights > 0
@@ -92,6 +95,8 @@ def weighted_mean_std(values: np.ndarray, weights: np.ndarray | None = None):
             weights = None
     top = np.abs(values).max(0)
     unit = np.where((top > 0) & np.isfinite(top), np.ldexp(1.0, np.frexp(top)[1] - 1), 1.0)
+    if keep_dtype:
+        unit = unit.astype(values.dtype)
     values = values / unit
     if weights is None:
         return values.mean(0) * unit, values.std(0) * unit

@@ -30,7 +30,7 @@ from ._validation import (
     check_sample_weight,
 )
 from ._weighting import drop_zero_weight, element_masses, sample_elements
-from .nn.otk import POSITION_MODES, OTKLayer, otk_plans, otk_pool
+from .nn.otk import POSITION_MODES, OTKLayer, noise_floor, otk_plans, otk_pool
 
 __all__ = ["OTKEmbedding"]
 
@@ -57,33 +57,6 @@ def _kmeans_weights(sets, masses, set_weight):
         w = np.ones(n) if masses is None else n * masses[i]
         out.append(w if set_weight is None else set_weight[i] * w)
     return out
-
-
-# the relative accuracy of a raw embedding, in units of its dtype's eps: the rounding of
-# thousands of Sinkhorn iterations (measured up to ~150 eps on permuted sets) with a margin
-_ROUNDING_EPS = 1000.0
-# the plan is accurate to about sinkhorn_tol (its row-marginal error): differences between the
-# embeddings of permuted sets, in units of tol times the embedding's spread over the supports,
-# were measured up to 1.3 (normal data) and 40 (heavy tails at epsilon=0.01, at the cap)
-_TOL_FACTOR = 10.0
-
-
-def noise_floor(raw, mean, shape, sinkhorn_tol):
-    """Per row of the raw OTK embeddings ``raw (B, q*p*d)`` (numpy or torch), the norm below which
-    the row minus ``mean`` is indistinguishable from 0: ``1000 eps (||raw|| + ||mean||)`` plus
-    ``10 sinkhorn_tol`` times the spread of the row over the supports (``shape = (q, p, d)``)."""
-    q, p, d = shape
-    if isinstance(raw, torch.Tensor):
-        eps, blocks = torch.finfo(raw.dtype).eps, raw.reshape(-1, q, p, d)
-        spread = torch.linalg.vector_norm((blocks - blocks.mean(2, keepdim=True)).flatten(1),
-                                          dim=1)
-        size = torch.linalg.vector_norm(raw, dim=1) + torch.linalg.vector_norm(mean)
-    else:
-        eps, blocks = np.finfo(raw.dtype).eps, raw.reshape(-1, q, p, d).astype(np.float64)
-        spread = np.linalg.norm((blocks - blocks.mean(2, keepdims=True)).reshape(len(raw), -1),
-                                axis=1)
-        size = np.linalg.norm(raw.astype(np.float64), axis=1) + np.linalg.norm(mean)
-    return _ROUNDING_EPS * eps * size + _TOL_FACTOR * float(sinkhorn_tol or 0.0) * spread
 
 
 class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimator):
@@ -603,6 +576,25 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstim
         tags.input_tags.three_d_array = True
         tags.transformer_tags.preserves_dtype = [self.dtype]
         return tags
+
+    _serving_outputs = ("transform",)
+
+    def _serving_module(self, *, sinkhorn_method="log", sinkhorn_iter=None) -> torch.nn.Module:
+        """The module :func:`skset.export.serving_module` returns: a fixed Sinkhorn count."""
+        from ._serving import OTKEmbeddingServing, set_sinkhorn
+
+        check_is_fitted(self)
+        tol = self.sinkhorn_tol
+        if sinkhorn_iter is None and tol is not None and tol > 0:
+            raise ValueError(
+                f"{type(self).__name__} stops Sinkhorn at sinkhorn_tol={tol:g} (at most "
+                f"sinkhorn_iter={self.sinkhorn_iter}); an exported graph runs a fixed count: pass "
+                "sinkhorn_iter= (e.g. 100; the outputs then differ from transform by about the "
+                "tolerance), or fit with sinkhorn_tol=None.")
+        layer = self.to_module()
+        set_sinkhorn(layer, sinkhorn_method, sinkhorn_iter)
+        # transform subtracts mean_ (zeros with center=False)
+        return OTKEmbeddingServing(layer, self.mean_, self.normalize, self.sinkhorn_tol)
 
     def to_module(self) -> OTKLayer:
         """A layer with the fitted references of this estimator.

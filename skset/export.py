@@ -52,124 +52,23 @@ change no output.
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
-import math
 import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
-from sklearn.utils.validation import check_is_fitted
 from torch import nn
 
 from ._sets import length_batches, pack
-from .embedding import OTKEmbedding, noise_floor
-from .kernel_approximation import NystromFeatures
-from .neural_network._otk import _BaseSupervisedOTK
-from .neural_network._set_networks import _BaseSetNetwork
-from .nn.attention import _zero_padding  # a select, not a product: NaN * 0 is NaN
-from .nn.nystrom import NystromLayer
 
 __all__ = ["serving_module", "export_program", "export_onnx", "pad_sets", "run_onnx"]
 
 _SINKHORN_METHODS = ("log", "exp")
 
 
-class _FrozenNystromLayer(NystromLayer):
-    """A :class:`NystromLayer` whose ``kappa(w, w)^{-1/2}`` is a fixed buffer (ONNX has no
-    eigendecomposition; for a fitted layer the matrix depends on the anchors alone)."""
-
-    def normalization(self) -> torch.Tensor:
-        return self.frozen_normalization
-
-
-def _freeze_nystrom(layer: NystromLayer, normalization: torch.Tensor | None = None) -> NystromLayer:
-    frozen = copy.deepcopy(layer)
-    if normalization is None:
-        with torch.no_grad():
-            normalization = layer.normalization()
-    frozen.__class__ = _FrozenNystromLayer
-    frozen.register_buffer("frozen_normalization",
-                           normalization.detach().to(layer.anchors.dtype).clone())
-    return frozen
-
-
-def _set_sinkhorn(otk, method: str, n_iter: int | None) -> None:
-    otk.method = method
-    otk.sinkhorn_tol = None  # a fixed count: no data-dependent stopping
-    if n_iter is not None:
-        otk.sinkhorn_iter = int(n_iter)
-
-
-class _NetworkServing(nn.Module):
-    """Standardisation, set network, head and output transform of a set-to-target estimator."""
-
-    def __init__(self, net: nn.Module, head: nn.Module, mean, scale, *, classifier: bool,
-                 y_mean=None, y_scale=None, squeeze: bool = False):
-        super().__init__()
-        self.net = net
-        self.head = head
-        self.classifier = bool(classifier)
-        self.squeeze = bool(squeeze)
-        dtype = next(net.parameters()).dtype
-        self.standardize = mean is not None
-        if self.standardize:
-            self.register_buffer("mean", torch.as_tensor(mean, dtype=dtype))
-            self.register_buffer("scale", torch.as_tensor(scale, dtype=dtype))
-        if not self.classifier:
-            self.register_buffer("y_mean", torch.as_tensor(y_mean, dtype=dtype))
-            self.register_buffer("y_scale", torch.as_tensor(y_scale, dtype=dtype))
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor):
-        x = _zero_padding(x, mask)
-        if self.standardize:
-            x = (x - self.mean) / self.scale
-        z = self.net.embed(x, mask)
-        out = self.head(z)
-        if self.classifier:
-            return out, torch.softmax(out, dim=1), out.argmax(dim=1), z
-        pred = out * self.y_scale + self.y_mean
-        return (pred[:, 0] if self.squeeze else pred), z
-
-
-class _NystromServing(nn.Module):
-    def __init__(self, layer: NystromLayer):
-        super().__init__()
-        self.layer = layer
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor):
-        return self.layer(_zero_padding(x, mask), mask)
-
-
-class _OTKEmbeddingServing(nn.Module):
-    def __init__(self, layer, center, normalize: bool, sinkhorn_tol=None):
-        super().__init__()
-        self.layer = layer
-        self.normalize = bool(normalize)
-        self.sinkhorn_tol = sinkhorn_tol  # the estimator's, for its noise floor (not the graph's)
-        self.register_buffer("center", torch.as_tensor(center, dtype=layer.references.dtype))
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor):
-        raw = self.layer(_zero_padding(x, mask), mask).flatten(1)
-        z = raw - self.center
-        if self.normalize:  # as OTKEmbedding.transform: a row within the noise of 0 stays 0
-            floor = noise_floor(raw, self.center, tuple(self.layer.references.shape),
-                                self.sinkhorn_tol)
-            norm = torch.linalg.vector_norm(z, dim=1, keepdim=True)
-            z = z * torch.where(norm > floor.unsqueeze(1),
-                                math.sqrt(z.shape[1]) / norm.clamp_min(1e-12), 0.0)
-        return (z,)
-
-
 def _output_names(estimator) -> list[str]:
-    if isinstance(estimator, NystromFeatures):
-        return ["transform", "transform_mask"]
-    if isinstance(estimator, OTKEmbedding):
-        return ["transform"]
-    if hasattr(estimator, "classes_"):
-        return ["decision_function", "predict_proba", "predict_index", "transform"]
-    return ["predict", "transform"]
+    return list(estimator._serving_outputs)
 
 
 def serving_module(estimator, *, sinkhorn_method: str = "log",
@@ -200,51 +99,13 @@ DeepSetsRegressor, OTKClassifier, OTKRegressor, OTKEmbedding or NystromFeatures
     if sinkhorn_iter is not None and not (isinstance(sinkhorn_iter, (int, np.integer))
                                           and sinkhorn_iter >= 1):
         raise ValueError(f"sinkhorn_iter must be a positive integer or None, got {sinkhorn_iter!r}")
-    name = type(estimator).__name__
-    if isinstance(estimator, _BaseSetNetwork):
-        check_is_fitted(estimator, "module_")
-        net = copy.deepcopy(estimator.module_)
-        mean = getattr(estimator, "mean_", None)  # absent in models fitted before standardize
-        if mean is not None and not np.any(mean) and np.all(estimator.scale_ == 1.0):
-            mean = None
-        scale = None if mean is None else estimator.scale_
-        module = _network_serving(estimator, net, net.decoder, mean, scale)
-    elif isinstance(estimator, _BaseSupervisedOTK):
-        check_is_fitted(estimator, "module_")
-        net = copy.deepcopy(estimator.module_)
-        if net.nystrom is not None:
-            net.nystrom = _freeze_nystrom(net.nystrom)
-        _set_sinkhorn(net.otk, sinkhorn_method, sinkhorn_iter)
-        module = _network_serving(estimator, net, net.head, None, None)
-    elif isinstance(estimator, NystromFeatures):
-        check_is_fitted(estimator)
-        layer = estimator.to_module()
-        module = _NystromServing(_freeze_nystrom(layer, torch.as_tensor(estimator.normalization_)))
-    elif isinstance(estimator, OTKEmbedding):
-        check_is_fitted(estimator)
-        tol = estimator.sinkhorn_tol
-        if sinkhorn_iter is None and tol is not None and tol > 0:
-            raise ValueError(
-                f"{name} stops Sinkhorn at sinkhorn_tol={tol:g} (at most sinkhorn_iter="
-                f"{estimator.sinkhorn_iter}); an exported graph runs a fixed count: pass "
-                "sinkhorn_iter= (e.g. 100; the outputs then differ from transform by about the "
-                "tolerance), or fit with sinkhorn_tol=None.")
-        layer = estimator.to_module()
-        _set_sinkhorn(layer, sinkhorn_method, sinkhorn_iter)
-        # transform subtracts mean_ (zeros with center=False)
-        module = _OTKEmbeddingServing(layer, estimator.mean_, estimator.normalize,
-                                      estimator.sinkhorn_tol)
-    else:
-        raise TypeError(f"{name} cannot be exported; supported: the Set Transformer, Deep Sets "
-                        "and supervised OTK estimators, OTKEmbedding and NystromFeatures.")
+    builder = getattr(estimator, "_serving_module", None)
+    if builder is None:
+        raise TypeError(f"{type(estimator).__name__} cannot be exported; supported: the Set "
+                        "Transformer, Deep Sets and supervised OTK estimators, OTKEmbedding and "
+                        "NystromFeatures.")
+    module = builder(sinkhorn_method=sinkhorn_method, sinkhorn_iter=sinkhorn_iter)
     return module.cpu().eval().requires_grad_(False)
-
-
-def _network_serving(estimator, net, head, mean, scale) -> _NetworkServing:
-    if hasattr(estimator, "classes_"):
-        return _NetworkServing(net, head, mean, scale, classifier=True)
-    return _NetworkServing(net, head, mean, scale, classifier=False, y_mean=estimator.y_mean_,
-                           y_scale=estimator.y_scale_, squeeze=estimator._y_ndim == 1)
 
 
 def _min_elements(estimator) -> int:

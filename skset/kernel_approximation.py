@@ -299,7 +299,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEs
                 ew = em if ew is None else ew * em
 
         raw = np.concatenate(coll.sets, axis=0)
-        mean, std = weighted_mean_std(raw, ew)
+        mean, std = weighted_mean_std(raw, ew, keep_dtype=True)
         # a feature is constant when its spread is rounding noise of its own magnitude (relative,
         # so that data of any scale, 1e-30 or 1e30, is standardised alike)
         top = np.abs(raw if ew is None else raw[ew > 0]).max(0)
@@ -426,6 +426,16 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEs
         tags.transformer_tags.preserves_dtype = ["float32"] if self.dtype == "float32" else [
             "float64"]
         return tags
+
+    _serving_outputs = ("transform", "transform_mask")
+
+    def _serving_module(self, *, sinkhorn_method="log", sinkhorn_iter=None) -> torch.nn.Module:
+        """The module :func:`skset.export.serving_module` returns (``sinkhorn_*`` unused)."""
+        from ._serving import NystromServing, freeze_nystrom
+
+        check_is_fitted(self)
+        return NystromServing(freeze_nystrom(self.to_module(),
+                                             torch.as_tensor(self.normalization_)))
 
     def to_module(self) -> NystromLayer:
         """A layer with the fitted parameters of this estimator.

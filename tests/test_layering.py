@@ -12,7 +12,8 @@ import pytest
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent / "skset"
 ENGINE_FILES = sorted([*(PACKAGE_DIR / "nn").glob("*.py"), PACKAGE_DIR / "ot.py",
-                       PACKAGE_DIR / "_sets.py"])
+                       PACKAGE_DIR / "_sets.py", PACKAGE_DIR / "_weighting.py",
+                       PACKAGE_DIR / "_serving.py"])
 FORBIDDEN = (
     "sklearn",
     "skset.embedding",
@@ -94,3 +95,27 @@ def test_relative_imports_are_resolved(tmp_path):
         path.write_text(source + "\n")
         names = [name for _, name in _imported_modules(path, pkg)]
         assert any(map(_is_forbidden, names)) == forbidden, (source, names)
+
+
+ESTIMATOR_MODULES = ("skset.embedding", "skset.kernel_approximation", "skset.cluster",
+                     "skset.neural_network")
+
+
+@pytest.mark.parametrize("rel, forbidden", [
+    # the unsupervised transformers are siblings: neither imports the other
+    ("kernel_approximation.py", ("skset.embedding",)),
+    ("embedding.py", ("skset.kernel_approximation",)),
+    # export asks each estimator for its serving module (``_serving_module``)
+    ("export.py", ESTIMATOR_MODULES),
+    # persistence reads the classes already defined; the package root imports it
+    ("_persist.py", ("skset",)),
+])
+def test_estimator_layer_imports(rel, forbidden):
+    def bad_name(name):
+        if forbidden == ("skset",):
+            return name == "skset"
+        return any(name == f or name.startswith(f + ".") for f in forbidden)
+
+    bad = [f"line {line}: {name}" for line, name in _imported_modules(PACKAGE_DIR / rel)
+           if bad_name(name)]
+    assert not bad, f"skset/{rel} imports {bad}"

@@ -6,10 +6,14 @@ import torch
 from sklearn.exceptions import ConvergenceWarning
 
 from skset.neural_network._training import (
+    BestCheckpoint,
+    EarlyStopping,
+    Validation,
     check_training_params,
     epoch_batches,
     make_optimizer,
     split_validation,
+    standard_callbacks,
     train_module,
 )
 
@@ -52,7 +56,7 @@ def test_loss_decreases_and_result_fields():
 def test_stops_on_training_loss_plateau():
     module, loss_fn, batches = _problem()
     res = train_module(module, loss_fn, batches, max_iter=500, learning_rate_init=0.05,
-                       tol=1e-3, n_iter_no_change=3)
+                       callbacks=[EarlyStopping("loss", tol=1e-3, patience=3)])
     assert res.converged and res.n_iter < 500
 
 
@@ -65,8 +69,9 @@ def test_early_stopping_restores_best_weights():
         states.append({k: v.clone() for k, v in m.state_dict().items()})
         return next(scores)
 
-    res = train_module(module, loss_fn, batches, validation=validation, early_stopping=True,
-                       max_iter=10, n_iter_no_change=3, tol=0.0)
+    res = train_module(module, loss_fn, batches, max_iter=10,
+                       callbacks=standard_callbacks(validation, early_stopping=True,
+                                                    n_iter_no_change=3, tol=0.0))
     assert res.n_iter == 5  # best at epoch 2, then 3 epochs without improvement
     assert res.validation_scores == [0.1, 0.5, 0.3, 0.2, 0.25]
     assert res.best_score == 0.5
@@ -78,7 +83,38 @@ def test_early_stopping_restores_best_weights():
 def test_early_stopping_needs_validation():
     module, loss_fn, batches = _problem()
     with pytest.raises(ValueError, match="validation"):
-        train_module(module, loss_fn, batches, early_stopping=True)
+        standard_callbacks(None, early_stopping=True)
+    for cb in (EarlyStopping("validation"), BestCheckpoint()):
+        with pytest.raises(ValueError, match="Validation callback"):
+            train_module(module, loss_fn, batches, max_iter=2, callbacks=[cb])
+
+
+def test_validation_callback_sets_score_and_loss():
+    module, loss_fn, batches = _problem()
+    seen = []
+
+    class Reader(EarlyStopping):  # reads what Validation set, in the same epoch
+        def on_epoch_end(self, state):
+            seen.append((state.score, state.validation_loss, state.module.training))
+
+    res = train_module(module, loss_fn, batches, max_iter=3, warn_convergence=False,
+                       callbacks=[Validation(lambda m: (0.5, 2.0)), Reader()])
+    assert seen == [(0.5, 2.0, False)] * 3 and res.validation_scores == [0.5] * 3
+    seen.clear()
+    train_module(module, loss_fn, batches, max_iter=1, warn_convergence=False,
+                 callbacks=[Validation(lambda m: 0.25), Reader()])
+    assert seen == [(0.25, None, False)]
+    # without Validation the loop runs max_iter epochs and scores nothing
+    res = train_module(module, loss_fn, batches, max_iter=4, warn_convergence=False)
+    assert res.n_iter == 4 and res.validation_scores == [] and res.best_state is None
+
+
+def test_parameters_left_out_are_not_trained():
+    module, loss_fn, batches = _problem()
+    bias = module.bias.detach().clone()
+    train_module(module, loss_fn, batches, max_iter=2, warn_convergence=False,
+                 parameters=[module.weight])
+    assert torch.equal(module.bias.detach(), bias)
 
 
 def test_warm_start_optimizer_state_resumes():
@@ -99,7 +135,8 @@ def test_nan_loss_raises_clearly():
 def test_convergence_warning_and_verbose(capsys):
     module, loss_fn, batches = _problem()
     with pytest.warns(ConvergenceWarning, match="maximum iterations"):
-        train_module(module, loss_fn, batches, max_iter=2, verbose=1, name="Net")
+        train_module(module, loss_fn, batches, max_iter=2, verbose=1, name="Net",
+                     callbacks=standard_callbacks())
     out = capsys.readouterr().out
     assert out.count("Net: epoch") == 2 and "loss =" in out
 
@@ -182,7 +219,7 @@ def _plateau_run(losses, **kw):
     module, loss_fn, batches = _problem()
     cb = ReduceLROnPlateau(lambda state: losses[state.epoch], **kw)
     res = train_module(module, loss_fn, batches, max_iter=len(losses), learning_rate_init=1.0,
-                       n_iter_no_change=10**6, warn_convergence=False, callbacks=[cb])
+                       warn_convergence=False, callbacks=[cb])
     return res.learning_rates
 
 
@@ -235,8 +272,9 @@ def test_early_stopping_restores_the_best_checkpoint():
         snapshots.append(m.weight.detach().clone())
         return scores[len(snapshots) - 1]
 
-    res = train_module(module, loss_fn, batches, validation=validation, early_stopping=True,
-                       max_iter=6, n_iter_no_change=3, learning_rate_init=0.05)
+    res = train_module(module, loss_fn, batches, max_iter=6, learning_rate_init=0.05,
+                       callbacks=standard_callbacks(validation, early_stopping=True,
+                                                    n_iter_no_change=3))
     assert res.n_iter == 5 and res.best_score == 0.5
     torch.testing.assert_close(module.weight.detach(), snapshots[1])  # epoch 2's weights
 
@@ -272,7 +310,7 @@ def test_linear_warmup_then_plateau_schedule():
 
     module, loss_fn, batches = _problem()
     res = train_module(module, loss_fn, batches, max_iter=8, learning_rate_init=1.0,
-                       n_iter_no_change=10**6, warn_convergence=False,
+                       warn_convergence=False,
                        callbacks=[LinearWarmup(2),
                                   ReduceLROnPlateau(lambda s: 1.0, patience=3, factor=0.5)])
     # the warm-up is over within the first epoch; the plateau rule then halves every 3 epochs

@@ -15,8 +15,13 @@ import torch
 from .._sets import length_batches
 from .._validation import POSITIVE_INT, TORCH_PARAMS, Boolean, Integer, Param, Real, Satisfies
 from ..neural_network._base import BaseNeuralEstimator
-from ..neural_network._callbacks import WarmupCosineSchedule
-from ..neural_network._training import TRAINING_PARAMS
+from ..neural_network._callbacks import (
+    BestCheckpoint,
+    EpochPrinter,
+    Validation,
+    WarmupCosineSchedule,
+)
+from ..neural_network._training import TRAINING_PARAMS, standard_callbacks
 from ..nn.abc import abc_loss
 from ._abc_data import (
     check_training_data,
@@ -428,24 +433,29 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
             cw = tuple(float(v) for v in cw)
         validation = None if val_parts is None else partial(
             eigengap_ari, parts=val_parts, rule=self._k_rule(), seed=seed, device=self.device_)
-        callbacks, overrides = [], {}
+        schedule = None
         if getattr(self, "learning_rate_schedule", "constant") == "cosine":
-            plateau = validation is not None
+            # with validation the schedule owns the stopping rule (a plateau starts the decay,
+            # see WarmupCosineSchedule); the best checkpoint is restored at the end
             schedule = WarmupCosineSchedule(
                 max_steps, int(round(self.warmup_fraction * max_steps)), final_fraction=0.01,
                 decay_steps=int(round(self.decay_fraction * max_steps)),
-                patience=int(self.n_iter_no_change) if plateau else None, tol=float(self.tol))
-            callbacks.append(schedule)
-            if plateau:  # the schedule stops (after its decay); the loop restores the best
-                overrides["n_iter_no_change"] = n_chunks + 1
+                patience=int(self.n_iter_no_change) if validation is not None else None,
+                tol=float(self.tol))
+        if schedule is not None and validation is not None:
+            callbacks = [Validation(validation), schedule, EpochPrinter(), BestCheckpoint()]
+        else:
+            callbacks = standard_callbacks(
+                validation, [] if schedule is None else [schedule],
+                early_stopping=validation is not None, tol=self.tol,
+                n_iter_no_change=self.n_iter_no_change)
         # one "epoch" of the loop = eval_every optimisation steps
         batches = partial(step_batches, draw=draw, scale=self._scale, batch_size=self.batch_size,
                           steps_per_chunk=every, max_steps=max_steps, device=self.device_)
-        self._train(partial(_batch_loss, class_weight=cw), batches, validation=validation,
+        self._train(partial(_batch_loss, class_weight=cw), batches, callbacks,
                     max_iter=n_chunks, warn_convergence=False, units_per_epoch=every,
-                    max_units=max_steps, early_stopping=validation is not None,
-                    callbacks=callbacks, **overrides)
-        if callbacks:  # where the decay began (earlier than planned after a plateau)
+                    max_units=max_steps)
+        if schedule is not None:  # where the decay began (earlier than planned after a plateau)
             self.lr_decay_start_ = int(schedule.decay_start)
 
     def _build_module(self, n_features: int):
@@ -467,10 +477,7 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
             net.sim_offset.fill_(float(params["offset"]))
         return net
 
-    def _persist_module(self, name: str):
-        """The untrained architecture of fitted module ``name`` (for :func:`skset.load`)."""
-        if name != "module_":
-            raise ValueError(f"ABCClusterer has no torch module attribute {name!r}.")
+    def _untrained_module(self):
         return self._build_module(self.n_features_in_)
 
     # ------------------------------------------------------------------ inference

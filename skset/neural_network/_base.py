@@ -17,7 +17,9 @@ the task: targets, loss, validation score and the ``predict*`` methods.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -26,19 +28,21 @@ from sklearn.base import ClassifierMixin, ClassNamePrefixFeaturesOutMixin, Regre
 from sklearn.utils.validation import check_is_fitted
 
 from .._base import TorchEstimator
-from .._sets import check_finite_output, check_sets, length_batches, pack
+from .._sets import check_finite_output, check_sets, iter_packed, pack
 from .._torch import (
     _to_cpu,
     make_generator,
 )
 from .._validation import check_sample_weight
 from ._training import (
+    BestCheckpoint,
     Callback,
     TrainResult,
     encode_class_targets,
     encode_regression_targets,
     epoch_batches,
     split_validation,
+    standard_callbacks,
     train_module,
 )
 
@@ -76,35 +80,51 @@ class BaseNeuralEstimator(TorchEstimator):
             torch.manual_seed(seed)
             return build()
 
-    def _train(self, loss_fn, batches, *, validation=None, callbacks: list[Callback] = (),
-               units_per_epoch: int = 1, max_units: int | None = None, **overrides) -> TrainResult:
-        """Run :func:`train_module` on ``self.module_`` with this estimator's training parameters
-        (``overrides`` replace them) and append the result to the history.
+    def _train(self, loss_fn, batches, callbacks: list[Callback], *, units_per_epoch: int = 1,
+               max_units: int | None = None, **overrides) -> TrainResult:
+        """Run :func:`train_module` on ``self.module_`` with this estimator's optimizer settings
+        (``overrides`` replace them) and the complete list of ``callbacks`` (see
+        :func:`standard_callbacks`), and append the result to the history.
 
         ``n_iter_`` counts epochs, or optimisation steps for an estimator whose "epoch" is a chunk
         of ``units_per_epoch`` steps (capped at ``max_units``).
         """
-        kw = dict(
-            optimizer=getattr(self, "optimizer", "adam"),
-            learning_rate_init=self.learning_rate_init, weight_decay=self.alpha,
-            max_iter=getattr(self, "max_iter", None), tol=self.tol,
-            early_stopping=bool(self.early_stopping), n_iter_no_change=self.n_iter_no_change,
-            optimizer_state=self._optimizer_state, verbose=int(self.verbose),
-            name=type(self).__name__, stacklevel=4,  # the warning points at the user's fit call
-        )
+        kw = dict(optimizer_state=self._optimizer_state, verbose=int(self.verbose),
+                  name=type(self).__name__, stacklevel=4)  # the warning: at the user's fit call
         kw.update(overrides)
-        result = train_module(self.module_, loss_fn, batches, validation=validation,
-                              callbacks=callbacks, **kw)
+        # the training parameters, unless overridden (supervised OTK has no optimizer or weight
+        # decay of its own; ABC counts chunks of steps, not epochs)
+        for key, param in (("optimizer", "optimizer"), ("learning_rate_init", "learning_rate_init"),
+                           ("weight_decay", "alpha"), ("max_iter", "max_iter")):
+            if key not in kw:
+                kw[key] = getattr(self, param)
+        result = train_module(self.module_, loss_fn, batches, callbacks=callbacks, **kw)
         # on the CPU (as __getstate__ would put it): a GPU fit pickles and loads without CUDA
         self._optimizer_state = _to_cpu(result.optimizer_state, clone=True)
         self.loss_curve_ = [*self.loss_curve_, *result.loss_curve]
         self.validation_scores_ = [*self.validation_scores_, *result.validation_scores]
         self.learning_rates_ = [*self.learning_rates_, *result.learning_rates]
-        if kw["early_stopping"]:
+        if any(isinstance(cb, BestCheckpoint) for cb in callbacks):
             self.best_validation_score_ = result.best_score
         units = result.n_iter * units_per_epoch
         self.n_iter_ = int(self.n_iter_) + (units if max_units is None else min(units, max_units))
         return result
+
+    def _standard_callbacks(self, validation=None, callbacks=()) -> list[Callback]:
+        """:func:`standard_callbacks` with this estimator's ``early_stopping``, ``tol`` and
+        ``n_iter_no_change``."""
+        return standard_callbacks(validation, callbacks, early_stopping=bool(self.early_stopping),
+                                  tol=self.tol, n_iter_no_change=self.n_iter_no_change)
+
+    def _persist_module(self, name: str) -> torch.nn.Module:
+        """The untrained architecture of fitted module ``name`` (for :func:`skset.load`, which
+        then loads the saved weights into it)."""
+        if name != "module_":
+            raise ValueError(f"{type(self).__name__} has no torch module attribute {name!r}.")
+        return self._untrained_module()
+
+    def _untrained_module(self) -> torch.nn.Module:  # pragma: no cover - every subclass writes it
+        raise NotImplementedError
 
     def __sklearn_tags__(self):  # collections of sets in, deterministic for a random_state
         tags = super().__sklearn_tags__()
@@ -139,8 +159,9 @@ class BaseNeuralEstimator(TorchEstimator):
         was_training = module.training
         module.eval()
         with torch.no_grad():
-            for idx in length_batches(self._batch_cost(lengths), max_elements=budget):
-                X, M = pack([sets[i] for i in idx], device=self.device_, dtype=self.dtype_)
+            for idx, X, M in iter_packed(sets, device=self.device_, dtype=self.dtype_,
+                                         max_elements=budget, padding_tolerance=None,
+                                         cost=self._batch_cost(lengths)):
                 extra = () if side is None else (
                     self._pack_side_data([side[i] for i in idx], X, M),)
                 res = fn(module, X, M, *extra)
@@ -151,6 +172,24 @@ class BaseNeuralEstimator(TorchEstimator):
         module.train(was_training)
         check_finite_output(out, type(self).__name__, self.dtype_)
         return out
+
+
+@dataclass
+class TrainingSetup:
+    """What an estimator adds to the shared training of :meth:`SetNetworkEstimator.fit` (the
+    strategy object of :meth:`SetNetworkEstimator._training_setup`).
+
+    ``callbacks`` run between the validation and the progress line (see
+    :func:`standard_callbacks`); ``parameters`` are what the optimizer updates (None: every
+    parameter that requires a gradient); ``penalty(module, loss)`` returns the batch loss with
+    any extra term; ``overrides`` replace optimizer settings of :func:`train_module`
+    (``optimizer``, ``weight_decay``, ...).
+    """
+
+    callbacks: list = field(default_factory=list)
+    parameters: list | None = None
+    penalty: Callable | None = None
+    overrides: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -193,9 +232,10 @@ class FitData:
 class SetNetworkEstimator(ClassNamePrefixFeaturesOutMixin, BaseNeuralEstimator):
     """The ``fit`` of a network from a set to one target (see the module docstring).
 
-    Subclass hooks: :meth:`_init_module` (required), :meth:`_loss_terms`, :meth:`_callbacks`,
-    :meth:`_train_overrides`, :meth:`_before_training`, :meth:`_after_training`;
-    :attr:`_min_elements` (the k-mer window).
+    Subclass hooks: :meth:`_init_module` (required: the network, and any initialisation from
+    the data), :meth:`_training_setup` (a :class:`TrainingSetup`: callbacks, the parameters the
+    optimizer updates, a loss penalty, optimizer settings), :meth:`_prepare_sets` (a fitted
+    preprocessing of the sets); :attr:`_min_elements` (the k-mer window).
 
     Per-set side data (opt-in): a subclass whose network takes more than the sets (supervised
     OTK: element masses) writes :meth:`_check_side_data` and :meth:`_pack_side_data`, and its
@@ -216,21 +256,10 @@ class SetNetworkEstimator(ClassNamePrefixFeaturesOutMixin, BaseNeuralEstimator):
                      rng: np.random.RandomState) -> torch.nn.Module:  # pragma: no cover
         raise NotImplementedError
 
-    def _loss_terms(self, module, loss):
-        """The loss of a batch with any extra penalty added (default: none)."""
-        return loss
-
-    def _callbacks(self, data: FitData, warm: bool, validation_loss: list) -> list[Callback]:
-        return []
-
-    def _train_overrides(self) -> dict:
-        return {}
-
-    def _before_training(self, data: FitData, warm: bool) -> None:
-        pass
-
-    def _after_training(self, data: FitData, completed: bool) -> None:
-        """Called after training, also when it raised (``completed=False``)."""
+    def _training_setup(self, data: FitData, warm: bool) -> TrainingSetup:
+        """How this estimator trains beyond the shared loop (default: nothing more); called
+        after :meth:`_init_module` (or the warm start's module) is in ``module_``."""
+        return TrainingSetup()
 
     def _prepare_sets(self, sets: list, fitting: bool, sample_weight=None) -> list:
         """The sets the network sees, from the checked input sets (default: unchanged).
@@ -335,14 +364,6 @@ class SetNetworkEstimator(ClassNamePrefixFeaturesOutMixin, BaseNeuralEstimator):
                 Sb = () if side is None else (self._pack_side_data(data.side_of(idx), Xb, Mb),)
                 yield Xb, Mb, Y[torch.as_tensor(idx, device=dev)], data.weights_of(idx), Sb
 
-        def loss_fn(module, batch):
-            # the one place the sample weights enter the training loss; the batch's share of the
-            # epoch loss (loss_curve_) is its number of sets, or its total weight
-            Xb, Mb, Yb, Wb, Sb = batch
-            loss = self._loss_terms(module, self._task_loss(module(Xb, Mb, *Sb), Yb, Wb))
-            return loss, (Yb.shape[0] if Wb is None else float(Wb.sum()))
-
-        validation_loss = [float("nan")]  # the task loss of the last validation, for schedules
         validation = None
         if self.early_stopping:
             val_sets, Y_va = data.subset(va)
@@ -351,20 +372,53 @@ class SetNetworkEstimator(ClassNamePrefixFeaturesOutMixin, BaseNeuralEstimator):
             def validation(module):  # weighted by the validation sets' sample_weight
                 out = self._predict_batches(val_sets, lambda m, X_, M_, *S_: m(X_, M_, *S_),
                                             module, side=S_va)
-                validation_loss[0] = float(self._task_loss(out, Y_va, W_va))
-                return self._val_score(out, Y_va, W_va)
+                return self._val_score(out, Y_va, W_va), float(self._task_loss(out, Y_va, W_va))
 
-        self._before_training(data, warm)
-        completed = False
-        try:
-            self._train(loss_fn, batches, validation=validation,
-                        callbacks=self._callbacks(data, warm, validation_loss),
-                        # warnings point at the user's fit call (through fit and _fit)
-                        **{"stacklevel": 5, **self._train_overrides()})
-            completed = True
-        finally:
-            self._after_training(data, completed)
+        setup = self._training_setup(data, warm)
+        penalty = setup.penalty
+
+        def loss_fn(module, batch):
+            # the one place the sample weights enter the training loss; the batch's share of the
+            # epoch loss (loss_curve_) is its number of sets, or its total weight
+            Xb, Mb, Yb, Wb, Sb = batch
+            loss = self._task_loss(module(Xb, Mb, *Sb), Yb, Wb)
+            if penalty is not None:
+                loss = penalty(module, loss)
+            return loss, (Yb.shape[0] if Wb is None else float(Wb.sum()))
+
+        self._train(loss_fn, batches, self._standard_callbacks(validation, setup.callbacks),
+                    parameters=setup.parameters,
+                    # warnings point at the user's fit call (through fit and _fit)
+                    **{"stacklevel": 5, **setup.overrides})
         return self
+
+    @property
+    def _n_outputs_fitted(self) -> int:
+        return len(self.classes_) if self._is_classifier else len(self.y_mean_)
+
+    # -- serving (skset.export) ----------------------------------------------------------------
+    @property
+    def _serving_outputs(self) -> tuple[str, ...]:
+        if self._is_classifier:
+            return ("decision_function", "predict_proba", "predict_index", "transform")
+        return ("predict", "transform")
+
+    def _serving_module(self, *, sinkhorn_method: str = "log",
+                        sinkhorn_iter: int | None = None) -> torch.nn.Module:
+        """A copy of the fitted network as the module :func:`skset.export.serving_module`
+        returns (``sinkhorn_*``: for networks with an OTK layer)."""
+        from .._serving import network_serving
+
+        check_is_fitted(self, "module_")
+        net = copy.deepcopy(self.module_)
+        mean = getattr(self, "mean_", None)  # absent in models fitted before standardize
+        if mean is not None and not np.any(mean) and np.all(self.scale_ == 1.0):
+            mean = None
+        return network_serving(self, net, self._serving_head(net), mean,
+                               None if mean is None else self.scale_)
+
+    def _serving_head(self, net):
+        return net.decoder
 
     # -- outputs ----------------------------------------------------------------------------------
     def _check_predict_X(self, X):

@@ -1,7 +1,16 @@
 """Callbacks of the shared training loop (:func:`skset.neural_network._training.train_module`),
-in the spirit of skorch's: the loop owns the optimizer, the epochs and the NaN check; stopping
-rules, learning-rate schedules, checkpoint restore, progress lines and estimator-specific work
-between epochs are callbacks that see and change a :class:`TrainingState`.
+in the spirit of skorch's: the loop owns the mechanics (the optimizer, the epochs, the batches,
+gradient clipping, the NaN check); everything else is a callback that sees and changes a
+:class:`TrainingState`: validation (:class:`Validation` fills ``state.score`` and
+``state.validation_loss``), stopping rules (:class:`EarlyStopping`), the best checkpoint
+(:class:`BestCheckpoint`), learning-rate schedules (:class:`ReduceLROnPlateau`,
+:class:`LinearWarmup`, :class:`WarmupCosineSchedule`), progress lines (:class:`EpochPrinter`) and
+an estimator's own work between epochs (:class:`LambdaCallback`, or a class of its own).
+
+At the end of an epoch the callbacks run in the order they are given: an estimator puts
+:class:`Validation` first (the others read its score), then its schedules, then
+:class:`EpochPrinter`, then the stopping rule and the checkpoint
+(:meth:`skset.neural_network._base.BaseNeuralEstimator._train` composes that list).
 """
 
 from __future__ import annotations
@@ -21,7 +30,9 @@ __all__ = [
     "Callback",
     "LambdaCallback",
     "EpochPrinter",
+    "Validation",
     "EarlyStopping",
+    "BestCheckpoint",
     "ReduceLROnPlateau",
     "LinearWarmup",
     "WarmupCosineSchedule",
@@ -33,9 +44,12 @@ class TrainingState:
     """What the callbacks of :func:`train_module` see and may change.
 
     ``epoch`` counts from 0 within one call; ``step`` counts the optimizer steps taken in this
-    call; ``epoch_loss`` and ``score`` are those of the epoch that just ended (``score`` is None
-    without validation); a callback stops training by setting ``stop = True`` (and
-    ``stop_message``, printed with ``verbose``).
+    call; ``epoch_loss``, ``score`` and ``validation_loss`` are those of the epoch that just ended
+    (``score``, higher is better, and ``validation_loss`` are set by :class:`Validation`, None
+    without it); a callback stops training by setting ``stop = True`` (and ``stop_message``,
+    printed with ``verbose``). ``best_score`` / ``best_state`` are the best validation score and
+    its weights (:class:`BestCheckpoint`), or the lowest training loss (:class:`EarlyStopping` on
+    the loss).
     """
 
     module: torch.nn.Module
@@ -46,6 +60,7 @@ class TrainingState:
     step: int = 0
     epoch_loss: float | None = None
     score: float | None = None
+    validation_loss: float | None = None
     loss_curve: list = field(default_factory=list)
     validation_scores: list = field(default_factory=list)
     learning_rates: list = field(default_factory=list)
@@ -118,21 +133,43 @@ class EpochPrinter(Callback):
             print(state.prefix + state.stop_message, file=sys.stdout, flush=True)
 
 
-class EarlyStopping(Callback):
-    """scikit-learn MLP's stopping rules, with the best weights restored.
+class Validation(Callback):
+    """Score the module on held-out data at the end of every epoch.
 
-    ``monitor="validation"``: stop when the validation score (higher is better) has not risen above
-    ``best + tol`` for ``patience`` epochs, then load the weights of the best-scoring epoch.
-    ``monitor="loss"``: stop when the training loss has not dropped below ``best - tol`` for
-    ``patience`` epochs (the weights of the last epoch are kept, as in scikit-learn).
+    ``score_fn(module)`` returns the score (higher is better: accuracy, R^2, a negated loss) or
+    ``(score, loss)``; it runs in eval mode under ``torch.no_grad()``. It sets ``state.score``
+    (appended to ``state.validation_scores``) and ``state.validation_loss`` (the task loss on
+    the held-out data, for schedules that monitor it; None when ``score_fn`` gives none). Put it
+    first among the callbacks: the others read what it sets.
     """
 
-    def __init__(self, monitor: str = "validation", *, tol: float = 1e-4, patience: int = 10,
-                 restore_best: bool = True):
+    def __init__(self, score_fn: Callable[[torch.nn.Module], float | tuple[float, float]]):
+        self.score_fn = score_fn
+
+    def on_epoch_end(self, state):
+        state.module.eval()
+        with torch.no_grad():
+            out = self.score_fn(state.module)
+        score, loss = out if isinstance(out, tuple) else (out, None)
+        state.score = float(score)
+        state.validation_loss = None if loss is None else float(loss)
+        state.validation_scores.append(state.score)
+
+
+class EarlyStopping(Callback):
+    """scikit-learn MLP's stopping rules.
+
+    ``monitor="validation"``: stop when the validation score (higher is better, from
+    :class:`Validation`) has not risen above ``best + tol`` for ``patience`` epochs (pair it with
+    :class:`BestCheckpoint` to end with the best weights). ``monitor="loss"``: stop when the
+    training loss has not dropped below ``best - tol`` for ``patience`` epochs (the weights of
+    the last epoch are kept, as in scikit-learn; ``state.best_score`` is the lowest loss).
+    """
+
+    def __init__(self, monitor: str = "validation", *, tol: float = 1e-4, patience: int = 10):
         if monitor not in ("validation", "loss"):
             raise ValueError(f"monitor={monitor!r} must be 'validation' or 'loss'.")
         self.monitor, self.tol, self.patience = monitor, tol, patience
-        self.restore_best = restore_best
 
     def on_train_begin(self, state):
         self._best = -math.inf
@@ -141,21 +178,40 @@ class EarlyStopping(Callback):
     def on_epoch_end(self, state):
         if self.monitor == "validation":
             if state.score is None:
-                raise ValueError("EarlyStopping(monitor='validation') needs a validation callable.")
+                raise ValueError("EarlyStopping(monitor='validation') needs a Validation "
+                                 "callback before it.")
             value = state.score
         else:
             value = -state.epoch_loss  # higher is better from here on
         self._bad = 0 if value > self._best + self.tol else self._bad + 1
         if value > self._best:
             self._best = value
-            state.best_score = value if self.monitor == "validation" else -value
-            if self.monitor == "validation" and self.restore_best:
-                state.best_state = copy.deepcopy(state.module.state_dict())
+            if self.monitor == "loss":
+                state.best_score = -value
         if self._bad >= self.patience:
             what = "Validation score" if self.monitor == "validation" else "Training loss"
             state.stop = True
             state.stop_message = (f"{what} did not improve more than tol={self.tol} for "
                                   f"{self.patience} consecutive epochs. Stopping.")
+
+
+class BestCheckpoint(Callback):
+    """Keep a copy of the weights at the best validation score; load it when training ends.
+
+    Sets ``state.best_score`` and ``state.best_state`` (a ``state_dict`` copy) whenever the score
+    of :class:`Validation` beats every earlier one of this call.
+    """
+
+    def on_train_begin(self, state):
+        self._best = -math.inf
+
+    def on_epoch_end(self, state):
+        if state.score is None:
+            raise ValueError("BestCheckpoint needs a Validation callback before it.")
+        if state.score > self._best:
+            self._best = state.score
+            state.best_score = state.score
+            state.best_state = copy.deepcopy(state.module.state_dict())
 
     def on_train_end(self, state):
         if state.best_state is not None:
@@ -240,8 +296,8 @@ class WarmupCosineSchedule(Callback):
     ``total_steps``); during the decay the same stall stops training, and so does the end of the
     decay. So a plateau of the validation score ends in an annealing phase rather than in a stop
     at the peak rate (a stop before the decay lost 0.03-0.04 NMI on circles, see
-    ``benchmarks/results/abc.md``). The caller keeps the loop's own rule out of the way (and
-    its best-checkpoint restore on).
+    ``benchmarks/results/abc.md``). Pair it with :class:`BestCheckpoint` and no other stopping
+    rule.
     """
 
     def __init__(self, total_steps: int, warmup_steps: int = 0, final_fraction: float = 0.0,

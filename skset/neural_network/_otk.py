@@ -10,12 +10,13 @@ Appendix D.3).
 
 from __future__ import annotations
 
-import math
+import copy
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from sklearn.metrics import accuracy_score, r2_score
+from sklearn.utils.validation import check_is_fitted
 
 from .._sets import kmer_windows, pack_weights
 from .._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, Boolean, Integer, Param
@@ -23,9 +24,15 @@ from .._weighting import element_masses, kmer_weights
 from ..embedding import OTKEmbedding
 from ..kernel_approximation import NystromFeatures
 from ..nn.nystrom import DEFAULT_N_COMPONENTS, NystromLayer, kmer_unfold
-from ..nn.otk import POSITION_MODES, OTKLayer
-from ._base import SetClassifierMixin, SetNetworkEstimator, SetRegressorMixin, compose_doc
-from ._training import TRAINING_PARAMS, LambdaCallback, ReduceLROnPlateau
+from ..nn.otk import POSITION_MODES, OTKLayer, normalize_rows
+from ._base import (
+    SetClassifierMixin,
+    SetNetworkEstimator,
+    SetRegressorMixin,
+    TrainingSetup,
+    compose_doc,
+)
+from ._training import TRAINING_PARAMS, Callback, ReduceLROnPlateau
 
 __all__ = ["OTKClassifier", "OTKRegressor"]
 
@@ -95,8 +102,7 @@ class _OTKNetwork(torch.nn.Module):
             weights = kmer_mass(weights, self.window)
         z = self.otk(x, mask, weights).flatten(1) - self.center
         if self.normalize:
-            z = z * (math.sqrt(z.shape[1]) / torch.linalg.vector_norm(z, dim=1, keepdim=True)
-                     .clamp_min(1e-12))
+            z = normalize_rows(z)
         return z
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor,
@@ -164,6 +170,33 @@ def _fit_ridge_head(head: torch.nn.Linear, Z: torch.Tensor, Y: torch.Tensor, alp
     with torch.no_grad():
         head.weight.copy_(Wt.T.to(head.weight.dtype))
         head.bias.copy_((ym - zm @ Wt).to(head.bias.dtype))
+
+
+class _AlternatingHead(Callback):
+    """The alternating solver's head: fitted in closed form (L-BFGS / ridge) on the training part
+    before every epoch but the first of a fresh fit (fitted at initialisation), frozen while Adam
+    trains the rest, and fitted once more at the end without ``early_stopping`` (with it, the
+    restored best epoch keeps the head it was validated with)."""
+
+    def __init__(self, est, data, warm: bool):
+        self.est, self.warm = est, warm
+        self.sets, self.targets = data.subset(data.train)
+        self.weights, self.masses = data.weights_of(data.train), data.side_of(data.train)
+
+    def _refit(self, module):
+        self.est._refit_head(module, self.sets, self.targets, self.weights, self.masses)
+
+    def on_train_begin(self, state):
+        state.module.head.requires_grad_(False)
+
+    def on_epoch_begin(self, state):
+        if state.epoch > 0 or self.warm:  # epoch 0 of a fresh fit: head just fitted at init
+            self._refit(state.module)
+
+    def on_train_end(self, state):
+        state.module.head.requires_grad_(True)
+        if not self.est.early_stopping:
+            self._refit(state.module)
 
 
 class _BaseSupervisedOTK(SetNetworkEstimator):
@@ -279,55 +312,42 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
             Y = Y[:, 0]
         return Y if Y.ndim == 1 else None
 
-    def _before_training(self, data, warm):
-        # the alternating solver fits the head in closed form between epochs: Adam leaves it be
-        self.module_.head.requires_grad_(self.solver != "alternating")
-
-    def _loss_terms(self, module, loss):
-        if self.solver != "alternating" and self.alpha > 0:
-            loss = loss + 0.5 * float(self.alpha) * module.head.weight.square().sum()
-        return loss
-
-    def _callbacks(self, data, warm, validation_loss):
-        callbacks = []
-        if self.solver == "alternating":
-            tr_sets, Y_tr = data.subset(data.train)
-            W_tr, S_tr = data.weights_of(data.train), data.side_of(data.train)
-
-            def refit(state):
-                if state.epoch > 0 or warm:  # epoch 0 of a fresh fit: head just fitted at init
-                    self._refit_head(state.module, tr_sets, Y_tr, W_tr, S_tr)
-
-            callbacks.append(LambdaCallback(on_epoch_begin=refit))
+    def _training_setup(self, data, warm):
+        alternating = self.solver == "alternating"
+        callbacks = [_AlternatingHead(self, data, warm)] if alternating else []
+        self.module_.head.requires_grad_(True)
         if self.learning_rate == "adaptive":
             # the paper's rule: halve the rate after 5 epochs without progress of the validation
             # loss (the training loss without early_stopping)
             early = bool(self.early_stopping)
             callbacks.append(ReduceLROnPlateau(
-                lambda state: validation_loss[0] if early else state.epoch_loss,
+                lambda state: state.validation_loss if early else state.epoch_loss,
                 patience=5, factor=0.5, tol=self.tol))
-        return callbacks
+        penalty = None
+        if not alternating and self.alpha > 0:
+            def penalty(module, loss):  # alpha is the head's L2 penalty (not Adam's decay)
+                return loss + 0.5 * float(self.alpha) * module.head.weight.square().sum()
+        # the alternating solver fits the head in closed form between epochs: Adam leaves it be
+        parameters = [p for name, p in self.module_.named_parameters()
+                      if not (alternating and name.startswith("head."))]
+        return TrainingSetup(callbacks=callbacks, parameters=parameters, penalty=penalty,
+                             overrides={"optimizer": "adam", "weight_decay": 0.0})
 
-    def _train_overrides(self):
-        return {"optimizer": "adam", "weight_decay": 0.0}  # alpha is the head's L2 penalty
-
-    def _after_training(self, data, completed):
-        self.module_.head.requires_grad_(True)
-        if completed and self.solver == "alternating" and not self.early_stopping:
-            # the head that goes with the final embedding (with early stopping, the restored
-            # best epoch keeps the head it was validated with)
-            self._refit_head(self.module_, *data.subset(data.train), data.weights_of(data.train),
-                             data.side_of(data.train))
-        self.module_.eval()
-
-    def _persist_module(self, name: str):
-        """The untrained architecture of fitted module ``name`` (for :func:`skset.load`)."""
-        if name != "module_":
-            raise ValueError(f"{type(self).__name__} has no torch module attribute {name!r}.")
-        n_out = len(self.classes_) if hasattr(self, "classes_") else len(self.y_mean_)
+    def _untrained_module(self):
+        n_out = self._n_outputs_fitted
         nystrom = self.nystrom_.to_module() if self.nystrom_ is not None else None
         center = torch.as_tensor(self.embedding_.mean_)
         return _OTKNetwork(nystrom, self.embedding_.to_module(), self.window, center, True, n_out)
+
+    def _serving_module(self, *, sinkhorn_method="log", sinkhorn_iter=None):
+        from .._serving import freeze_nystrom, network_serving, set_sinkhorn
+
+        check_is_fitted(self, "module_")
+        net = copy.deepcopy(self.module_)
+        if net.nystrom is not None:
+            net.nystrom = freeze_nystrom(net.nystrom)
+        set_sinkhorn(net.otk, sinkhorn_method, sinkhorn_iter)
+        return network_serving(self, net, net.head, None, None)
 
     # -- fit and outputs, with element masses ---------------------------------------------------
     def fit(self, X, y, sample_weight=None, element_weight=None):

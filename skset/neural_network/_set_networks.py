@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._sets import length_batches, pack
+from .._sets import iter_packed
 from .._validation import POSITIVE_INT, Boolean, Integer, Param
 from .._weighting import weighted_mean_std
 from ..nn.attention import SetTransformer
@@ -63,12 +63,8 @@ class _BaseSetNetwork(SetNetworkEstimator):
         self._n_features_out = self._embed_dim()
         return self._seeded(seed, lambda: self._build_module(self.n_features_in_, n_outputs))
 
-    def _persist_module(self, name: str):
-        """The untrained architecture of fitted module ``name`` (for :func:`skset.load`)."""
-        if name != "module_":
-            raise ValueError(f"{type(self).__name__} has no torch module attribute {name!r}.")
-        n_out = len(self.classes_) if hasattr(self, "classes_") else len(self.y_mean_)
-        return self._build_module(self.n_features_in_, n_out)
+    def _untrained_module(self):
+        return self._build_module(self.n_features_in_, self._n_outputs_fitted)
 
 
 _REGRESSION_NOTE = """
@@ -189,8 +185,9 @@ class _SetTransformerBase(_BaseSetNetwork):
         was_training = module.training
         module.eval()
         try:
-            for idx in length_batches(self._batch_cost(lengths), max_elements=self.max_elements):
-                Xb, Mb = pack([sets[i] for i in idx], device=self.device_, dtype=self.dtype_)
+            for idx, Xb, Mb in iter_packed(sets, device=self.device_, dtype=self.dtype_,
+                                           max_elements=self.max_elements, padding_tolerance=None,
+                                           cost=self._batch_cost(lengths)):
                 for i, weights in zip(idx, module.attention_weights(Xb, Mb)):
                     out[i] = {name: w.cpu().numpy() for name, w in weights.items()}
         finally:

@@ -1,11 +1,13 @@
 """The one training loop shared by every trained estimator in skset.
 
 Estimators build a ``torch.nn.Module``, say how to compute the loss of one batch and how to cut an
-epoch into batches, and hand both to :func:`train_module`, which owns the optimizer, the epochs and
-the NaN check; the stopping rules (scikit-learn's ``MLPClassifier`` semantics), best-checkpoint
-restore, learning-rate schedules and progress lines are callbacks (:mod:`._callbacks`). The
-estimators call it through :meth:`skset.neural_network._base.BaseNeuralEstimator._train`, which
-passes their training parameters and keeps the history. Helpers:
+epoch into batches, and hand both to :func:`train_module`, which owns the mechanics (the optimizer,
+the epochs, the backward pass, gradient clipping, the NaN check) and nothing else; validation, the
+stopping rules (scikit-learn's ``MLPClassifier`` semantics), the best checkpoint, learning-rate
+schedules and progress lines are callbacks (:mod:`._callbacks`), composed by
+:func:`standard_callbacks` or by the estimator. The estimators call it through
+:meth:`skset.neural_network._base.BaseNeuralEstimator._train`, which passes their training
+parameters and keeps the history. Helpers:
 
 * :data:`TRAINING_PARAMS` - the rows of the training parameters in the estimators' tables;
 * :func:`split_validation` - hold out ``validation_fraction`` of the sets (stratified for
@@ -13,7 +15,8 @@ passes their training parameters and keeps the history. Helpers:
 * :func:`epoch_batches` - length-bucketed batches of set indices for one epoch, shuffled with a
   ``torch.Generator`` (never the global RNG);
 * :func:`encode_class_targets`, :func:`encode_regression_targets` - targets of classifiers and
-  regressors;
+  regressors.
+
 The ``sample_weight`` of a ``fit`` is checked by :func:`skset._validation.check_sample_weight` and
 enters the weighted statistics of :mod:`skset._weighting`.
 """
@@ -43,6 +46,7 @@ from .._validation import (
 )
 from .._weighting import weighted_mean_std
 from ._callbacks import (
+    BestCheckpoint,
     Callback,
     EarlyStopping,
     EpochPrinter,
@@ -50,6 +54,7 @@ from ._callbacks import (
     LinearWarmup,
     ReduceLROnPlateau,
     TrainingState,
+    Validation,
 )
 
 __all__ = [
@@ -58,12 +63,15 @@ __all__ = [
     "TrainResult",
     "TrainingState",
     "Callback",
+    "Validation",
     "EarlyStopping",
+    "BestCheckpoint",
     "ReduceLROnPlateau",
     "LinearWarmup",
     "LambdaCallback",
     "EpochPrinter",
     "train_module",
+    "standard_callbacks",
     "make_optimizer",
     "split_validation",
     "epoch_batches",
@@ -105,14 +113,15 @@ class TrainResult:
     n_iter : int
         Epochs run in this call.
     best_score : float or None
-        Best validation score (with ``early_stopping``) or lowest training loss seen.
+        Best validation score (with :class:`BestCheckpoint`) or lowest training loss (with
+        :class:`EarlyStopping` on the loss).
     best_state : dict or None
-        ``state_dict`` copy at the best validation score (only with ``early_stopping``); it has
+        ``state_dict`` copy at the best validation score (with :class:`BestCheckpoint`); it has
         already been loaded into the module when ``train_module`` returns.
     optimizer_state : dict
         The optimizer's ``state_dict`` at the end, to pass back for a warm start.
     converged : bool
-        ``False`` when ``max_iter`` was reached before a stopping rule fired.
+        ``False`` when ``max_iter`` was reached before a callback stopped training.
     """
 
     loss_curve: list = field(default_factory=list)
@@ -223,14 +232,11 @@ def train_module(
     loss_fn: Callable[[torch.nn.Module, object], torch.Tensor | tuple[torch.Tensor, float]],
     batches: Callable[[int], Iterable],
     *,
-    validation: Callable[[torch.nn.Module], float] | None = None,
+    parameters: Iterable[torch.nn.Parameter] | None = None,
     optimizer: str = "adam",
     learning_rate_init: float = 1e-3,
     weight_decay: float = 0.0,
     max_iter: int = 200,
-    tol: float = 1e-4,
-    early_stopping: bool = False,
-    n_iter_no_change: int = 10,
     optimizer_state: dict | None = None,
     grad_clip: float | None = None,
     verbose: int = 0,
@@ -241,11 +247,16 @@ def train_module(
 ) -> TrainResult:
     """Train ``module`` with Adam/AdamW for up to ``max_iter`` epochs; the shared skset loop.
 
+    The loop owns the mechanics and nothing else: the optimizer (and its state across warm
+    starts), the epochs and their batches, the backward pass, gradient clipping and the NaN
+    check. Validation, stopping rules, the best checkpoint, learning-rate schedules and progress
+    lines are ``callbacks`` (:mod:`skset.neural_network._callbacks`); with none, it runs
+    ``max_iter`` epochs.
+
     Parameters
     ----------
     module : torch.nn.Module
-        Trained in place (``module.train()`` during epochs, ``module.eval()`` around ``validation``
-        and at the end).
+        Trained in place (``module.train()`` during epochs, ``module.eval()`` at the end).
     loss_fn : callable ``(module, batch) -> loss`` or ``-> (loss, weight)``
         The scalar loss tensor of one batch (what is back-propagated). The optional ``weight``
         (e.g. the number of sets in the batch) weights the batch in the reported epoch loss;
@@ -254,9 +265,10 @@ def train_module(
         Called once per epoch (``epoch`` counts from 0 within this call); each item is passed to
         ``loss_fn`` untouched. Shuffle inside with a ``torch.Generator`` (see
         :func:`epoch_batches`).
-    validation : callable ``(module) -> float`` or None
-        A score of the current module on held-out data, **higher is better** (accuracy, R^2, or a
-        negated loss), called once per epoch under ``torch.no_grad()`` in eval mode.
+    parameters : iterable of torch.nn.Parameter or None
+        What the optimizer updates (None: every parameter of ``module`` that requires a
+        gradient). A part fitted otherwise (a head solved in closed form between epochs) is
+        left out.
     optimizer : {"adam", "adamw"}
         ``adam`` adds ``weight_decay * w`` to the gradient (scikit-learn's ``alpha``), ``adamw``
         decouples it.
@@ -266,30 +278,21 @@ def train_module(
         L2 penalty / decoupled weight decay.
     max_iter : int
         Maximum number of epochs.
-    tol, n_iter_no_change : float, int
-        The stopping rule (an :class:`EarlyStopping` callback, always last): with
-        ``early_stopping``, on the validation score, with the best weights restored; without, on
-        the training loss (scikit-learn's MLP rules).
-    early_stopping : bool
-        Stop on the validation score (``validation`` is required).
     optimizer_state : dict or None
         An optimizer ``state_dict`` from a previous call (``TrainResult.optimizer_state``) to
         resume from: the warm start of an estimator keeps the module and passes this back.
     grad_clip : float or None
         Clip the global gradient norm to this value.
     verbose : int
-        ``0`` silent; ``>= 1`` prints one line per epoch (loss, validation score, seconds) to
-        stdout; ``>= 2`` also shows a tqdm bar over the batches of each epoch when tqdm is
-        installed.
+        Kept in the state for :class:`EpochPrinter`; ``>= 2`` also shows a tqdm bar over the
+        batches of each epoch when tqdm is installed.
     name : str
-        Prefix of the progress lines (e.g. the estimator's class name).
+        Prefix of the progress lines and messages (e.g. the estimator's class name).
     warn_convergence : bool
-        Emit a ``ConvergenceWarning`` when ``max_iter`` is reached before a stopping rule fired.
+        Emit a ``ConvergenceWarning`` when ``max_iter`` is reached before a callback stopped
+        training.
     callbacks : iterable of Callback
-        Run before the progress line and the stopping rule at the end of each epoch, in order:
-        learning-rate schedules (:class:`ReduceLROnPlateau`, :class:`LinearWarmup` per step),
-        head refits
-        (:class:`LambdaCallback`), a callback that sets ``state.stop``.
+        Run in order at each hook (see :mod:`skset.neural_network._callbacks`).
     stacklevel : int
         Of the ``ConvergenceWarning`` (3: the caller of the function that called this one).
 
@@ -302,9 +305,8 @@ def train_module(
     FloatingPointError
         When the loss becomes NaN or infinite (with advice to lower the learning rate).
     """
-    if early_stopping and validation is None:
-        raise ValueError("early_stopping=True needs a validation callable.")
-    params = [p for p in module.parameters() if p.requires_grad]
+    params = [p for p in (module.parameters() if parameters is None else parameters)
+              if p.requires_grad]
     opt = make_optimizer(params, optimizer, learning_rate_init, weight_decay)
     if optimizer_state is not None:
         try:
@@ -312,9 +314,7 @@ def train_module(
         except (ValueError, KeyError):
             pass  # architecture or optimizer changed: start the optimizer afresh
     state = TrainingState(module=module, optimizer=opt, name=name, verbose=int(verbose))
-    stopping = EarlyStopping("validation" if early_stopping else "loss", tol=tol,
-                             patience=n_iter_no_change)
-    cbs = [*callbacks, EpochPrinter(), stopping]
+    cbs = list(callbacks)
     for cb in cbs:
         cb.on_train_begin(state)
     for epoch in range(int(max_iter)):
@@ -345,12 +345,7 @@ def train_module(
         state.epoch_loss = total / max(weight_sum, 1e-300)
         state.loss_curve.append(state.epoch_loss)
         state.learning_rates.append(opt.param_groups[0]["lr"])
-        state.score = None
-        if validation is not None:
-            module.eval()
-            with torch.no_grad():
-                state.score = float(validation(module))
-            state.validation_scores.append(state.score)
+        state.score = state.validation_loss = None
         for cb in cbs:
             cb.on_epoch_end(state)
         if state.stop:
@@ -371,6 +366,24 @@ def train_module(
         best_score=state.best_score, best_state=state.best_state,
         optimizer_state=opt.state_dict(), converged=state.stop,
     )
+
+
+def standard_callbacks(validation=None, callbacks=(), *, early_stopping: bool = False,
+                       tol: float = 1e-4, n_iter_no_change: int = 10) -> list[Callback]:
+    """The callbacks of scikit-learn MLP's training, around an estimator's own ``callbacks``:
+    :class:`Validation` of ``validation`` first (when given), then ``callbacks``, then
+    :class:`EpochPrinter`, then the stopping rule: with ``early_stopping`` on the validation
+    score with :class:`BestCheckpoint` (the best weights restored), else on the training loss.
+    An estimator that owns its stopping rule (a schedule that stops) composes its own list."""
+    if early_stopping and validation is None:
+        raise ValueError("early_stopping=True needs a validation callable.")
+    out = [] if validation is None else [Validation(validation)]
+    out += [*callbacks, EpochPrinter()]
+    if early_stopping:
+        out += [EarlyStopping("validation", tol=tol, patience=n_iter_no_change), BestCheckpoint()]
+    else:
+        out.append(EarlyStopping("loss", tol=tol, patience=n_iter_no_change))
+    return out
 
 
 def encode_class_targets(est, y, n_sets: int, first_fit: bool) -> tuple[np.ndarray, int]:

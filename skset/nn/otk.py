@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 import numbers
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -233,3 +234,42 @@ class OTKLayer(nn.Module):
         x = _zero_padding(x, mask)  # padding may hold anything: P^T x would turn NaN * 0 into NaN
         out = otk_pool(x, self.plans(x, mask, weights))
         return out.reshape(x.shape[0], -1, x.shape[-1])
+
+
+# the relative accuracy of a raw embedding, in units of its dtype's eps: the rounding of
+# thousands of Sinkhorn iterations (measured up to ~150 eps on permuted sets) with a margin
+_ROUNDING_EPS = 1000.0
+# the plan is accurate to about sinkhorn_tol (its row-marginal error): differences between the
+# embeddings of permuted sets, in units of tol times the embedding's spread over the supports,
+# were measured up to 1.3 (normal data) and 40 (heavy tails at epsilon=0.01, at the cap)
+_TOL_FACTOR = 10.0
+
+
+def noise_floor(raw, mean, shape, sinkhorn_tol):
+    """Per row of the raw OTK embeddings ``raw (B, q*p*d)`` (numpy or torch), the norm below which
+    the row minus ``mean`` is indistinguishable from 0: ``1000 eps (||raw|| + ||mean||)`` plus
+    ``10 sinkhorn_tol`` times the spread of the row over the supports (``shape = (q, p, d)``)."""
+    q, p, d = shape
+    if isinstance(raw, torch.Tensor):
+        eps, blocks = torch.finfo(raw.dtype).eps, raw.reshape(-1, q, p, d)
+        spread = torch.linalg.vector_norm((blocks - blocks.mean(2, keepdim=True)).flatten(1),
+                                          dim=1)
+        size = torch.linalg.vector_norm(raw, dim=1) + torch.linalg.vector_norm(mean)
+    else:
+        eps, blocks = np.finfo(raw.dtype).eps, raw.reshape(-1, q, p, d).astype(np.float64)
+        spread = np.linalg.norm((blocks - blocks.mean(2, keepdims=True)).reshape(len(raw), -1),
+                                axis=1)
+        size = np.linalg.norm(raw.astype(np.float64), axis=1) + np.linalg.norm(mean)
+    return _ROUNDING_EPS * eps * size + _TOL_FACTOR * float(sinkhorn_tol or 0.0) * spread
+
+
+def normalize_rows(z: torch.Tensor, floor: torch.Tensor | None = None) -> torch.Tensor:
+    """Rows of ``z (B, D)`` rescaled to norm ``sqrt(D)`` (the unit-variance scale of OTK's
+    centred embeddings); with ``floor (B,)``, a row whose norm is not above its floor (noise of
+    the computation, :func:`noise_floor`) becomes 0 instead of noise scaled up. The numpy twin,
+    in place on a transform's output, is in ``OTKEmbedding.transform``."""
+    norm = torch.linalg.vector_norm(z, dim=1, keepdim=True)
+    if floor is None:
+        return z * (math.sqrt(z.shape[1]) / norm.clamp_min(1e-12))
+    return z * torch.where(norm > floor.unsqueeze(1),
+                           math.sqrt(z.shape[1]) / norm.clamp_min(1e-12), 0.0)

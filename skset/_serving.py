@@ -1,0 +1,114 @@
+"""The torch modules that serve a fitted estimator (see :mod:`skset.export`).
+
+Each estimator builds its own in ``_serving_module`` from these parts: the standardisation, the
+network and the output transform of a set-to-target network (:class:`NetworkServing`), a frozen
+Nystrom layer (:class:`NystromServing`) and the centred, normalised OTK embedding
+(:class:`OTKEmbeddingServing`). Engine modules only: this file imports :mod:`skset.nn`, never an
+estimator.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+from .nn.attention import _zero_padding  # a select, not a product: NaN * 0 is NaN
+from .nn.nystrom import NystromLayer
+from .nn.otk import noise_floor, normalize_rows
+
+__all__ = ["NetworkServing", "NystromServing", "OTKEmbeddingServing", "freeze_nystrom",
+           "set_sinkhorn", "network_serving"]
+
+
+class _FrozenNystromLayer(NystromLayer):
+    """A :class:`NystromLayer` whose ``kappa(w, w)^{-1/2}`` is a fixed buffer (ONNX has no
+    eigendecomposition; for a fitted layer the matrix depends on the anchors alone)."""
+
+    def normalization(self) -> torch.Tensor:
+        return self.frozen_normalization
+
+
+def freeze_nystrom(layer: NystromLayer, normalization: torch.Tensor | None = None) -> NystromLayer:
+    frozen = copy.deepcopy(layer)
+    if normalization is None:
+        with torch.no_grad():
+            normalization = layer.normalization()
+    frozen.__class__ = _FrozenNystromLayer
+    frozen.register_buffer("frozen_normalization",
+                           normalization.detach().to(layer.anchors.dtype).clone())
+    return frozen
+
+
+def set_sinkhorn(otk, method: str, n_iter: int | None) -> None:
+    otk.method = method
+    otk.sinkhorn_tol = None  # a fixed count: no data-dependent stopping
+    if n_iter is not None:
+        otk.sinkhorn_iter = int(n_iter)
+
+
+class NetworkServing(nn.Module):
+    """Standardisation, set network, head and output transform of a set-to-target estimator."""
+
+    def __init__(self, net: nn.Module, head: nn.Module, mean, scale, *, classifier: bool,
+                 y_mean=None, y_scale=None, squeeze: bool = False):
+        super().__init__()
+        self.net = net
+        self.head = head
+        self.classifier = bool(classifier)
+        self.squeeze = bool(squeeze)
+        dtype = next(net.parameters()).dtype
+        self.standardize = mean is not None
+        if self.standardize:
+            self.register_buffer("mean", torch.as_tensor(mean, dtype=dtype))
+            self.register_buffer("scale", torch.as_tensor(scale, dtype=dtype))
+        if not self.classifier:
+            self.register_buffer("y_mean", torch.as_tensor(y_mean, dtype=dtype))
+            self.register_buffer("y_scale", torch.as_tensor(y_scale, dtype=dtype))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor):
+        x = _zero_padding(x, mask)
+        if self.standardize:
+            x = (x - self.mean) / self.scale
+        z = self.net.embed(x, mask)
+        out = self.head(z)
+        if self.classifier:
+            return out, torch.softmax(out, dim=1), out.argmax(dim=1), z
+        pred = out * self.y_scale + self.y_mean
+        return (pred[:, 0] if self.squeeze else pred), z
+
+
+class NystromServing(nn.Module):
+    def __init__(self, layer: NystromLayer):
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor):
+        return self.layer(_zero_padding(x, mask), mask)
+
+
+class OTKEmbeddingServing(nn.Module):
+    def __init__(self, layer, center, normalize: bool, sinkhorn_tol=None):
+        super().__init__()
+        self.layer = layer
+        self.normalize = bool(normalize)
+        self.sinkhorn_tol = sinkhorn_tol  # the estimator's, for its noise floor (not the graph's)
+        self.register_buffer("center", torch.as_tensor(center, dtype=layer.references.dtype))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor):
+        raw = self.layer(_zero_padding(x, mask), mask).flatten(1)
+        z = raw - self.center
+        if self.normalize:  # as OTKEmbedding.transform: a row within the noise of 0 stays 0
+            floor = noise_floor(raw, self.center, tuple(self.layer.references.shape),
+                                self.sinkhorn_tol)
+            z = normalize_rows(z, floor)
+        return (z,)
+
+
+def network_serving(estimator, net, head, mean, scale) -> NetworkServing:
+    """The :class:`NetworkServing` of a fitted classifier or regressor."""
+    if hasattr(estimator, "classes_"):
+        return NetworkServing(net, head, mean, scale, classifier=True)
+    return NetworkServing(net, head, mean, scale, classifier=False, y_mean=estimator.y_mean_,
+                           y_scale=estimator.y_scale_, squeeze=estimator._y_ndim == 1)
