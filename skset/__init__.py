@@ -6,6 +6,7 @@ collection of sets is a list of such arrays (or a 3-D array when all sets have o
 
 from ._frames import frame_from_sets, sets_from_frame
 from ._persist import load, save
+from ._version import __version__
 from .cluster import ABCClusterer, EigengapSpectralClustering, estimate_n_clusters
 from .embedding import OTKEmbedding
 from .export import export_onnx
@@ -18,8 +19,6 @@ from .neural_network import (
     SetTransformerClassifier,
     SetTransformerRegressor,
 )
-
-__version__ = "0.1.0"
 
 __all__ = [
     "ABCClusterer",

@@ -31,7 +31,7 @@ _ATTR_NAME = re.compile(r"^_?[A-Za-z][A-Za-z0-9_]*$")
 
 
 def _skset_version() -> str:
-    from . import __version__
+    from ._version import __version__
 
     return __version__
 
