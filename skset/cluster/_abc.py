@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from .._sets import length_batches
-from .._validation import POSITIVE_INT, TORCH_PARAMS, Boolean, Integer, Param, Real, Satisfies
+from .._validation import POSITIVE_INT, TORCH_PARAMS, Boolean, Integer, Real, Satisfies
 from ..neural_network._base import BaseNeuralEstimator
 from ..neural_network._callbacks import WarmupCosineSchedule
 from ..neural_network._training import TRAINING_PARAMS
@@ -305,40 +305,40 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
     [(40,), (40,)]
     """
 
-    _params = {
-        "compatibility": Param("multiplicative", "multiplicative", "additive", positional=True),
-        "hidden_size": Param(64, POSITIVE_INT),
-        "n_layers": Param(2, Integer(0)),
-        "n_heads": Param(4, POSITIVE_INT),
-        "compat_dim": Param(None, POSITIVE_INT, None),
-        "norm": Param("layer", "layer", "set", None),
-        "residual": Param("original", "original", "clean"),
-        "input_similarity": Param("auto", None, "auto", "knn", "rbf", "cosine"),
-        "n_neighbors": Param(10, POSITIVE_INT),
-        "class_weight": Param(None, None, "balanced", _PAIR_OF_WEIGHTS),
-        "standardize": Param(True, Boolean()),
-        "instance_size": Param(100, Integer(2)),
-        "instance_n_clusters": Param((2, 6), POSITIVE_INT, _CLUSTER_RANGE),
-        "max_steps": Param(30000, POSITIVE_INT),
-        "batch_size": Param(8, POSITIVE_INT),
+    _parameter_constraints = {
+        "compatibility": ["multiplicative", "additive"],
+        "hidden_size": [POSITIVE_INT],
+        "n_layers": [Integer(0)],
+        "n_heads": [POSITIVE_INT],
+        "compat_dim": [POSITIVE_INT, None],
+        "norm": ["layer", "set", None],
+        "residual": ["original", "clean"],
+        "input_similarity": [None, "auto", "knn", "rbf", "cosine"],
+        "n_neighbors": [POSITIVE_INT],
+        "class_weight": [None, "balanced", _PAIR_OF_WEIGHTS],
+        "standardize": [Boolean()],
+        "instance_size": [Integer(2)],
+        "instance_n_clusters": [POSITIVE_INT, _CLUSTER_RANGE],
+        "max_steps": [POSITIVE_INT],
+        "batch_size": [POSITIVE_INT],
         "learning_rate_init": TRAINING_PARAMS["learning_rate_init"],
         "alpha": TRAINING_PARAMS["alpha"],
         "optimizer": TRAINING_PARAMS["optimizer"],
-        "learning_rate_schedule": Param("cosine", "constant", "cosine"),
-        "warmup_fraction": Param(0.05, Real(0, 1, closed="left")),
-        "decay_fraction": Param(0.3, Real(0, 1)),
-        "eval_every": Param(100, POSITIVE_INT),
-        "early_stopping": Param(True, Boolean()),
+        "learning_rate_schedule": ["constant", "cosine"],
+        "warmup_fraction": [Real(0, 1, closed="left")],
+        "decay_fraction": [Real(0, 1)],
+        "eval_every": [POSITIVE_INT],
+        "early_stopping": [Boolean()],
         "validation_fraction": TRAINING_PARAMS["validation_fraction"],
-        "n_validation_instances": Param(64, POSITIVE_INT),
-        "n_iter_no_change": Param(20, POSITIVE_INT),
+        "n_validation_instances": [POSITIVE_INT],
+        "n_iter_no_change": [POSITIVE_INT],
         "tol": TRAINING_PARAMS["tol"],
-        "max_clusters": Param(None, POSITIVE_INT, None),
-        "min_clusters": Param(1, POSITIVE_INT),
-        "n_clusters_rule": Param("calibrated", "calibrated", "eigengap"),
-        "n_init": Param(10, POSITIVE_INT),
-        "assign_labels": Param("kmeans", "kmeans", "sklearn"),
-        "max_pairs": Param(10_000_000, POSITIVE_INT),
+        "max_clusters": [POSITIVE_INT, None],
+        "min_clusters": [POSITIVE_INT],
+        "n_clusters_rule": ["calibrated", "eigengap"],
+        "n_init": [POSITIVE_INT],
+        "assign_labels": ["kmeans", "sklearn"],
+        "max_pairs": [POSITIVE_INT],
         "warm_start": TRAINING_PARAMS["warm_start"],
         "device": TORCH_PARAMS["device"],
         "random_state": TORCH_PARAMS["random_state"],
@@ -351,6 +351,55 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
     _legacy_params = {"input_similarity": None, "learning_rate_schedule": "constant",
                       "warmup_fraction": 0.0, "decay_fraction": 1.0, "min_clusters": 1,
                       "n_clusters_rule": "eigengap"}
+
+    def __init__(self, compatibility="multiplicative", *, hidden_size=64, n_layers=2, n_heads=4,
+                 compat_dim=None, norm="layer", residual="original", input_similarity="auto",
+                 n_neighbors=10, class_weight=None, standardize=True, instance_size=100,
+                 instance_n_clusters=(2, 6), max_steps=30_000, batch_size=8,
+                 learning_rate_init=1e-3, alpha=0.0, optimizer="adam",
+                 learning_rate_schedule="cosine", warmup_fraction=0.05, decay_fraction=0.3,
+                 eval_every=100, early_stopping=True, validation_fraction=0.1,
+                 n_validation_instances=64, n_iter_no_change=20, tol=1e-4, max_clusters=None,
+                 min_clusters=1, n_clusters_rule="calibrated", n_init=10, assign_labels="kmeans",
+                 max_pairs=10_000_000, warm_start=False, device="auto", random_state=None,
+                 verbose=0):
+        self.compatibility = compatibility
+        self.hidden_size = hidden_size
+        self.n_layers = n_layers
+        self.n_heads = n_heads
+        self.compat_dim = compat_dim
+        self.norm = norm
+        self.residual = residual
+        self.input_similarity = input_similarity
+        self.n_neighbors = n_neighbors
+        self.class_weight = class_weight
+        self.standardize = standardize
+        self.instance_size = instance_size
+        self.instance_n_clusters = instance_n_clusters
+        self.max_steps = max_steps
+        self.batch_size = batch_size
+        self.learning_rate_init = learning_rate_init
+        self.alpha = alpha
+        self.optimizer = optimizer
+        self.learning_rate_schedule = learning_rate_schedule
+        self.warmup_fraction = warmup_fraction
+        self.decay_fraction = decay_fraction
+        self.eval_every = eval_every
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_validation_instances = n_validation_instances
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
+        self.max_clusters = max_clusters
+        self.min_clusters = min_clusters
+        self.n_clusters_rule = n_clusters_rule
+        self.n_init = n_init
+        self.assign_labels = assign_labels
+        self.max_pairs = max_pairs
+        self.warm_start = warm_start
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
 
     def _check_param_relations(self):
         if self.hidden_size % self.n_heads:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._sets import length_batches, pack
-from .._validation import POSITIVE_INT, Boolean, Integer, Param
+from .._validation import POSITIVE_INT, Boolean, Integer
 from ..nn.attention import SetTransformer
 from ..nn.deep_sets import DeepSets
 from ._base import SetClassifierMixin, SetNetworkEstimator, SetRegressorMixin, compose_doc
@@ -126,17 +126,17 @@ _TRAINING_DOC = """
 
 
 class _SetTransformerBase(_BaseSetNetwork):
-    _params = {
-        "hidden_size": Param(64, POSITIVE_INT, positional=True),
-        "n_layers": Param(2, Integer(0), positional=True),
-        "n_heads": Param(4, POSITIVE_INT, positional=True),
-        "n_inducing": Param(16, POSITIVE_INT, None),
-        "n_seeds": Param(1, POSITIVE_INT),
-        "norm": Param("layer", "layer", "set", None),
-        "residual": Param("original", "original", "clean"),
-        "point_init": Param("xavier", "xavier", "normal"),
-        "decoder": Param("mlp", "mlp", "sab"),
-        "standardize": Param(True, Boolean()),
+    _parameter_constraints = {
+        "hidden_size": [POSITIVE_INT],
+        "n_layers": [Integer(0)],
+        "n_heads": [POSITIVE_INT],
+        "n_inducing": [POSITIVE_INT, None],
+        "n_seeds": [POSITIVE_INT],
+        "norm": ["layer", "set", None],
+        "residual": ["original", "clean"],
+        "point_init": ["xavier", "normal"],
+        "decoder": ["mlp", "sab"],
+        "standardize": [Boolean()],
         **TRAINING_PARAMS,
     }
 
@@ -271,6 +271,38 @@ class SetTransformerClassifier(SetClassifierMixin, _SetTransformerBase):
 """,
     )
 
+    def __init__(self, hidden_size=64, n_layers=2, n_heads=4, *, n_inducing=16, n_seeds=1,
+                 norm="layer", residual="original", point_init="xavier", decoder="mlp",
+                 standardize=True, optimizer="adam", learning_rate_init=1e-3, alpha=0.0,
+                 batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4, early_stopping=False,
+                 validation_fraction=0.1, n_iter_no_change=10, warm_start=False, verbose=0,
+                 device="auto", dtype="float32", random_state=None):
+        self.hidden_size = hidden_size
+        self.n_layers = n_layers
+        self.n_heads = n_heads
+        self.n_inducing = n_inducing
+        self.n_seeds = n_seeds
+        self.norm = norm
+        self.residual = residual
+        self.point_init = point_init
+        self.decoder = decoder
+        self.standardize = standardize
+        self.optimizer = optimizer
+        self.learning_rate_init = learning_rate_init
+        self.alpha = alpha
+        self.batch_size = batch_size
+        self.max_elements = max_elements
+        self.max_iter = max_iter
+        self.tol = tol
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.warm_start = warm_start
+        self.verbose = verbose
+        self.device = device
+        self.dtype = dtype
+        self.random_state = random_state
+
 
 class SetTransformerRegressor(SetRegressorMixin, _SetTransformerBase):
     __doc__ = compose_doc(
@@ -290,15 +322,47 @@ class SetTransformerRegressor(SetRegressorMixin, _SetTransformerBase):
 """,
     )
 
+    def __init__(self, hidden_size=64, n_layers=2, n_heads=4, *, n_inducing=16, n_seeds=1,
+                 norm="layer", residual="original", point_init="xavier", decoder="mlp",
+                 standardize=True, optimizer="adam", learning_rate_init=1e-3, alpha=0.0,
+                 batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4, early_stopping=False,
+                 validation_fraction=0.1, n_iter_no_change=10, warm_start=False, verbose=0,
+                 device="auto", dtype="float32", random_state=None):
+        self.hidden_size = hidden_size
+        self.n_layers = n_layers
+        self.n_heads = n_heads
+        self.n_inducing = n_inducing
+        self.n_seeds = n_seeds
+        self.norm = norm
+        self.residual = residual
+        self.point_init = point_init
+        self.decoder = decoder
+        self.standardize = standardize
+        self.optimizer = optimizer
+        self.learning_rate_init = learning_rate_init
+        self.alpha = alpha
+        self.batch_size = batch_size
+        self.max_elements = max_elements
+        self.max_iter = max_iter
+        self.tol = tol
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.warm_start = warm_start
+        self.verbose = verbose
+        self.device = device
+        self.dtype = dtype
+        self.random_state = random_state
+
 
 class _DeepSetsBase(_BaseSetNetwork):
-    _params = {
-        "hidden_size": Param(64, POSITIVE_INT, positional=True),
-        "n_layers": Param(2, Integer(0), positional=True),
-        "pooling": Param("sum", "sum", "mean", "max"),
-        "norm": Param(None, "layer", "set", None),
-        "residual": Param(None, None, "original", "clean"),
-        "standardize": Param(True, Boolean()),
+    _parameter_constraints = {
+        "hidden_size": [POSITIVE_INT],
+        "n_layers": [Integer(0)],
+        "pooling": ["sum", "mean", "max"],
+        "norm": ["layer", "set", None],
+        "residual": [None, "original", "clean"],
+        "standardize": [Boolean()],
         **TRAINING_PARAMS,
     }
 
@@ -369,6 +433,33 @@ class DeepSetsClassifier(SetClassifierMixin, _DeepSetsBase):
 """,
     )
 
+    def __init__(self, hidden_size=64, n_layers=2, *, pooling="sum", norm=None, residual=None,
+                 standardize=True, optimizer="adam", learning_rate_init=1e-3, alpha=0.0,
+                 batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4, early_stopping=False,
+                 validation_fraction=0.1, n_iter_no_change=10, warm_start=False, verbose=0,
+                 device="auto", dtype="float32", random_state=None):
+        self.hidden_size = hidden_size
+        self.n_layers = n_layers
+        self.pooling = pooling
+        self.norm = norm
+        self.residual = residual
+        self.standardize = standardize
+        self.optimizer = optimizer
+        self.learning_rate_init = learning_rate_init
+        self.alpha = alpha
+        self.batch_size = batch_size
+        self.max_elements = max_elements
+        self.max_iter = max_iter
+        self.tol = tol
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.warm_start = warm_start
+        self.verbose = verbose
+        self.device = device
+        self.dtype = dtype
+        self.random_state = random_state
+
 
 class DeepSetsRegressor(SetRegressorMixin, _DeepSetsBase):
     __doc__ = compose_doc(
@@ -387,3 +478,30 @@ class DeepSetsRegressor(SetRegressorMixin, _DeepSetsBase):
     (3,)
 """,
     )
+
+    def __init__(self, hidden_size=64, n_layers=2, *, pooling="sum", norm=None, residual=None,
+                 standardize=True, optimizer="adam", learning_rate_init=1e-3, alpha=0.0,
+                 batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4, early_stopping=False,
+                 validation_fraction=0.1, n_iter_no_change=10, warm_start=False, verbose=0,
+                 device="auto", dtype="float32", random_state=None):
+        self.hidden_size = hidden_size
+        self.n_layers = n_layers
+        self.pooling = pooling
+        self.norm = norm
+        self.residual = residual
+        self.standardize = standardize
+        self.optimizer = optimizer
+        self.learning_rate_init = learning_rate_init
+        self.alpha = alpha
+        self.batch_size = batch_size
+        self.max_elements = max_elements
+        self.max_iter = max_iter
+        self.tol = tol
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.warm_start = warm_start
+        self.verbose = verbose
+        self.device = device
+        self.dtype = dtype
+        self.random_state = random_state
