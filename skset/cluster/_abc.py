@@ -350,7 +350,7 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
     # saved before the prior existed: the paper's model, without prior
     _legacy_params = {"input_similarity": None, "learning_rate_schedule": "constant",
                       "warmup_fraction": 0.0, "decay_fraction": 1.0, "min_clusters": 1,
-                      "n_clusters_rule": "eigengap"}
+                      "n_clusters_rule": "eigengap", "n_neighbors": 10}
 
     def __init__(self, compatibility="multiplicative", *, hidden_size=64, n_layers=2, n_heads=4,
                  compat_dim=None, norm="layer", residual="original", input_similarity="auto",
@@ -401,6 +401,9 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
         self.random_state = random_state
         self.verbose = verbose
 
+    def _compute_dtype(self):
+        return "float32"  # no dtype parameter
+
     def _check_param_relations(self):
         if self.hidden_size % self.n_heads:
             raise self._param_error(f"hidden_size={self.hidden_size} must be divisible by "
@@ -439,7 +442,7 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
             data, n_elements=self.instance_size, validate=bool(self.early_stopping),
             validation_fraction=self.validation_fraction,
             n_validation=self.n_validation_instances,
-            calibrate_prior=(getattr(self, "input_similarity", None) is not None
+            calibrate_prior=(self.input_similarity is not None
                              and self.n_clusters_rule == "calibrated"),
             rng=rng, seed=seed, name=type(self).__name__)
         self.validation_classes_ = source.validation_classes
@@ -450,7 +453,7 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
                                 for h in (source.validation, source.calibration))
         mix = getattr(self.module_, "mix", None)
         self._train_kernel(source.draw, val_parts, mix, seed)
-        if not warm and getattr(self, "input_similarity", None) == "auto":
+        if not warm and self.input_similarity == "auto":
             self._choose_prior(mix, val_parts, cal_parts)
         self._choose_mix(mix, val_parts, cal_parts)
         return self
@@ -478,7 +481,7 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
         validation = None if val_parts is None else partial(
             eigengap_ari, parts=val_parts, rule=self._k_rule(), seed=seed, device=self.device_)
         callbacks, overrides = [], {}
-        if getattr(self, "learning_rate_schedule", "constant") == "cosine":
+        if self.learning_rate_schedule == "cosine":
             plateau = validation is not None
             schedule = WarmupCosineSchedule(
                 max_steps, int(round(self.warmup_fraction * max_steps)), final_fraction=0.01,
@@ -491,16 +494,16 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
         batches = partial(step_batches, draw=draw, scale=self._scale, batch_size=self.batch_size,
                           steps_per_chunk=every, max_steps=max_steps, device=self.device_)
         self._train(partial(_batch_loss, class_weight=cw), batches, validation=validation,
-                    max_iter=n_chunks, warn_convergence=False, units_per_epoch=every,
-                    max_units=max_steps, early_stopping=validation is not None,
-                    callbacks=callbacks, **overrides)
+                    optimizer=self.optimizer, max_iter=n_chunks, warn_convergence=False,
+                    units_per_epoch=every, max_units=max_steps,
+                    early_stopping=validation is not None, callbacks=callbacks, **overrides)
         if callbacks:  # where the decay began (earlier than planned after a plateau)
             self.lr_decay_start_ = int(schedule.decay_start)
 
     def _build_module(self, n_features: int):
         from ..nn.abc import ABCKernel
 
-        sim = getattr(self, "input_similarity", None)
+        sim = self.input_similarity
         params = getattr(self, "prior_params_", None)  # a fitted model: the prior it chose
         if hasattr(self, "input_similarity_"):
             sim = self.input_similarity_
@@ -510,7 +513,7 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
                         compatibility=self.compatibility, compat_dim=self.compat_dim,
                         norm=self.norm, residual=self.residual, input_similarity=sim,
                         n_neighbors=(params or {}).get("n_neighbors",
-                                                       getattr(self, "n_neighbors", 10)))
+                                                       self.n_neighbors))
         if params is not None and sim is not None:  # buffers, overwritten by a state dict
             net.sim_log_scale.fill_(float(np.log(params["scale"])))
             net.sim_offset.fill_(float(params["offset"]))

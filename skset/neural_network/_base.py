@@ -76,18 +76,22 @@ class BaseNeuralEstimator(TorchEstimator):
             torch.manual_seed(seed)
             return build()
 
-    def _train(self, loss_fn, batches, *, validation=None, callbacks: list[Callback] = (),
-               units_per_epoch: int = 1, max_units: int | None = None, **overrides) -> TrainResult:
+    def _train(self, loss_fn, batches, *, optimizer: str, max_iter: int, validation=None,
+               callbacks: list[Callback] = (), units_per_epoch: int = 1,
+               max_units: int | None = None, **overrides) -> TrainResult:
         """Run :func:`train_module` on ``self.module_`` with this estimator's training parameters
         (``overrides`` replace them) and append the result to the history.
+
+        ``optimizer`` and ``max_iter`` (epochs, or chunks of steps) come from the caller: not
+        every estimator has those parameters.
 
         ``n_iter_`` counts epochs, or optimisation steps for an estimator whose "epoch" is a chunk
         of ``units_per_epoch`` steps (capped at ``max_units``).
         """
         kw = dict(
-            optimizer=getattr(self, "optimizer", "adam"),
+            optimizer=optimizer,
             learning_rate_init=self.learning_rate_init, weight_decay=self.alpha,
-            max_iter=getattr(self, "max_iter", None), tol=self.tol,
+            max_iter=max_iter, tol=self.tol,
             early_stopping=bool(self.early_stopping), n_iter_no_change=self.n_iter_no_change,
             optimizer_state=self._optimizer_state, verbose=int(self.verbose),
             name=type(self).__name__, stacklevel=4,  # the warning points at the user's fit call
@@ -224,7 +228,8 @@ class SetNetworkEstimator(ClassNamePrefixFeaturesOutMixin, BaseNeuralEstimator):
         return []
 
     def _train_overrides(self) -> dict:
-        return {}
+        """Arguments of :meth:`BaseNeuralEstimator._train` (``optimizer`` always)."""
+        raise NotImplementedError
 
     def _before_training(self, data: FitData, warm: bool) -> None:
         pass
@@ -357,7 +362,7 @@ class SetNetworkEstimator(ClassNamePrefixFeaturesOutMixin, BaseNeuralEstimator):
         self._before_training(data, warm)
         completed = False
         try:
-            self._train(loss_fn, batches, validation=validation,
+            self._train(loss_fn, batches, max_iter=self.max_iter, validation=validation,
                         callbacks=self._callbacks(data, warm, validation_loss),
                         # warnings point at the user's fit call (through fit and _fit)
                         **{"stacklevel": 5, **self._train_overrides()})

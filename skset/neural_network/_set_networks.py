@@ -58,6 +58,9 @@ class _BaseSetNetwork(SetNetworkEstimator):
             return sets
         return [((s - self.mean_) / self.scale_).astype(s.dtype, copy=False) for s in sets]
 
+    def _train_overrides(self):
+        return {"optimizer": self.optimizer}
+
     def _init_module(self, data, n_outputs, seed, rng):
         self._n_features_out = self._embed_dim()
         return self._seeded(seed, lambda: self._build_module(self.n_features_in_, n_outputs))
