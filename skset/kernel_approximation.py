@@ -138,6 +138,8 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEs
         Features per element seen in ``fit``.
     device_ : torch.device
         Resolved device.
+    dtype_ : torch.dtype
+        Resolved compute dtype (``dtype``).
 
     See Also
     --------

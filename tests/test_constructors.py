@@ -9,12 +9,14 @@ import pydoc
 import textwrap
 
 import pytest
+from sklearn.base import BaseEstimator
 
 import skset
 from skset._validation import Allowed, InvalidParameterError
 
 ESTIMATORS = [getattr(skset, name) for name in skset.__all__
-              if inspect.isclass(getattr(skset, name))]
+              if inspect.isclass(getattr(skset, name))
+              and issubclass(getattr(skset, name), BaseEstimator)]
 
 #: the parameters that may be given by position (the first ones); every other is keyword-only
 POSITIONAL = {

@@ -7,12 +7,14 @@ import re
 
 import numpy as np
 import pytest
+from sklearn.base import BaseEstimator
 
 import skset
 from skset._validation import Allowed, InvalidParameterError, ParamsMixin, check_params
 
 ESTIMATORS = [getattr(skset, name) for name in skset.__all__
-              if inspect.isclass(getattr(skset, name))]
+              if inspect.isclass(getattr(skset, name))
+              and issubclass(getattr(skset, name), BaseEstimator)]
 
 # candidates for a bad value, the most telling first; each parameter gets the first its row rejects
 _CANDIDATES = ["bogus", -1, 0, 0.5, -0.5, 1.5, float("nan"), float("inf"), 2**40, (3, 1),

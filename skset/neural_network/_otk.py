@@ -472,6 +472,8 @@ _DOC_ATTRS = """
         Features per element.
     device_ : torch.device
         Resolved device.
+    dtype_ : torch.dtype
+        Resolved compute dtype (``dtype``).
 """
 
 _DOC_REFS = """

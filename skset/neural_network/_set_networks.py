@@ -77,6 +77,10 @@ _REGRESSION_NOTE = """
     Targets are standardised internally; predictions are returned on the original scale.
 """
 
+_REGRESSION_ATTRS = """    y_mean_, y_scale_ : ndarray of shape (n_outputs,)
+        The target standardisation (weighted by ``sample_weight``).
+"""
+
 _TRAINING_DOC = """
     optimizer : {"adam", "adamw"}, default="adam"
         ``adam`` adds ``alpha * w`` to the gradient (L2 penalty); ``adamw`` decouples the decay.
@@ -122,9 +126,15 @@ _TRAINING_DOC = """
     validation_scores_ : list of float
         Validation score per epoch (with ``early_stopping``).
     best_validation_score_ : float or None
+        Best validation score (with ``early_stopping``).
+    learning_rates_ : list of float
+        The learning rate of each epoch.
     n_iter_ : int
-        Epochs run.
+        Epochs run (summed over warm starts).
     device_ : torch.device
+        Resolved device.
+    dtype_ : torch.dtype
+        Resolved compute dtype (``dtype``).
 """
 
 
@@ -312,7 +322,7 @@ class SetTransformerRegressor(SetRegressorMixin, _SetTransformerBase):
         """Set Transformer regressor (and Set Transformer++), one (multi-output) target per set.
 """,
         _REGRESSION_NOTE,
-        _ST_DOC, _TRAINING_DOC, _ST_REFS,
+        _ST_DOC, _TRAINING_DOC, _REGRESSION_ATTRS, _ST_REFS,
         """
     Examples
     --------
@@ -469,7 +479,7 @@ class DeepSetsRegressor(SetRegressorMixin, _DeepSetsBase):
         """Deep Sets regressor (and Deep Sets++), one (multi-output) target per set.
 """,
         _REGRESSION_NOTE,
-        _DS_DOC, _TRAINING_DOC, _DS_REFS,
+        _DS_DOC, _TRAINING_DOC, _REGRESSION_ATTRS, _DS_REFS,
         """
     Examples
     --------
