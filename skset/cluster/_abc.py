@@ -70,9 +70,8 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
         W_k z_j)``).
     hidden_size : int, default=64
         Width of the embedding and the SABs. The paper uses 128; on a CPU a step of width 64 costs
-        1.3-1.7x less and learns the 2-5 circles about as fast per step (validation ARI 0.48 at 5,600
-        steps, 0.46 at 5,000 with 128), so in the same minutes it trains further: NMI 0.734
-        against 0.689 (``benchmarks/results/abc.md``).
+        less and learns the 2-5 circles about as fast per step, so in the same minutes it trains
+        further (figures in BENCHMARKS.md, ABC).
     n_layers : int, default=2
         Number of SABs (0: the pairwise, context-free ablation).
     n_heads : int, default=4
@@ -112,7 +111,7 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
         Centre the features on the training elements' mean and divide them all by **one** scale,
         the root mean square of their standard deviations: distances keep the features' relative
         scales, and a near-constant feature is never blown up (per-feature scaling amplified rare
-        pixels and ruined distances on unseen digit classes, see ``benchmarks/results/abc.md``).
+        pixels and ruined distances on unseen digit classes, see BENCHMARKS.md, ABC).
     instance_size : int, default=100
         Elements per sampled training instance (pool input only).
     instance_n_clusters : int or (int, int), default=(2, 6)
@@ -120,30 +119,25 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
     max_steps : int, default=30000
         Most optimisation steps (one step = one batch of ``batch_size`` instances); with
         validation and the ``"cosine"`` schedule training can end earlier, at the end of the
-        decay that a validation plateau starts, or at a stall during the decay (the 2-5 circles
-        kernel: 24,500 steps, 12.4 min on the shared 2-core CPU with one thread under load;
-        0.02-0.03 s per step of 8 instances of 100 points at the default width, quiet: see
-        ``benchmarks/results/abc.md``).
+        decay that a validation plateau starts, or at a stall during the decay (steps and times
+        of the 2-5 circles kernel: BENCHMARKS.md, ABC).
     batch_size : int, default=8
         Instances per step. At a fixed budget of instances (wall time), small batches trained
-        faster than the paper's 32-128 on a CPU: on 2-5 circles, 32,000 instances gave a
-        validation ARI of 0.53 / 0.58 / 0.61 in batches of 32 / 16 / 8 (each ~3.2 min), and
-        batches of 64 trained less than 32 (``benchmarks/results/abc.md``). On a GPU, where a
-        larger batch costs little more time, raise it (the paper used up to 128).
+        the 2-5 circles kernel further than the paper's 32-128 on a CPU (BENCHMARKS.md, ABC). On
+        a GPU, where a larger batch costs little more time, raise it (the paper used up to 128).
     learning_rate_init : float, default=1e-3
         Peak step size of the optimiser (see ``learning_rate_schedule``). The paper uses 1e-4
         over tens of thousands of steps; with a budget of a few thousand steps 1e-4 leaves the
-        circles kernel far from trained (validation NMI up to 0.25 after 1,000 steps, below the
-        kNN prior's 0.37), and a peak of 2e-3 or 3e-3 trained less than 1e-3 in 500-1,000-step
-        runs, so the default stays 1e-3 (``benchmarks/results/abc.md``).
+        circles kernel far from trained (below the kNN prior), and a peak of 2e-3 or 3e-3
+        trained less than 1e-3 in short runs, so the default stays 1e-3 (BENCHMARKS.md, ABC).
     alpha : float, default=0.0
         L2 penalty (``"adam"``) or decoupled weight decay (``"adamw"``).
     optimizer : {"adam", "adamw"}, default="adam"
         The torch optimiser.
     learning_rate_schedule : {"cosine", "constant"}, default="cosine"
         ``"cosine"``: per step, a linear warm-up to ``learning_rate_init`` over the first
-        ``warmup_fraction`` of ``max_steps``, the rate held, then a cosine decay to 1% of it over
-        the last ``decay_fraction`` of ``max_steps`` (:class:`WarmupCosineSchedule`);
+        ``warmup_fraction`` of ``max_steps``, the rate held, then a cosine decay to 0.01 times
+        it over the last ``decay_fraction`` of ``max_steps`` (:class:`WarmupCosineSchedule`);
         ``"constant"``: ``learning_rate_init`` throughout (the schedule of models fitted before
         it existed).
     warmup_fraction : float in [0, 1), default=0.05
@@ -151,9 +145,8 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
     decay_fraction : float in [0, 1], default=0.3
         Fraction of ``max_steps`` over which the rate decays at the end (``"cosine"``; 1: the
         plain warm-up + cosine schedule). Holding the rate and decaying at the end kept the
-        progress of a constant rate on short budgets (a cosine over the whole of 500 steps
-        trained the circles kernel less than the constant rate, see
-        ``benchmarks/results/abc.md``).
+        progress of a constant rate on short budgets (a cosine over the whole of a short run
+        trained the circles kernel less than the constant rate, see BENCHMARKS.md, ABC).
     eval_every : int, default=100
         Steps between two entries of ``loss_curve_`` / validations; the stopping rules count in
         these units (the default patience, 10 checks, is 1,000 steps).
@@ -177,15 +170,15 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
         Checks (every ``eval_every`` steps) without an improvement of ``tol`` before the
         ``"cosine"`` schedule starts its decay early, or stops during it (without that schedule:
         before stopping): of the validation score with ``early_stopping``, else of the training
-        BCE. 20 checks of 64 validation instances: with 10 the noise of the score started the
-        decay at 5,900 of 12,000 steps on circles while the kernel was still improving.
+        BCE. 20 checks of 64 validation instances: with 10, the noise of the score started the
+        decay halfway through a circles run while the kernel was still improving.
     tol : float, default=1e-4
         Smallest improvement that counts.
     min_clusters : int, default=1
         Smallest number of clusters the k rule may return at prediction (and on the validation
         instances). ``min_clusters_`` records the smallest training k, a natural value when new
         instances hold at least as many clusters as the training ones; the default keeps one
-        cluster possible (a bound of 2 gained 2-3 points of k right on circles and digits with
+        cluster possible (a bound of 2 found k slightly more often on circles and digits with
         the eigengap, but let a near-constant kernel of a barely trained model win the kernel
         selection on a single validation instance by a lucky split).
     n_clusters_rule : {"calibrated", "eigengap"}, default="calibrated"
@@ -196,7 +189,7 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
         whichever finds the true ``k`` of most validation instances (``eigen_threshold_``; the
         eigengap on ties). A kernel that is not perfectly sharp lifts the small eigenvalues, the more the
         more clusters, and the eigengap then under-counts (on 2-5 circles the calibrated count
-        found k in 92% of the instances where the eigengap found it in 76%). Calibration needs
+        finds k more often, see BENCHMARKS.md, ABC). Calibration needs
         validation instances of several ``k``: held-out classes of a small pool give one ``k``;
         then the prior's rule is calibrated on instances of every class (the prior learns from
         none) and the learned kernels keep the eigengap. Without ``early_stopping`` the eigengap
@@ -215,9 +208,9 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
         Budget of padded pairs ``B * n_max^2`` per prediction batch (the affinity, the attention
         maps and the eigendecomposition all scale with it). On a CPU, inference batches are
         smaller (``2**18`` pairs, e.g. 26 instances of 100 elements) and run side by side on
-        ``torch.get_num_threads()`` threads with one intra-op thread each: on 2 cores this made
-        ``predict`` 3.3x faster than one big batch (see ``benchmarks/results/abc.md``). Labels do
-        not depend on the number of threads.
+        ``torch.get_num_threads()`` threads with one intra-op thread each, which is faster than
+        one big batch (see BENCHMARKS.md, ABC). Labels do not depend on the number of
+        threads.
     warm_start : bool, default=False
         Continue training the fitted network (and its optimiser state) in the next ``fit``.
     device : str, default="auto"
@@ -277,6 +270,8 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
         Optimisation steps run (over all warm-started fits).
     device_ : torch.device
         The device the network lives on.
+    dtype_ : torch.dtype
+        The compute dtype, ``torch.float32``.
 
     See Also
     --------
@@ -532,9 +527,7 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
         On a GPU a chunk fills the ``max_pairs`` budget. On a CPU chunks are capped at
         ``_CPU_CHUNK_PAIRS`` padded pairs (they run in parallel on the intra-op threads, see
         :func:`skset._torch.map_on_threads`): the SAB activations of one chunk then stay in
-        cache (the network's forward pass on 1,000 instances of 100 points took 1.27 s as one
-        batch and 0.56-0.73 s in calls of 25-250 instances on the 2-core benchmark machine,
-        ``benchmarks/bench_abc.py profile``).
+        cache, which is faster than one batch (``benchmarks/bench_abc.py profile``; BENCHMARKS.md).
         """
         budget = int(self.max_pairs)
         if self.device_.type == "cpu":

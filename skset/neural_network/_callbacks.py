@@ -239,8 +239,8 @@ class WarmupCosineSchedule(Callback):
     held phase, the decay starts at once (over the same number of steps, capped by
     ``total_steps``); during the decay the same stall stops training, and so does the end of the
     decay. So a plateau of the validation score ends in an annealing phase rather than in a stop
-    at the peak rate (a stop before the decay lost 0.03-0.04 NMI on circles, see
-    ``benchmarks/results/abc.md``). The caller keeps the loop's own rule out of the way (and
+    at the peak rate (a stop before the decay lost clustering quality on circles, see
+    BENCHMARKS.md, ABC). The caller keeps the loop's own rule out of the way (and
     its best-checkpoint restore on).
     """
 
