@@ -25,5 +25,10 @@ class TorchEstimator(ParamsMixin, TorchStateMixin, BaseEstimator):
         """Check the parameters, set ``device_`` and ``dtype_``; return ``(seed, rng)``."""
         self._check_params()
         self.device_ = resolve_device(self.device)
-        self.dtype_ = resolve_dtype(getattr(self, "dtype", "float32"))
+        self.dtype_ = resolve_dtype(self._compute_dtype())
         return random_streams(self.random_state)
+
+    def _compute_dtype(self) -> str:
+        """The name of the dtype a fit computes in: the ``dtype`` parameter (an estimator that has
+        none says which here)."""
+        return self.dtype

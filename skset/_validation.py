@@ -1,26 +1,25 @@
-"""One table of parameter specifications per estimator, one checker, one generated ``__init__``.
+"""One table of allowed values per estimator, one checker.
 
-Every skset estimator declares its constructor parameters once, as a class attribute
-``_params``: an ordered ``{name: Param(default, *allowed)}`` table. From it
+Every skset estimator writes its ``__init__`` out (it only stores its arguments, as scikit-learn
+requires; the default of a parameter lives in that signature and nowhere else) and declares what
+each parameter may be once, as a class attribute ``_parameter_constraints``: ``{name: [allowed,
+...]}``, where an entry is a specification (:class:`Integer`, :class:`Real`, :class:`Boolean`,
+:class:`Options`, :class:`Satisfies`), ``None`` (admits ``None``) or a string (admits that
+string), as in scikit-learn's tables of the same name. The table's keys are the constructor's
+parameters (``tests/test_constructors.py`` checks it).
 
-* :class:`ParamsMixin` generates ``__init__`` (a real signature, read by ``get_params``,
-  ``clone``, ``repr``, ``help()`` and Jupyter: the first ``positional`` parameters may be given by
-  position, the others by keyword only, as in scikit-learn), which stores every argument
-  unchanged;
-* :meth:`ParamsMixin._check_params`, called at the start of ``fit``, checks every value against
-  its specification and raises :class:`InvalidParameterError` (a ``ValueError`` and a
-  ``TypeError``) that names the estimator, the parameter, the value and what is allowed; relations
-  between parameters (``hidden_size`` divisible by ``n_heads``) go in
-  :meth:`ParamsMixin._check_param_relations`.
+:meth:`ParamsMixin._check_params`, called at the start of ``fit``, checks every value against its
+table and raises :class:`InvalidParameterError` (a ``ValueError`` and a ``TypeError``) that names
+the estimator, the parameter, the value and what is allowed; relations between parameters
+(``hidden_size`` divisible by ``n_heads``) go in :meth:`ParamsMixin._check_param_relations`.
 
 Tables shared by several estimators (the training parameters of the neural estimators, the
 device and dtype) are plain dicts merged into each estimator's table, so that a parameter has one
-name, one default and one specification wherever it appears.
+name and one specification wherever it appears.
 """
 
 from __future__ import annotations
 
-import inspect
 import math
 import numbers
 from collections.abc import Callable
@@ -30,7 +29,7 @@ import torch
 
 __all__ = [
     "InvalidParameterError",
-    "Param",
+    "Allowed",
     "Integer",
     "Real",
     "Options",
@@ -178,19 +177,16 @@ DEVICE = Satisfies(_valid_device, "'auto', a torch device name ('cpu', 'cuda', '
 DTYPE = Satisfies(_valid_dtype, "'float32' or 'float64'")
 
 
-class Param:
-    """One row of an estimator's table: the default and the kinds of allowed values.
+class Allowed:
+    """The allowed values of one parameter: a row of a ``_parameter_constraints`` table (a list
+    of specifications; ``None`` admits ``None``, a bare string admits that string)."""
 
-    ``None`` among ``allowed`` admits ``None``; a bare string admits that string. With
-    ``positional=True`` the parameter may be passed by position (it must come before every
-    keyword-only one in the table).
-    """
-
-    def __init__(self, default, *allowed, positional: bool = False):
-        self.default = default
-        self.positional = positional
+    def __init__(self, constraints):
+        if isinstance(constraints, (str, _Spec)) or constraints is None:
+            raise TypeError("a row of _parameter_constraints is a list of specifications, not "
+                            f"{constraints!r}")
         specs = []
-        for a in allowed:
+        for a in constraints:
             if a is None or isinstance(a, str):
                 specs.append(Options(a))
             elif isinstance(a, _Spec):
@@ -211,58 +207,31 @@ class Param:
         return " or ".join(parts)
 
 
-def check_params(est, params: dict[str, Param] | None = None) -> None:
-    """Check every parameter of ``est`` against its table; raise :class:`InvalidParameterError`."""
-    params = type(est)._params if params is None else params
+def check_params(est, constraints: dict[str, list] | None = None) -> None:
+    """Check every parameter of ``est`` against its table (``constraints``, by default the
+    class's ``_parameter_constraints``); raise :class:`InvalidParameterError`."""
+    table = type(est)._parameter_constraints if constraints is None else constraints
     name = type(est).__name__
-    for pname, spec in params.items():
+    for pname, row in table.items():
+        allowed = Allowed(row)
         v = getattr(est, pname)
-        if not spec.accepts(v):
+        if not allowed.accepts(v):
             raise InvalidParameterError(
-                f"{name}: {pname}={v!r} is not valid; it must be {spec.describe()}.")
-
-
-def _make_init(params: dict[str, Param], qualname: str):
-    seen_keyword = False
-    sig_params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-    for pname, spec in params.items():
-        if spec.positional and seen_keyword:
-            raise TypeError(f"{qualname}: positional parameter {pname!r} after keyword-only ones")
-        seen_keyword |= not spec.positional
-        kind = (inspect.Parameter.POSITIONAL_OR_KEYWORD if spec.positional
-                else inspect.Parameter.KEYWORD_ONLY)
-        sig_params.append(inspect.Parameter(pname, kind, default=spec.default))
-    signature = inspect.Signature(sig_params)
-
-    def __init__(self, *args, **kwargs):
-        bound = signature.bind(self, *args, **kwargs)
-        bound.apply_defaults()
-        for pname, value in bound.arguments.items():
-            if pname != "self":
-                setattr(self, pname, value)
-
-    __init__.__signature__ = signature
-    __init__.__qualname__ = f"{qualname}.__init__"
-    __init__.__doc__ = "Store the parameters unchanged (see the class docstring)."
-    return __init__
+                f"{name}: {pname}={v!r} is not valid; it must be {allowed.describe()}.")
 
 
 class ParamsMixin:
-    """Gives a class with a ``_params`` table its ``__init__`` and ``_check_params``.
+    """``_check_params`` against the class's ``_parameter_constraints``, and the loading of
+    models saved under older parameter names.
 
-    A subclass that defines ``_params`` in its own body gets a generated ``__init__`` (unless it
-    writes its own); a subclass that does not inherits both.
+    The class writes its own ``__init__``: keyword arguments only that it stores unchanged.
     """
 
-    _params: dict[str, Param] = {}
+    #: ``{name: [allowed, ...]}`` of every constructor parameter (see the module docstring)
+    _parameter_constraints: dict[str, list] = {}
     #: ``{old name: new name}`` of renamed parameters: models pickled or saved with
     #: :func:`skset.save` before a rename still load
     _renamed_params: dict[str, str] = {}
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        if "_params" in cls.__dict__ and "__init__" not in cls.__dict__:
-            cls.__init__ = _make_init(cls._params, cls.__qualname__)
 
     #: ``{name: value}`` of parameters added after models were saved, with the value that gives
     #: those models' behaviour (a model saved without ``input_similarity`` had none)
@@ -338,9 +307,10 @@ POSITIVE_INT = Integer(1)
 POSITIVE = Real(0, closed="neither")
 NON_NEGATIVE = Real(0)
 
-#: the last three parameters of every torch-backed estimator
+#: the last three parameters of every torch-backed estimator (``device="auto",
+#: dtype="float32", random_state=None``)
 TORCH_PARAMS = {
-    "device": Param("auto", DEVICE),
-    "dtype": Param("float32", DTYPE),
-    "random_state": Param(None, RANDOM_STATE),
+    "device": [DEVICE],
+    "dtype": [DTYPE],
+    "random_state": [RANDOM_STATE],
 }

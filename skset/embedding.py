@@ -20,15 +20,7 @@ from ._sets import (
     pack_weights,
 )
 from ._torch import map_on_threads, resolve_dtype, split_for_threads, to_numpy
-from ._validation import (
-    NON_NEGATIVE,
-    POSITIVE,
-    POSITIVE_INT,
-    TORCH_PARAMS,
-    Boolean,
-    Param,
-    check_sample_weight,
-)
+from ._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, check_sample_weight
 from ._weighting import drop_zero_weight, element_masses, sample_elements
 from .nn.otk import POSITION_MODES, OTKLayer, noise_floor, otk_plans, otk_pool
 
@@ -237,26 +229,50 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstim
     (4, 12)
     """
 
-    _params = {
-        "n_supports": Param(10, POSITIVE_INT, positional=True),
-        "n_references": Param(1, POSITIVE_INT, positional=True),
-        "epsilon": Param(0.1, POSITIVE),
-        "sinkhorn_iter": Param(3000, POSITIVE_INT),
-        "sinkhorn_tol": Param(1e-4, NON_NEGATIVE, None),
-        "fit_method": Param("kmeans", "kmeans", "wasserstein"),
-        "position_sigma": Param(None, POSITIVE, None),
-        "position_mode": Param("kernel", *POSITION_MODES),
-        "reg_m": Param(None, POSITIVE, None),
-        "center": Param(True, Boolean()),
-        "normalize": Param(True, Boolean()),
-        "barycenter_iter": Param(10, POSITIVE_INT),
-        "max_samples": Param(100_000, POSITIVE_INT),
-        "sinkhorn_method": Param("auto", "auto", "log", "exp"),
-        "max_elements": Param(32_768, POSITIVE_INT),
+    _parameter_constraints = {
+        "n_supports": [POSITIVE_INT],
+        "n_references": [POSITIVE_INT],
+        "epsilon": [POSITIVE],
+        "sinkhorn_iter": [POSITIVE_INT],
+        "sinkhorn_tol": [NON_NEGATIVE, None],
+        "fit_method": ["kmeans", "wasserstein"],
+        "position_sigma": [POSITIVE, None],
+        "position_mode": [*POSITION_MODES],
+        "reg_m": [POSITIVE, None],
+        "center": [Boolean()],
+        "normalize": [Boolean()],
+        "barycenter_iter": [POSITIVE_INT],
+        "max_samples": [POSITIVE_INT],
+        "sinkhorn_method": ["auto", "log", "exp"],
+        "max_elements": [POSITIVE_INT],
         **TORCH_PARAMS,
     }
     _renamed_params = {"max_iter": "barycenter_iter"}  # max_iter means training epochs in skset
     _legacy_params = {"reg_m": None}  # models saved before reg_m were balanced
+
+    def __init__(self, n_supports=10, n_references=1, *, epsilon=0.1, sinkhorn_iter=3000,
+                 sinkhorn_tol=1e-4, fit_method="kmeans", position_sigma=None,
+                 position_mode="kernel", reg_m=None, center=True, normalize=True,
+                 barycenter_iter=10, max_samples=100_000, sinkhorn_method="auto",
+                 max_elements=32_768, device="auto", dtype="float32", random_state=None):
+        self.n_supports = n_supports
+        self.n_references = n_references
+        self.epsilon = epsilon
+        self.sinkhorn_iter = sinkhorn_iter
+        self.sinkhorn_tol = sinkhorn_tol
+        self.fit_method = fit_method
+        self.position_sigma = position_sigma
+        self.position_mode = position_mode
+        self.reg_m = reg_m
+        self.center = center
+        self.normalize = normalize
+        self.barycenter_iter = barycenter_iter
+        self.max_samples = max_samples
+        self.sinkhorn_method = sinkhorn_method
+        self.max_elements = max_elements
+        self.device = device
+        self.dtype = dtype
+        self.random_state = random_state
 
     def _check_X(self, X, fitting=False):
         coll = check_sets(X, n_features=None if fitting else self.n_features_in_,

@@ -17,16 +17,7 @@ from ._torch import (
     resolve_dtype,
     to_numpy,
 )
-from ._validation import (
-    POSITIVE,
-    POSITIVE_INT,
-    TORCH_PARAMS,
-    Boolean,
-    Integer,
-    Param,
-    Real,
-    check_sample_weight,
-)
+from ._validation import POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, Integer, Real, check_sample_weight
 from ._weighting import element_masses, kmer_weights, sample_elements, weighted_mean_std
 from .nn.nystrom import (
     DEFAULT_EIGENVALUE_FLOOR,
@@ -147,6 +138,8 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEs
         Features per element seen in ``fit``.
     device_ : torch.device
         Resolved device.
+    dtype_ : torch.dtype
+        Resolved compute dtype (``dtype``).
 
     See Also
     --------
@@ -175,20 +168,40 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEs
     [(5, 6), (8, 6), (4, 6)]
     """
 
-    _params = {
-        "n_components": Param(DEFAULT_N_COMPONENTS, POSITIVE_INT, positional=True),
-        "bandwidth": Param("auto", "auto", POSITIVE),
-        "window": Param(1, POSITIVE_INT),
-        "standardize": Param("auto", "auto", Boolean()),
-        "normalize": Param("auto", "auto", Boolean()),
-        "keep_norm": Param("auto", "auto", Boolean()),
-        "anchors": Param("kmeans", "kmeans", "random"),
-        "max_samples": Param(100_000, POSITIVE_INT),
-        "eigenvalue_floor": Param(DEFAULT_EIGENVALUE_FLOOR, Real(0, 1, closed="left")),
-        "max_elements": Param(262_144, POSITIVE_INT),
-        "verbose": Param(0, Integer(0), Boolean()),
+    _parameter_constraints = {
+        "n_components": [POSITIVE_INT],
+        "bandwidth": ["auto", POSITIVE],
+        "window": [POSITIVE_INT],
+        "standardize": ["auto", Boolean()],
+        "normalize": ["auto", Boolean()],
+        "keep_norm": ["auto", Boolean()],
+        "anchors": ["kmeans", "random"],
+        "max_samples": [POSITIVE_INT],
+        "eigenvalue_floor": [Real(0, 1, closed="left")],
+        "max_elements": [POSITIVE_INT],
+        "verbose": [Integer(0), Boolean()],
         **TORCH_PARAMS,
     }
+
+    def __init__(self, n_components=DEFAULT_N_COMPONENTS, *, bandwidth="auto", window=1,
+                 standardize="auto", normalize="auto", keep_norm="auto", anchors="kmeans",
+                 max_samples=100_000, eigenvalue_floor=DEFAULT_EIGENVALUE_FLOOR,
+                 max_elements=262_144, verbose=0, device="auto", dtype="float32",
+                 random_state=None):
+        self.n_components = n_components
+        self.bandwidth = bandwidth
+        self.window = window
+        self.standardize = standardize
+        self.normalize = normalize
+        self.keep_norm = keep_norm
+        self.anchors = anchors
+        self.max_samples = max_samples
+        self.eigenvalue_floor = eigenvalue_floor
+        self.max_elements = max_elements
+        self.verbose = verbose
+        self.device = device
+        self.dtype = dtype
+        self.random_state = random_state
 
     #: the fixed choice of the "auto" parameters (without labels, and the incumbent with them)
     _default_map = DEFAULT_CHOICE

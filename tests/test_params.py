@@ -1,17 +1,20 @@
-"""Every public parameter of every estimator: one table row, a documented default that matches it,
-and a bad value rejected at the start of ``fit`` by a ValueError that names the parameter."""
+"""Every public parameter of every estimator: one row of ``_parameter_constraints``, a documented
+default that matches the signature's, and a bad value rejected at the start of ``fit`` by a
+ValueError that names the parameter (the constructors themselves: ``test_constructors.py``)."""
 
 import inspect
 import re
 
 import numpy as np
 import pytest
+from sklearn.base import BaseEstimator
 
 import skset
-from skset._validation import InvalidParameterError, Param, ParamsMixin, check_params
+from skset._validation import Allowed, InvalidParameterError, ParamsMixin, check_params
 
 ESTIMATORS = [getattr(skset, name) for name in skset.__all__
-              if inspect.isclass(getattr(skset, name))]
+              if inspect.isclass(getattr(skset, name))
+              and issubclass(getattr(skset, name), BaseEstimator)]
 
 # candidates for a bad value, the most telling first; each parameter gets the first its row rejects
 _CANDIDATES = ["bogus", -1, 0, 0.5, -0.5, 1.5, float("nan"), float("inf"), 2**40, (3, 1),
@@ -28,15 +31,16 @@ def _fit_data(cls):
     return X, np.arange(8) % 2
 
 
-def _bad_values(spec: Param):
-    return [v for v in _CANDIDATES if not spec.accepts(v)]
+def _bad_values(constraints: list):
+    allowed = Allowed(constraints)
+    return [v for v in _CANDIDATES if not allowed.accepts(v)]
 
 
 def test_every_estimator_has_a_table():
     assert len(ESTIMATORS) == 10
     for cls in ESTIMATORS:
         assert issubclass(cls, ParamsMixin), cls
-        assert list(cls._params) == list(inspect.signature(cls).parameters), cls
+        assert list(cls._parameter_constraints) == list(inspect.signature(cls).parameters), cls
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
@@ -44,7 +48,7 @@ def test_defaults_are_valid_and_documented(cls):
     est = cls()
     check_params(est)
     doc = inspect.getdoc(cls)
-    for name, spec in cls._params.items():
+    for name, param in inspect.signature(cls).parameters.items():
         # numpydoc: "name : type, default=value" (or "a, b : ..., default=x, y" for pairs)
         m = re.search(rf"^\s*(?:\w+, )*{name}(?:, \w+)* : [^\n]*default=([^\n]+)$", doc, re.M)
         assert m, f"{cls.__name__}.{name} is not documented with its default"
@@ -52,7 +56,7 @@ def test_defaults_are_valid_and_documented(cls):
         names = re.match(r"^\s*([\w, ]+) :", m.group(0)).group(1).split(", ")
         if len(names) > 1:  # "tol, n_iter_no_change : float, int, default=1e-4, 10"
             shown = shown.split(", ")[names.index(name)] if shown.count(",") else shown
-        default = spec.default
+        default = param.default
         ok = {repr(default), str(default), f'"{default}"', f"{default:_}"
               if isinstance(default, int) and not isinstance(default, bool) else repr(default),
               f"{default:g}" if isinstance(default, float) else repr(default),
@@ -61,14 +65,14 @@ def test_defaults_are_valid_and_documented(cls):
             ok.add(str(default).replace(" ", ""))
             ok.add(str(default))
         assert shown in ok or shown.replace(" ", "") in ok or shown.startswith(tuple(ok)), (
-            f"{cls.__name__}.{name}: docstring says default={shown}, the table {default!r}")
+            f"{cls.__name__}.{name}: docstring says default={shown}, the signature {default!r}")
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS, ids=lambda c: c.__name__)
 def test_every_parameter_rejects_a_bad_value_naming_it(cls):
     X, y = _fit_data(cls)
-    for name, spec in cls._params.items():
-        bad = _bad_values(spec)
+    for name, constraints in cls._parameter_constraints.items():
+        bad = _bad_values(constraints)
         assert bad, f"{cls.__name__}.{name} accepts every candidate value"
         est = cls(**{name: bad[0]})
         with pytest.raises(ValueError, match=rf"{cls.__name__}: {name}=") as err:
@@ -91,7 +95,7 @@ def test_relations_between_parameters():
         skset.ABCClusterer(hidden_size=10).fit(X, y)
 
 
-def test_generated_init_behaves_like_a_written_one():
+def test_init_positional_then_keyword_only():
     sig = inspect.signature(skset.SetTransformerClassifier)
     kinds = [p.kind for p in sig.parameters.values()]
     assert kinds[:3] == [inspect.Parameter.POSITIONAL_OR_KEYWORD] * 3

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from .._sets import length_batches
-from .._validation import POSITIVE_INT, TORCH_PARAMS, Boolean, Integer, Param, Real, Satisfies
+from .._validation import POSITIVE_INT, TORCH_PARAMS, Boolean, Integer, Real, Satisfies
 from ..neural_network._base import BaseNeuralEstimator
 from ..neural_network._callbacks import (
     BestCheckpoint,
@@ -75,9 +75,8 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
         W_k z_j)``).
     hidden_size : int, default=64
         Width of the embedding and the SABs. The paper uses 128; on a CPU a step of width 64 costs
-        1.3-1.7x less and learns the 2-5 circles about as fast per step (validation ARI 0.48 at 5,600
-        steps, 0.46 at 5,000 with 128), so in the same minutes it trains further: NMI 0.734
-        against 0.689 (``benchmarks/results/abc.md``).
+        less and learns the 2-5 circles about as fast per step, so in the same minutes it trains
+        further (figures in BENCHMARKS.md, ABC).
     n_layers : int, default=2
         Number of SABs (0: the pairwise, context-free ablation).
     n_heads : int, default=4
@@ -117,7 +116,7 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
         Centre the features on the training elements' mean and divide them all by **one** scale,
         the root mean square of their standard deviations: distances keep the features' relative
         scales, and a near-constant feature is never blown up (per-feature scaling amplified rare
-        pixels and ruined distances on unseen digit classes, see ``benchmarks/results/abc.md``).
+        pixels and ruined distances on unseen digit classes, see BENCHMARKS.md, ABC).
     instance_size : int, default=100
         Elements per sampled training instance (pool input only).
     instance_n_clusters : int or (int, int), default=(2, 6)
@@ -125,30 +124,25 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
     max_steps : int, default=30000
         Most optimisation steps (one step = one batch of ``batch_size`` instances); with
         validation and the ``"cosine"`` schedule training can end earlier, at the end of the
-        decay that a validation plateau starts, or at a stall during the decay (the 2-5 circles
-        kernel: 24,500 steps, 12.4 min on the shared 2-core CPU with one thread under load;
-        0.02-0.03 s per step of 8 instances of 100 points at the default width, quiet: see
-        ``benchmarks/results/abc.md``).
+        decay that a validation plateau starts, or at a stall during the decay (steps and times
+        of the 2-5 circles kernel: BENCHMARKS.md, ABC).
     batch_size : int, default=8
         Instances per step. At a fixed budget of instances (wall time), small batches trained
-        faster than the paper's 32-128 on a CPU: on 2-5 circles, 32,000 instances gave a
-        validation ARI of 0.53 / 0.58 / 0.61 in batches of 32 / 16 / 8 (each ~3.2 min), and
-        batches of 64 trained less than 32 (``benchmarks/results/abc.md``). On a GPU, where a
-        larger batch costs little more time, raise it (the paper used up to 128).
+        the 2-5 circles kernel further than the paper's 32-128 on a CPU (BENCHMARKS.md, ABC). On
+        a GPU, where a larger batch costs little more time, raise it (the paper used up to 128).
     learning_rate_init : float, default=1e-3
         Peak step size of the optimiser (see ``learning_rate_schedule``). The paper uses 1e-4
         over tens of thousands of steps; with a budget of a few thousand steps 1e-4 leaves the
-        circles kernel far from trained (validation NMI up to 0.25 after 1,000 steps, below the
-        kNN prior's 0.37), and a peak of 2e-3 or 3e-3 trained less than 1e-3 in 500-1,000-step
-        runs, so the default stays 1e-3 (``benchmarks/results/abc.md``).
+        circles kernel far from trained (below the kNN prior), and a peak of 2e-3 or 3e-3
+        trained less than 1e-3 in short runs, so the default stays 1e-3 (BENCHMARKS.md, ABC).
     alpha : float, default=0.0
         L2 penalty (``"adam"``) or decoupled weight decay (``"adamw"``).
     optimizer : {"adam", "adamw"}, default="adam"
         The torch optimiser.
     learning_rate_schedule : {"cosine", "constant"}, default="cosine"
         ``"cosine"``: per step, a linear warm-up to ``learning_rate_init`` over the first
-        ``warmup_fraction`` of ``max_steps``, the rate held, then a cosine decay to 1% of it over
-        the last ``decay_fraction`` of ``max_steps`` (:class:`WarmupCosineSchedule`);
+        ``warmup_fraction`` of ``max_steps``, the rate held, then a cosine decay to 0.01 times
+        it over the last ``decay_fraction`` of ``max_steps`` (:class:`WarmupCosineSchedule`);
         ``"constant"``: ``learning_rate_init`` throughout (the schedule of models fitted before
         it existed).
     warmup_fraction : float in [0, 1), default=0.05
@@ -156,9 +150,8 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
     decay_fraction : float in [0, 1], default=0.3
         Fraction of ``max_steps`` over which the rate decays at the end (``"cosine"``; 1: the
         plain warm-up + cosine schedule). Holding the rate and decaying at the end kept the
-        progress of a constant rate on short budgets (a cosine over the whole of 500 steps
-        trained the circles kernel less than the constant rate, see
-        ``benchmarks/results/abc.md``).
+        progress of a constant rate on short budgets (a cosine over the whole of a short run
+        trained the circles kernel less than the constant rate, see BENCHMARKS.md, ABC).
     eval_every : int, default=100
         Steps between two entries of ``loss_curve_`` / validations; the stopping rules count in
         these units (the default patience, 10 checks, is 1,000 steps).
@@ -182,15 +175,15 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
         Checks (every ``eval_every`` steps) without an improvement of ``tol`` before the
         ``"cosine"`` schedule starts its decay early, or stops during it (without that schedule:
         before stopping): of the validation score with ``early_stopping``, else of the training
-        BCE. 20 checks of 64 validation instances: with 10 the noise of the score started the
-        decay at 5,900 of 12,000 steps on circles while the kernel was still improving.
+        BCE. 20 checks of 64 validation instances: with 10, the noise of the score started the
+        decay halfway through a circles run while the kernel was still improving.
     tol : float, default=1e-4
         Smallest improvement that counts.
     min_clusters : int, default=1
         Smallest number of clusters the k rule may return at prediction (and on the validation
         instances). ``min_clusters_`` records the smallest training k, a natural value when new
         instances hold at least as many clusters as the training ones; the default keeps one
-        cluster possible (a bound of 2 gained 2-3 points of k right on circles and digits with
+        cluster possible (a bound of 2 found k slightly more often on circles and digits with
         the eigengap, but let a near-constant kernel of a barely trained model win the kernel
         selection on a single validation instance by a lucky split).
     n_clusters_rule : {"calibrated", "eigengap"}, default="calibrated"
@@ -201,7 +194,7 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
         whichever finds the true ``k`` of most validation instances (``eigen_threshold_``; the
         eigengap on ties). A kernel that is not perfectly sharp lifts the small eigenvalues, the more the
         more clusters, and the eigengap then under-counts (on 2-5 circles the calibrated count
-        found k in 92% of the instances where the eigengap found it in 76%). Calibration needs
+        finds k more often, see BENCHMARKS.md, ABC). Calibration needs
         validation instances of several ``k``: held-out classes of a small pool give one ``k``;
         then the prior's rule is calibrated on instances of every class (the prior learns from
         none) and the learned kernels keep the eigengap. Without ``early_stopping`` the eigengap
@@ -220,9 +213,9 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
         Budget of padded pairs ``B * n_max^2`` per prediction batch (the affinity, the attention
         maps and the eigendecomposition all scale with it). On a CPU, inference batches are
         smaller (``2**18`` pairs, e.g. 26 instances of 100 elements) and run side by side on
-        ``torch.get_num_threads()`` threads with one intra-op thread each: on 2 cores this made
-        ``predict`` 3.3x faster than one big batch (see ``benchmarks/results/abc.md``). Labels do
-        not depend on the number of threads.
+        ``torch.get_num_threads()`` threads with one intra-op thread each, which is faster than
+        one big batch (see BENCHMARKS.md, ABC). Labels do not depend on the number of
+        threads.
     warm_start : bool, default=False
         Continue training the fitted network (and its optimiser state) in the next ``fit``.
     device : str, default="auto"
@@ -282,6 +275,8 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
         Optimisation steps run (over all warm-started fits).
     device_ : torch.device
         The device the network lives on.
+    dtype_ : torch.dtype
+        The compute dtype, ``torch.float32``.
 
     See Also
     --------
@@ -310,40 +305,40 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
     [(40,), (40,)]
     """
 
-    _params = {
-        "compatibility": Param("multiplicative", "multiplicative", "additive", positional=True),
-        "hidden_size": Param(64, POSITIVE_INT),
-        "n_layers": Param(2, Integer(0)),
-        "n_heads": Param(4, POSITIVE_INT),
-        "compat_dim": Param(None, POSITIVE_INT, None),
-        "norm": Param("layer", "layer", "set", None),
-        "residual": Param("original", "original", "clean"),
-        "input_similarity": Param("auto", None, "auto", "knn", "rbf", "cosine"),
-        "n_neighbors": Param(10, POSITIVE_INT),
-        "class_weight": Param(None, None, "balanced", _PAIR_OF_WEIGHTS),
-        "standardize": Param(True, Boolean()),
-        "instance_size": Param(100, Integer(2)),
-        "instance_n_clusters": Param((2, 6), POSITIVE_INT, _CLUSTER_RANGE),
-        "max_steps": Param(30000, POSITIVE_INT),
-        "batch_size": Param(8, POSITIVE_INT),
+    _parameter_constraints = {
+        "compatibility": ["multiplicative", "additive"],
+        "hidden_size": [POSITIVE_INT],
+        "n_layers": [Integer(0)],
+        "n_heads": [POSITIVE_INT],
+        "compat_dim": [POSITIVE_INT, None],
+        "norm": ["layer", "set", None],
+        "residual": ["original", "clean"],
+        "input_similarity": [None, "auto", "knn", "rbf", "cosine"],
+        "n_neighbors": [POSITIVE_INT],
+        "class_weight": [None, "balanced", _PAIR_OF_WEIGHTS],
+        "standardize": [Boolean()],
+        "instance_size": [Integer(2)],
+        "instance_n_clusters": [POSITIVE_INT, _CLUSTER_RANGE],
+        "max_steps": [POSITIVE_INT],
+        "batch_size": [POSITIVE_INT],
         "learning_rate_init": TRAINING_PARAMS["learning_rate_init"],
         "alpha": TRAINING_PARAMS["alpha"],
         "optimizer": TRAINING_PARAMS["optimizer"],
-        "learning_rate_schedule": Param("cosine", "constant", "cosine"),
-        "warmup_fraction": Param(0.05, Real(0, 1, closed="left")),
-        "decay_fraction": Param(0.3, Real(0, 1)),
-        "eval_every": Param(100, POSITIVE_INT),
-        "early_stopping": Param(True, Boolean()),
+        "learning_rate_schedule": ["constant", "cosine"],
+        "warmup_fraction": [Real(0, 1, closed="left")],
+        "decay_fraction": [Real(0, 1)],
+        "eval_every": [POSITIVE_INT],
+        "early_stopping": [Boolean()],
         "validation_fraction": TRAINING_PARAMS["validation_fraction"],
-        "n_validation_instances": Param(64, POSITIVE_INT),
-        "n_iter_no_change": Param(20, POSITIVE_INT),
+        "n_validation_instances": [POSITIVE_INT],
+        "n_iter_no_change": [POSITIVE_INT],
         "tol": TRAINING_PARAMS["tol"],
-        "max_clusters": Param(None, POSITIVE_INT, None),
-        "min_clusters": Param(1, POSITIVE_INT),
-        "n_clusters_rule": Param("calibrated", "calibrated", "eigengap"),
-        "n_init": Param(10, POSITIVE_INT),
-        "assign_labels": Param("kmeans", "kmeans", "sklearn"),
-        "max_pairs": Param(10_000_000, POSITIVE_INT),
+        "max_clusters": [POSITIVE_INT, None],
+        "min_clusters": [POSITIVE_INT],
+        "n_clusters_rule": ["calibrated", "eigengap"],
+        "n_init": [POSITIVE_INT],
+        "assign_labels": ["kmeans", "sklearn"],
+        "max_pairs": [POSITIVE_INT],
         "warm_start": TRAINING_PARAMS["warm_start"],
         "device": TORCH_PARAMS["device"],
         "random_state": TORCH_PARAMS["random_state"],
@@ -355,7 +350,59 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
     # saved before the prior existed: the paper's model, without prior
     _legacy_params = {"input_similarity": None, "learning_rate_schedule": "constant",
                       "warmup_fraction": 0.0, "decay_fraction": 1.0, "min_clusters": 1,
-                      "n_clusters_rule": "eigengap"}
+                      "n_clusters_rule": "eigengap", "n_neighbors": 10}
+
+    def __init__(self, compatibility="multiplicative", *, hidden_size=64, n_layers=2, n_heads=4,
+                 compat_dim=None, norm="layer", residual="original", input_similarity="auto",
+                 n_neighbors=10, class_weight=None, standardize=True, instance_size=100,
+                 instance_n_clusters=(2, 6), max_steps=30_000, batch_size=8,
+                 learning_rate_init=1e-3, alpha=0.0, optimizer="adam",
+                 learning_rate_schedule="cosine", warmup_fraction=0.05, decay_fraction=0.3,
+                 eval_every=100, early_stopping=True, validation_fraction=0.1,
+                 n_validation_instances=64, n_iter_no_change=20, tol=1e-4, max_clusters=None,
+                 min_clusters=1, n_clusters_rule="calibrated", n_init=10, assign_labels="kmeans",
+                 max_pairs=10_000_000, warm_start=False, device="auto", random_state=None,
+                 verbose=0):
+        self.compatibility = compatibility
+        self.hidden_size = hidden_size
+        self.n_layers = n_layers
+        self.n_heads = n_heads
+        self.compat_dim = compat_dim
+        self.norm = norm
+        self.residual = residual
+        self.input_similarity = input_similarity
+        self.n_neighbors = n_neighbors
+        self.class_weight = class_weight
+        self.standardize = standardize
+        self.instance_size = instance_size
+        self.instance_n_clusters = instance_n_clusters
+        self.max_steps = max_steps
+        self.batch_size = batch_size
+        self.learning_rate_init = learning_rate_init
+        self.alpha = alpha
+        self.optimizer = optimizer
+        self.learning_rate_schedule = learning_rate_schedule
+        self.warmup_fraction = warmup_fraction
+        self.decay_fraction = decay_fraction
+        self.eval_every = eval_every
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_validation_instances = n_validation_instances
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
+        self.max_clusters = max_clusters
+        self.min_clusters = min_clusters
+        self.n_clusters_rule = n_clusters_rule
+        self.n_init = n_init
+        self.assign_labels = assign_labels
+        self.max_pairs = max_pairs
+        self.warm_start = warm_start
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _compute_dtype(self):
+        return "float32"  # no dtype parameter
 
     def _check_param_relations(self):
         if self.hidden_size % self.n_heads:
@@ -395,7 +442,7 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
             data, n_elements=self.instance_size, validate=bool(self.early_stopping),
             validation_fraction=self.validation_fraction,
             n_validation=self.n_validation_instances,
-            calibrate_prior=(getattr(self, "input_similarity", None) is not None
+            calibrate_prior=(self.input_similarity is not None
                              and self.n_clusters_rule == "calibrated"),
             rng=rng, seed=seed, name=type(self).__name__)
         self.validation_classes_ = source.validation_classes
@@ -406,7 +453,7 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
                                 for h in (source.validation, source.calibration))
         mix = getattr(self.module_, "mix", None)
         self._train_kernel(source.draw, val_parts, mix, seed)
-        if not warm and getattr(self, "input_similarity", None) == "auto":
+        if not warm and self.input_similarity == "auto":
             self._choose_prior(mix, val_parts, cal_parts)
         self._choose_mix(mix, val_parts, cal_parts)
         return self
@@ -434,7 +481,7 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
         validation = None if val_parts is None else partial(
             eigengap_ari, parts=val_parts, rule=self._k_rule(), seed=seed, device=self.device_)
         schedule = None
-        if getattr(self, "learning_rate_schedule", "constant") == "cosine":
+        if self.learning_rate_schedule == "cosine":
             # with validation the schedule owns the stopping rule (a plateau starts the decay,
             # see WarmupCosineSchedule); the best checkpoint is restored at the end
             schedule = WarmupCosineSchedule(
@@ -453,15 +500,15 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
         batches = partial(step_batches, draw=draw, scale=self._scale, batch_size=self.batch_size,
                           steps_per_chunk=every, max_steps=max_steps, device=self.device_)
         self._train(partial(_batch_loss, class_weight=cw), batches, callbacks,
-                    max_iter=n_chunks, warn_convergence=False, units_per_epoch=every,
-                    max_units=max_steps)
+                    optimizer=self.optimizer, max_iter=n_chunks, warn_convergence=False,
+                    units_per_epoch=every, max_units=max_steps)
         if schedule is not None:  # where the decay began (earlier than planned after a plateau)
             self.lr_decay_start_ = int(schedule.decay_start)
 
     def _build_module(self, n_features: int):
         from ..nn.abc import ABCKernel
 
-        sim = getattr(self, "input_similarity", None)
+        sim = self.input_similarity
         params = getattr(self, "prior_params_", None)  # a fitted model: the prior it chose
         if hasattr(self, "input_similarity_"):
             sim = self.input_similarity_
@@ -471,7 +518,7 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
                         compatibility=self.compatibility, compat_dim=self.compat_dim,
                         norm=self.norm, residual=self.residual, input_similarity=sim,
                         n_neighbors=(params or {}).get("n_neighbors",
-                                                       getattr(self, "n_neighbors", 10)))
+                                                       self.n_neighbors))
         if params is not None and sim is not None:  # buffers, overwritten by a state dict
             net.sim_log_scale.fill_(float(np.log(params["scale"])))
             net.sim_offset.fill_(float(params["offset"]))
@@ -487,9 +534,7 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
         On a GPU a chunk fills the ``max_pairs`` budget. On a CPU chunks are capped at
         ``_CPU_CHUNK_PAIRS`` padded pairs (they run in parallel on the intra-op threads, see
         :func:`skset._torch.map_on_threads`): the SAB activations of one chunk then stay in
-        cache (the network's forward pass on 1,000 instances of 100 points took 1.27 s as one
-        batch and 0.56-0.73 s in calls of 25-250 instances on the 2-core benchmark machine,
-        ``benchmarks/bench_abc.py profile``).
+        cache, which is faster than one batch (``benchmarks/bench_abc.py profile``; BENCHMARKS.md).
         """
         budget = int(self.max_pairs)
         if self.device_.type == "cpu":

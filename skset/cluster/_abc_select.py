@@ -174,10 +174,10 @@ class KernelSelection:
 
     def _min_k(self):
         """The lower bound of ``k``: ``min_clusters``."""
-        return int(getattr(self, "min_clusters", 1))
+        return int(self.min_clusters)
 
     def _k_rule(self) -> KRule:
-        calibrate = getattr(self, "n_clusters_rule", "eigengap") == "calibrated"
+        calibrate = self.n_clusters_rule == "calibrated"
         return KRule(self._min_k(), self._max_k(), calibrate)
 
     def _prior_candidates(self):

@@ -21,7 +21,7 @@ from sklearn.utils.validation import validate_data
 
 from .._sets import length_batches
 from .._torch import map_on_threads
-from .._validation import POSITIVE, POSITIVE_INT, RANDOM_STATE, Param, ParamsMixin
+from .._validation import POSITIVE, POSITIVE_INT, RANDOM_STATE, ParamsMixin
 from ..nn.spectral import eigengap_n_clusters, laplacian_eigh
 
 __all__ = ["estimate_n_clusters", "EigengapSpectralClustering"]
@@ -231,17 +231,30 @@ class EigengapSpectralClustering(ParamsMixin, ClusterMixin, BaseEstimator):
     3
     """
 
-    _params = {
-        "n_clusters": Param(None, POSITIVE_INT, None, positional=True),
-        "affinity": Param("rbf", "rbf", "nearest_neighbors", "precomputed"),
-        "gamma": Param(1.0, POSITIVE),
-        "n_neighbors": Param(10, POSITIVE_INT),
-        "max_clusters": Param(None, POSITIVE_INT, None),
-        "assign_labels": Param("kmeans", "kmeans", "discretize", "cluster_qr"),
-        "n_init": Param(10, POSITIVE_INT),
-        "eigen_solver": Param(None, None, "arpack", "lobpcg", "amg"),
-        "random_state": Param(None, RANDOM_STATE),
+    _parameter_constraints = {
+        "n_clusters": [POSITIVE_INT, None],
+        "affinity": ["rbf", "nearest_neighbors", "precomputed"],
+        "gamma": [POSITIVE],
+        "n_neighbors": [POSITIVE_INT],
+        "max_clusters": [POSITIVE_INT, None],
+        "assign_labels": ["kmeans", "discretize", "cluster_qr"],
+        "n_init": [POSITIVE_INT],
+        "eigen_solver": [None, "arpack", "lobpcg", "amg"],
+        "random_state": [RANDOM_STATE],
     }
+
+    def __init__(self, n_clusters=None, *, affinity="rbf", gamma=1.0, n_neighbors=10,
+                 max_clusters=None, assign_labels="kmeans", n_init=10, eigen_solver=None,
+                 random_state=None):
+        self.n_clusters = n_clusters
+        self.affinity = affinity
+        self.gamma = gamma
+        self.n_neighbors = n_neighbors
+        self.max_clusters = max_clusters
+        self.assign_labels = assign_labels
+        self.n_init = n_init
+        self.eigen_solver = eigen_solver
+        self.random_state = random_state
 
     def _affinity_matrix(self, X) -> np.ndarray:
         if self.affinity == "precomputed":

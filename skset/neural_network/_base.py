@@ -80,24 +80,23 @@ class BaseNeuralEstimator(TorchEstimator):
             torch.manual_seed(seed)
             return build()
 
-    def _train(self, loss_fn, batches, callbacks: list[Callback], *, units_per_epoch: int = 1,
-               max_units: int | None = None, **overrides) -> TrainResult:
-        """Run :func:`train_module` on ``self.module_`` with this estimator's optimizer settings
-        (``overrides`` replace them) and the complete list of ``callbacks`` (see
-        :func:`standard_callbacks`), and append the result to the history.
+    def _train(self, loss_fn, batches, callbacks: list[Callback], *, optimizer: str,
+               max_iter: int, units_per_epoch: int = 1, max_units: int | None = None,
+               **overrides) -> TrainResult:
+        """Run :func:`train_module` on ``self.module_`` with the complete list of ``callbacks``
+        (see :func:`standard_callbacks`) and this estimator's learning rate and ``alpha`` as weight
+        decay (``overrides`` replace them), and append the result to the history.
 
-        ``n_iter_`` counts epochs, or optimisation steps for an estimator whose "epoch" is a chunk
-        of ``units_per_epoch`` steps (capped at ``max_units``).
+        ``optimizer`` and ``max_iter`` (epochs, or chunks of steps) come from the caller: not
+        every estimator has those parameters. ``n_iter_`` counts epochs, or optimisation steps
+        for an estimator whose "epoch" is a chunk of ``units_per_epoch`` steps (capped at
+        ``max_units``).
         """
-        kw = dict(optimizer_state=self._optimizer_state, verbose=int(self.verbose),
+        kw = dict(optimizer=optimizer, max_iter=max_iter,
+                  learning_rate_init=self.learning_rate_init, weight_decay=self.alpha,
+                  optimizer_state=self._optimizer_state, verbose=int(self.verbose),
                   name=type(self).__name__, stacklevel=4)  # the warning: at the user's fit call
         kw.update(overrides)
-        # the training parameters, unless overridden (supervised OTK has no optimizer or weight
-        # decay of its own; ABC counts chunks of steps, not epochs)
-        for key, param in (("optimizer", "optimizer"), ("learning_rate_init", "learning_rate_init"),
-                           ("weight_decay", "alpha"), ("max_iter", "max_iter")):
-            if key not in kw:
-                kw[key] = getattr(self, param)
         result = train_module(self.module_, loss_fn, batches, callbacks=callbacks, **kw)
         # on the CPU (as __getstate__ would put it): a GPU fit pickles and loads without CUDA
         self._optimizer_state = _to_cpu(result.optimizer_state, clone=True)
@@ -182,8 +181,8 @@ class TrainingSetup:
     ``callbacks`` run between the validation and the progress line (see
     :func:`standard_callbacks`); ``parameters`` are what the optimizer updates (None: every
     parameter that requires a gradient); ``penalty(module, loss)`` returns the batch loss with
-    any extra term; ``overrides`` replace optimizer settings of :func:`train_module`
-    (``optimizer``, ``weight_decay``, ...).
+    any extra term; ``overrides`` give the optimizer settings of :func:`train_module`
+    (``optimizer`` always; ``weight_decay``, ``grad_clip``, ...).
     """
 
     callbacks: list = field(default_factory=list)
@@ -256,10 +255,11 @@ class SetNetworkEstimator(ClassNamePrefixFeaturesOutMixin, BaseNeuralEstimator):
                      rng: np.random.RandomState) -> torch.nn.Module:  # pragma: no cover
         raise NotImplementedError
 
-    def _training_setup(self, data: FitData, warm: bool) -> TrainingSetup:
-        """How this estimator trains beyond the shared loop (default: nothing more); called
-        after :meth:`_init_module` (or the warm start's module) is in ``module_``."""
-        return TrainingSetup()
+    def _training_setup(self, data: FitData, warm: bool) -> TrainingSetup:  # pragma: no cover
+        """How this estimator trains beyond the shared loop (its ``overrides`` give
+        ``optimizer`` at least); called after :meth:`_init_module` (or the warm start's module)
+        is in ``module_``."""
+        raise NotImplementedError
 
     def _prepare_sets(self, sets: list, fitting: bool, sample_weight=None) -> list:
         """The sets the network sees, from the checked input sets (default: unchanged).
@@ -387,7 +387,7 @@ class SetNetworkEstimator(ClassNamePrefixFeaturesOutMixin, BaseNeuralEstimator):
             return loss, (Yb.shape[0] if Wb is None else float(Wb.sum()))
 
         self._train(loss_fn, batches, self._standard_callbacks(validation, setup.callbacks),
-                    parameters=setup.parameters,
+                    max_iter=self.max_iter, parameters=setup.parameters,
                     # warnings point at the user's fit call (through fit and _fit)
                     **{"stacklevel": 5, **setup.overrides})
         return self

@@ -295,9 +295,8 @@ class WarmupCosineSchedule(Callback):
     held phase, the decay starts at once (over the same number of steps, capped by
     ``total_steps``); during the decay the same stall stops training, and so does the end of the
     decay. So a plateau of the validation score ends in an annealing phase rather than in a stop
-    at the peak rate (a stop before the decay lost 0.03-0.04 NMI on circles, see
-    ``benchmarks/results/abc.md``). Pair it with :class:`BestCheckpoint` and no other stopping
-    rule.
+    at the peak rate (a stop before the decay lost clustering quality on circles, see
+    BENCHMARKS.md, ABC). Pair it with :class:`BestCheckpoint` and no other stopping rule.
     """
 
     def __init__(self, total_steps: int, warmup_steps: int = 0, final_fraction: float = 0.0,

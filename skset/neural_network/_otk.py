@@ -19,7 +19,7 @@ from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils.validation import check_is_fitted
 
 from .._sets import kmer_windows, pack_weights
-from .._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, Boolean, Integer, Param
+from .._validation import POSITIVE, POSITIVE_INT, Boolean, Integer
 from .._weighting import element_masses, kmer_weights
 from ..embedding import OTKEmbedding
 from ..kernel_approximation import NystromFeatures
@@ -200,29 +200,26 @@ class _AlternatingHead(Callback):
 
 
 class _BaseSupervisedOTK(SetNetworkEstimator):
-    _params = {
-        "n_components": Param(DEFAULT_N_COMPONENTS, Integer(0), None, positional=True),
-        "bandwidth": Param("auto", "auto", POSITIVE),
-        "window": Param(1, POSITIVE_INT),
-        "standardize": Param("auto", "auto", Boolean()),
-        "normalize": Param("auto", "auto", Boolean()),
-        "keep_norm": Param("auto", "auto", Boolean()),
-        "n_supports": Param(10, POSITIVE_INT),
-        "n_references": Param(1, POSITIVE_INT),
-        "epsilon": Param(0.5, POSITIVE),
-        "sinkhorn_iter": Param(10, POSITIVE_INT),
-        "position_sigma": Param(None, POSITIVE, None),
-        "position_mode": Param("plan", *POSITION_MODES),
-        "reg_m": Param(None, POSITIVE, None),
-        "fit_method": Param("kmeans", "kmeans", "wasserstein"),
-        "solver": Param("alternating", "alternating", "adam"),
-        "learning_rate": Param("adaptive", "adaptive", "constant"),
-        **{k: p for k, p in TRAINING_PARAMS.items() if k != "optimizer"},  # always Adam
-        "max_iter": Param(50, POSITIVE_INT),
-        "learning_rate_init": Param(0.01, POSITIVE),
-        "alpha": Param(1e-3, NON_NEGATIVE),
+    _parameter_constraints = {
+        "n_components": [Integer(0), None],
+        "bandwidth": ["auto", POSITIVE],
+        "window": [POSITIVE_INT],
+        "standardize": ["auto", Boolean()],
+        "normalize": ["auto", Boolean()],
+        "keep_norm": ["auto", Boolean()],
+        "n_supports": [POSITIVE_INT],
+        "n_references": [POSITIVE_INT],
+        "epsilon": [POSITIVE],
+        "sinkhorn_iter": [POSITIVE_INT],
+        "position_sigma": [POSITIVE, None],
+        "position_mode": [*POSITION_MODES],
+        "reg_m": [POSITIVE, None],
+        "fit_method": ["kmeans", "wasserstein"],
+        "solver": ["alternating", "adam"],
+        "learning_rate": ["adaptive", "constant"],
+        **{k: c for k, c in TRAINING_PARAMS.items() if k != "optimizer"},  # always Adam
         # a budget always (no None, as the other networks take): OTKEmbedding batches by it
-        "max_elements": Param(131_072, POSITIVE_INT),
+        "max_elements": [POSITIVE_INT],
     }
     _legacy_params = {"reg_m": None}  # models saved before reg_m were balanced
 
@@ -484,6 +481,8 @@ _DOC_ATTRS = """
         Features per element.
     device_ : torch.device
         Resolved device.
+    dtype_ : torch.dtype
+        Resolved compute dtype (``dtype``).
 """
 
 _DOC_REFS = """
@@ -507,6 +506,45 @@ def _with_element_weight(summary: str) -> str:
 
 
 class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
+    def __init__(self, n_components=DEFAULT_N_COMPONENTS, *, bandwidth="auto", window=1,
+                 standardize="auto", normalize="auto", keep_norm="auto", n_supports=10,
+                 n_references=1, epsilon=0.5, sinkhorn_iter=10, position_sigma=None,
+                 position_mode="plan", reg_m=None, fit_method="kmeans", solver="alternating",
+                 learning_rate="adaptive", learning_rate_init=0.01, alpha=1e-3, batch_size=64,
+                 max_elements=131_072, max_iter=50, tol=1e-4, early_stopping=False,
+                 validation_fraction=0.1, n_iter_no_change=10, warm_start=False, verbose=0,
+                 device="auto", dtype="float32", random_state=None):
+        self.n_components = n_components
+        self.bandwidth = bandwidth
+        self.window = window
+        self.standardize = standardize
+        self.normalize = normalize
+        self.keep_norm = keep_norm
+        self.n_supports = n_supports
+        self.n_references = n_references
+        self.epsilon = epsilon
+        self.sinkhorn_iter = sinkhorn_iter
+        self.position_sigma = position_sigma
+        self.position_mode = position_mode
+        self.reg_m = reg_m
+        self.fit_method = fit_method
+        self.solver = solver
+        self.learning_rate = learning_rate
+        self.learning_rate_init = learning_rate_init
+        self.alpha = alpha
+        self.batch_size = batch_size
+        self.max_elements = max_elements
+        self.max_iter = max_iter
+        self.tol = tol
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.warm_start = warm_start
+        self.verbose = verbose
+        self.device = device
+        self.dtype = dtype
+        self.random_state = random_state
+
     def _fit_head(self, head, Z, targets, weight=None):
         _fit_logistic_head(head, Z, targets, float(self.alpha), weight=weight)
 
@@ -570,6 +608,45 @@ OTKClassifier.__doc__ = compose_doc(
 
 
 class OTKRegressor(SetRegressorMixin, _BaseSupervisedOTK):
+    def __init__(self, n_components=DEFAULT_N_COMPONENTS, *, bandwidth="auto", window=1,
+                 standardize="auto", normalize="auto", keep_norm="auto", n_supports=10,
+                 n_references=1, epsilon=0.5, sinkhorn_iter=10, position_sigma=None,
+                 position_mode="plan", reg_m=None, fit_method="kmeans", solver="alternating",
+                 learning_rate="adaptive", learning_rate_init=0.01, alpha=1e-3, batch_size=64,
+                 max_elements=131_072, max_iter=50, tol=1e-4, early_stopping=False,
+                 validation_fraction=0.1, n_iter_no_change=10, warm_start=False, verbose=0,
+                 device="auto", dtype="float32", random_state=None):
+        self.n_components = n_components
+        self.bandwidth = bandwidth
+        self.window = window
+        self.standardize = standardize
+        self.normalize = normalize
+        self.keep_norm = keep_norm
+        self.n_supports = n_supports
+        self.n_references = n_references
+        self.epsilon = epsilon
+        self.sinkhorn_iter = sinkhorn_iter
+        self.position_sigma = position_sigma
+        self.position_mode = position_mode
+        self.reg_m = reg_m
+        self.fit_method = fit_method
+        self.solver = solver
+        self.learning_rate = learning_rate
+        self.learning_rate_init = learning_rate_init
+        self.alpha = alpha
+        self.batch_size = batch_size
+        self.max_elements = max_elements
+        self.max_iter = max_iter
+        self.tol = tol
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.warm_start = warm_start
+        self.verbose = verbose
+        self.device = device
+        self.dtype = dtype
+        self.random_state = random_state
+
     @staticmethod
     def _loss(out, target):
         # half the squared error summed over outputs (the ridge head's objective), batch mean

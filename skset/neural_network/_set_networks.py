@@ -11,11 +11,17 @@ from __future__ import annotations
 import numpy as np
 
 from .._sets import iter_packed
-from .._validation import POSITIVE_INT, Boolean, Integer, Param
+from .._validation import POSITIVE_INT, Boolean, Integer
 from .._weighting import weighted_mean_std
 from ..nn.attention import SetTransformer
 from ..nn.deep_sets import DeepSets
-from ._base import SetClassifierMixin, SetNetworkEstimator, SetRegressorMixin, compose_doc
+from ._base import (
+    SetClassifierMixin,
+    SetNetworkEstimator,
+    SetRegressorMixin,
+    TrainingSetup,
+    compose_doc,
+)
 from ._training import TRAINING_PARAMS
 
 __all__ = [
@@ -59,6 +65,9 @@ class _BaseSetNetwork(SetNetworkEstimator):
             return sets
         return [((s - self.mean_) / self.scale_).astype(s.dtype, copy=False) for s in sets]
 
+    def _training_setup(self, data, warm):
+        return TrainingSetup(overrides={"optimizer": self.optimizer})
+
     def _init_module(self, data, n_outputs, seed, rng):
         self._n_features_out = self._embed_dim()
         return self._seeded(seed, lambda: self._build_module(self.n_features_in_, n_outputs))
@@ -69,6 +78,10 @@ class _BaseSetNetwork(SetNetworkEstimator):
 
 _REGRESSION_NOTE = """
     Targets are standardised internally; predictions are returned on the original scale.
+"""
+
+_REGRESSION_ATTRS = """    y_mean_, y_scale_ : ndarray of shape (n_outputs,)
+        The target standardisation (weighted by ``sample_weight``).
 """
 
 _TRAINING_DOC = """
@@ -116,24 +129,30 @@ _TRAINING_DOC = """
     validation_scores_ : list of float
         Validation score per epoch (with ``early_stopping``).
     best_validation_score_ : float or None
+        Best validation score (with ``early_stopping``).
+    learning_rates_ : list of float
+        The learning rate of each epoch.
     n_iter_ : int
-        Epochs run.
+        Epochs run (summed over warm starts).
     device_ : torch.device
+        Resolved device.
+    dtype_ : torch.dtype
+        Resolved compute dtype (``dtype``).
 """
 
 
 class _SetTransformerBase(_BaseSetNetwork):
-    _params = {
-        "hidden_size": Param(64, POSITIVE_INT, positional=True),
-        "n_layers": Param(2, Integer(0), positional=True),
-        "n_heads": Param(4, POSITIVE_INT, positional=True),
-        "n_inducing": Param(16, POSITIVE_INT, None),
-        "n_seeds": Param(1, POSITIVE_INT),
-        "norm": Param("layer", "layer", "set", None),
-        "residual": Param("original", "original", "clean"),
-        "point_init": Param("xavier", "xavier", "normal"),
-        "decoder": Param("mlp", "mlp", "sab"),
-        "standardize": Param(True, Boolean()),
+    _parameter_constraints = {
+        "hidden_size": [POSITIVE_INT],
+        "n_layers": [Integer(0)],
+        "n_heads": [POSITIVE_INT],
+        "n_inducing": [POSITIVE_INT, None],
+        "n_seeds": [POSITIVE_INT],
+        "norm": ["layer", "set", None],
+        "residual": ["original", "clean"],
+        "point_init": ["xavier", "normal"],
+        "decoder": ["mlp", "sab"],
+        "standardize": [Boolean()],
         **TRAINING_PARAMS,
     }
 
@@ -269,13 +288,45 @@ class SetTransformerClassifier(SetClassifierMixin, _SetTransformerBase):
 """,
     )
 
+    def __init__(self, hidden_size=64, n_layers=2, n_heads=4, *, n_inducing=16, n_seeds=1,
+                 norm="layer", residual="original", point_init="xavier", decoder="mlp",
+                 standardize=True, optimizer="adam", learning_rate_init=1e-3, alpha=0.0,
+                 batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4, early_stopping=False,
+                 validation_fraction=0.1, n_iter_no_change=10, warm_start=False, verbose=0,
+                 device="auto", dtype="float32", random_state=None):
+        self.hidden_size = hidden_size
+        self.n_layers = n_layers
+        self.n_heads = n_heads
+        self.n_inducing = n_inducing
+        self.n_seeds = n_seeds
+        self.norm = norm
+        self.residual = residual
+        self.point_init = point_init
+        self.decoder = decoder
+        self.standardize = standardize
+        self.optimizer = optimizer
+        self.learning_rate_init = learning_rate_init
+        self.alpha = alpha
+        self.batch_size = batch_size
+        self.max_elements = max_elements
+        self.max_iter = max_iter
+        self.tol = tol
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.warm_start = warm_start
+        self.verbose = verbose
+        self.device = device
+        self.dtype = dtype
+        self.random_state = random_state
+
 
 class SetTransformerRegressor(SetRegressorMixin, _SetTransformerBase):
     __doc__ = compose_doc(
         """Set Transformer regressor (and Set Transformer++), one (multi-output) target per set.
 """,
         _REGRESSION_NOTE,
-        _ST_DOC, _TRAINING_DOC, _ST_REFS,
+        _ST_DOC, _TRAINING_DOC, _REGRESSION_ATTRS, _ST_REFS,
         """
     Examples
     --------
@@ -288,15 +339,47 @@ class SetTransformerRegressor(SetRegressorMixin, _SetTransformerBase):
 """,
     )
 
+    def __init__(self, hidden_size=64, n_layers=2, n_heads=4, *, n_inducing=16, n_seeds=1,
+                 norm="layer", residual="original", point_init="xavier", decoder="mlp",
+                 standardize=True, optimizer="adam", learning_rate_init=1e-3, alpha=0.0,
+                 batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4, early_stopping=False,
+                 validation_fraction=0.1, n_iter_no_change=10, warm_start=False, verbose=0,
+                 device="auto", dtype="float32", random_state=None):
+        self.hidden_size = hidden_size
+        self.n_layers = n_layers
+        self.n_heads = n_heads
+        self.n_inducing = n_inducing
+        self.n_seeds = n_seeds
+        self.norm = norm
+        self.residual = residual
+        self.point_init = point_init
+        self.decoder = decoder
+        self.standardize = standardize
+        self.optimizer = optimizer
+        self.learning_rate_init = learning_rate_init
+        self.alpha = alpha
+        self.batch_size = batch_size
+        self.max_elements = max_elements
+        self.max_iter = max_iter
+        self.tol = tol
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.warm_start = warm_start
+        self.verbose = verbose
+        self.device = device
+        self.dtype = dtype
+        self.random_state = random_state
+
 
 class _DeepSetsBase(_BaseSetNetwork):
-    _params = {
-        "hidden_size": Param(64, POSITIVE_INT, positional=True),
-        "n_layers": Param(2, Integer(0), positional=True),
-        "pooling": Param("sum", "sum", "mean", "max"),
-        "norm": Param(None, "layer", "set", None),
-        "residual": Param(None, None, "original", "clean"),
-        "standardize": Param(True, Boolean()),
+    _parameter_constraints = {
+        "hidden_size": [POSITIVE_INT],
+        "n_layers": [Integer(0)],
+        "pooling": ["sum", "mean", "max"],
+        "norm": ["layer", "set", None],
+        "residual": [None, "original", "clean"],
+        "standardize": [Boolean()],
         **TRAINING_PARAMS,
     }
 
@@ -367,13 +450,40 @@ class DeepSetsClassifier(SetClassifierMixin, _DeepSetsBase):
 """,
     )
 
+    def __init__(self, hidden_size=64, n_layers=2, *, pooling="sum", norm=None, residual=None,
+                 standardize=True, optimizer="adam", learning_rate_init=1e-3, alpha=0.0,
+                 batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4, early_stopping=False,
+                 validation_fraction=0.1, n_iter_no_change=10, warm_start=False, verbose=0,
+                 device="auto", dtype="float32", random_state=None):
+        self.hidden_size = hidden_size
+        self.n_layers = n_layers
+        self.pooling = pooling
+        self.norm = norm
+        self.residual = residual
+        self.standardize = standardize
+        self.optimizer = optimizer
+        self.learning_rate_init = learning_rate_init
+        self.alpha = alpha
+        self.batch_size = batch_size
+        self.max_elements = max_elements
+        self.max_iter = max_iter
+        self.tol = tol
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.warm_start = warm_start
+        self.verbose = verbose
+        self.device = device
+        self.dtype = dtype
+        self.random_state = random_state
+
 
 class DeepSetsRegressor(SetRegressorMixin, _DeepSetsBase):
     __doc__ = compose_doc(
         """Deep Sets regressor (and Deep Sets++), one (multi-output) target per set.
 """,
         _REGRESSION_NOTE,
-        _DS_DOC, _TRAINING_DOC, _DS_REFS,
+        _DS_DOC, _TRAINING_DOC, _REGRESSION_ATTRS, _DS_REFS,
         """
     Examples
     --------
@@ -385,3 +495,30 @@ class DeepSetsRegressor(SetRegressorMixin, _DeepSetsBase):
     (3,)
 """,
     )
+
+    def __init__(self, hidden_size=64, n_layers=2, *, pooling="sum", norm=None, residual=None,
+                 standardize=True, optimizer="adam", learning_rate_init=1e-3, alpha=0.0,
+                 batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4, early_stopping=False,
+                 validation_fraction=0.1, n_iter_no_change=10, warm_start=False, verbose=0,
+                 device="auto", dtype="float32", random_state=None):
+        self.hidden_size = hidden_size
+        self.n_layers = n_layers
+        self.pooling = pooling
+        self.norm = norm
+        self.residual = residual
+        self.standardize = standardize
+        self.optimizer = optimizer
+        self.learning_rate_init = learning_rate_init
+        self.alpha = alpha
+        self.batch_size = batch_size
+        self.max_elements = max_elements
+        self.max_iter = max_iter
+        self.tol = tol
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.warm_start = warm_start
+        self.verbose = verbose
+        self.device = device
+        self.dtype = dtype
+        self.random_state = random_state

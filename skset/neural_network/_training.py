@@ -9,7 +9,8 @@ schedules and progress lines are callbacks (:mod:`._callbacks`), composed by
 :meth:`skset.neural_network._base.BaseNeuralEstimator._train`, which passes their training
 parameters and keeps the history. Helpers:
 
-* :data:`TRAINING_PARAMS` - the rows of the training parameters in the estimators' tables;
+* :data:`TRAINING_PARAMS` - the allowed values of the training parameters, merged into the
+  estimators' ``_parameter_constraints``;
 * :func:`split_validation` - hold out ``validation_fraction`` of the sets (stratified for
   classifiers) for early stopping;
 * :func:`epoch_batches` - length-bucketed batches of set indices for one epoch, shuffled with a
@@ -39,8 +40,6 @@ from .._validation import (
     TORCH_PARAMS,
     Boolean,
     Integer,
-    Options,
-    Param,
     Real,
     check_params,
 )
@@ -79,21 +78,21 @@ __all__ = [
 ]
 
 
-#: The training parameters of the neural estimators, with the defaults of the Set Transformer and
-#: Deep Sets estimators; the others merge this table and override a few defaults.
+#: The allowed values of the training parameters of the neural estimators (merged into their
+#: ``_parameter_constraints``; each estimator's ``__init__`` holds the defaults).
 TRAINING_PARAMS = {
-    "optimizer": Param("adam", Options("adam", "adamw")),
-    "learning_rate_init": Param(1e-3, POSITIVE),
-    "alpha": Param(0.0, NON_NEGATIVE),
-    "batch_size": Param(64, POSITIVE_INT),
-    "max_elements": Param(131_072, POSITIVE_INT, None),
-    "max_iter": Param(200, POSITIVE_INT),
-    "tol": Param(1e-4, NON_NEGATIVE),
-    "early_stopping": Param(False, Boolean()),
-    "validation_fraction": Param(0.1, Real(0, 1, closed="neither")),
-    "n_iter_no_change": Param(10, POSITIVE_INT),
-    "warm_start": Param(False, Boolean()),
-    "verbose": Param(0, Integer(0), Boolean()),
+    "optimizer": ["adam", "adamw"],
+    "learning_rate_init": [POSITIVE],
+    "alpha": [NON_NEGATIVE],
+    "batch_size": [POSITIVE_INT],
+    "max_elements": [POSITIVE_INT, None],
+    "max_iter": [POSITIVE_INT],
+    "tol": [NON_NEGATIVE],
+    "early_stopping": [Boolean()],
+    "validation_fraction": [Real(0, 1, closed="neither")],
+    "n_iter_no_change": [POSITIVE_INT],
+    "warm_start": [Boolean()],
+    "verbose": [Integer(0), Boolean()],
     **TORCH_PARAMS,
 }
 
