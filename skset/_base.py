@@ -1,26 +1,73 @@
-"""The base of every torch-backed skset estimator.
+"""The one base of every skset estimator.
 
-:class:`TorchEstimator` joins the parameter table (:class:`skset._validation.ParamsMixin`), pickling
-with tensors on the CPU (:class:`skset._torch.TorchStateMixin`) and scikit-learn's
-``BaseEstimator``, and starts every ``fit`` the same way (:meth:`TorchEstimator._begin_fit`):
-parameters checked, device and dtype resolved, random streams drawn. The trained estimators
-extend it in :mod:`skset.neural_network._base`.
+:class:`SksetEstimator` is scikit-learn's ``BaseEstimator`` plus what every skset estimator
+shares, in one class (no mixins: the trained estimators' base, :mod:`skset.neural_network._base`,
+stays at 8 classes in its method resolution order):
+
+* the check of the parameters against the class's ``_parameter_constraints`` table
+  (:mod:`skset._validation`) and of the relations between them, called by :meth:`_begin_fit`;
+* the loading of models saved under older parameter names (``_renamed_params``) or before a
+  parameter existed (``_legacy_params``), in pickles and :func:`skset.load`;
+* pickling with every tensor, module and optimizer state on the CPU, and back on the fitted
+  device when it is available here (otherwise on the CPU, with a warning): a model fitted on a
+  GPU loads on a CPU-only machine;
+* :meth:`_begin_fit`, the start of every ``fit`` of a torch-backed estimator: parameters checked,
+  ``device_`` and ``dtype_`` resolved, random streams drawn.
 """
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
+import torch
 from sklearn.base import BaseEstimator
 
-from ._torch import TorchStateMixin, random_streams, resolve_device, resolve_dtype
-from ._validation import ParamsMixin
+from ._torch import _to_cpu, _to_device, random_streams, resolve_device, resolve_dtype
+from ._validation import InvalidParameterError, check_params
 
-__all__ = ["TorchEstimator"]
+__all__ = ["SksetEstimator"]
 
 
-class TorchEstimator(ParamsMixin, TorchStateMixin, BaseEstimator):
-    """Parameter table, device, dtype, random streams and CPU pickling; see the module docstring."""
+class SksetEstimator(BaseEstimator):
+    """Parameter checks, legacy parameters, CPU pickling and the start of a fit; see the module
+    docstring. Each subclass writes its own ``__init__`` (keyword arguments stored unchanged)."""
 
+    #: ``{name: [allowed, ...]}`` of every constructor parameter (see :mod:`skset._validation`)
+    _parameter_constraints: dict[str, list] = {}
+    #: ``{old name: new name}`` of renamed parameters: models pickled or saved with
+    #: :func:`skset.save` before a rename still load
+    _renamed_params: dict[str, str] = {}
+    #: ``{name: value}`` of parameters added after models were saved, with the value that gives
+    #: those models' behaviour (a model saved without ``input_similarity`` had none)
+    _legacy_params: dict[str, object] = {}
+    #: attributes kept on the CPU once loaded (an optimizer ``state_dict``: ``load_state_dict``
+    #: puts it on the parameters' device when training resumes, and Adam's ``step`` counters must
+    #: stay on the CPU)
+    _cpu_attributes = frozenset({"_optimizer_state"})
+
+    # -- parameters -------------------------------------------------------------------------------
+    def _check_params(self) -> None:
+        """Check every parameter against the table, then the relations between them."""
+        check_params(self)
+        self._check_param_relations()
+
+    def _check_param_relations(self) -> None:
+        """Checks that involve several parameters; raise :class:`InvalidParameterError`."""
+
+    def _param_error(self, message: str) -> InvalidParameterError:
+        return InvalidParameterError(f"{type(self).__name__}: {message}")
+
+    @classmethod
+    def _upgrade_params(cls, params: dict) -> dict:
+        """``params`` (or a pickled ``__dict__``) with renamed parameters under their new names
+        and parameters added since, which the saved model did not have, at their legacy value."""
+        out = {cls._renamed_params.get(k, k): v for k, v in params.items()}
+        for k, v in cls._legacy_params.items():
+            out.setdefault(k, v)
+        return out
+
+    # -- the start of a fit -----------------------------------------------------------------------
     def _begin_fit(self) -> tuple[int, np.random.RandomState]:
         """Check the parameters, set ``device_`` and ``dtype_``; return ``(seed, rng)``."""
         self._check_params()
@@ -32,3 +79,35 @@ class TorchEstimator(ParamsMixin, TorchStateMixin, BaseEstimator):
         """The name of the dtype a fit computes in: the ``dtype`` parameter (an estimator that has
         none says which here)."""
         return self.dtype
+
+    # -- pickling ---------------------------------------------------------------------------------
+    def __getstate__(self):
+        state = {k: _to_cpu(v) for k, v in self.__dict__.items()}
+        if "device_" in state:
+            state["device_"] = str(state["device_"])
+        return state
+
+    def __setstate__(self, state):
+        state = self._upgrade_params(state)
+        for k in self._legacy_params:  # skset.load sets the parameters before the state
+            if k in self.__dict__:
+                state.pop(k, None)
+        dev = state.get("device_")
+        target = torch.device("cpu")
+        if dev is not None:
+            dev = torch.device(dev)
+            available = dev.type == "cpu" or (dev.type == "cuda" and torch.cuda.is_available())
+            if available:
+                target = dev
+            else:
+                warnings.warn(
+                    f"{type(self).__name__} was fitted on {dev}, which is not available here; "
+                    "it is loaded on the CPU.",
+                    UserWarning,
+                    stacklevel=2,
+                )
+            state["device_"] = target
+        for k, v in state.items():
+            if k not in self._cpu_attributes:
+                state[k] = _to_device(v, target)
+        self.__dict__.update(state)

@@ -226,7 +226,7 @@ def _module_skeleton(est, name: str) -> torch.nn.Module:
 
 
 def _decode_estimator(v: dict, where: str):
-    from ._torch import TorchStateMixin
+    from ._base import SksetEstimator
 
     cls_name = _str(v, "class", where)
     allowed = _allowed_classes()
@@ -279,7 +279,7 @@ def _decode_estimator(v: dict, where: str):
                              f"from the parameters: {exc}") from None
         module.eval()
         state[k] = module
-    if isinstance(est, TorchStateMixin):
+    if isinstance(est, SksetEstimator):
         est.__setstate__(state)  # device placement, CPU fallback with a warning
     else:
         est.__dict__.update(state)

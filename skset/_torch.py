@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -18,7 +17,6 @@ __all__ = [
     "make_generator",
     "to_numpy",
     "map_on_threads",
-    "TorchStateMixin",
 ]
 
 
@@ -167,45 +165,3 @@ def _to_device(obj, device):
     return _map_tensors(obj, lambda t: t.to(device), lambda m: m.to(device))
 
 
-class TorchStateMixin:
-    """Pickle support for estimators holding tensors or modules in fitted attributes.
-
-    ``__getstate__`` moves every tensor and ``nn.Module`` attribute to the CPU, including those
-    nested in dicts, lists and tuples such as an optimizer ``state_dict`` (on a copy, the fitted
-    estimator keeps its device); ``__setstate__`` moves them back to the estimator's resolved
-    device (except the attributes in ``_cpu_attributes``), or stays on the CPU with a warning when
-    that device is not available here. A model fitted on a GPU therefore loads on a CPU-only
-    machine.
-    """
-
-    #: attributes kept on the CPU once loaded (an optimizer ``state_dict``: ``load_state_dict``
-    #: puts it on the parameters' device when training resumes, and Adam's ``step`` counters must
-    #: stay on the CPU)
-    _cpu_attributes = frozenset({"_optimizer_state"})
-
-    def __getstate__(self):
-        state = {k: _to_cpu(v) for k, v in self.__dict__.items()}
-        if "device_" in state:
-            state["device_"] = str(state["device_"])
-        return state
-
-    def __setstate__(self, state):
-        dev = state.get("device_")
-        target = torch.device("cpu")
-        if dev is not None:
-            dev = torch.device(dev)
-            available = dev.type == "cpu" or (dev.type == "cuda" and torch.cuda.is_available())
-            if available:
-                target = dev
-            else:
-                warnings.warn(
-                    f"{type(self).__name__} was fitted on {dev}, which is not available here; "
-                    "it is loaded on the CPU.",
-                    UserWarning,
-                    stacklevel=2,
-                )
-            state["device_"] = target
-        for k, v in state.items():
-            if k not in self._cpu_attributes:
-                state[k] = _to_device(v, target)
-        self.__dict__.update(state)

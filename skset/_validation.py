@@ -8,10 +8,11 @@ each parameter may be once, as a class attribute ``_parameter_constraints``: ``{
 string), as in scikit-learn's tables of the same name. The table's keys are the constructor's
 parameters (``tests/test_constructors.py`` checks it).
 
-:meth:`ParamsMixin._check_params`, called at the start of ``fit``, checks every value against its
-table and raises :class:`InvalidParameterError` (a ``ValueError`` and a ``TypeError``) that names
-the estimator, the parameter, the value and what is allowed; relations between parameters
-(``hidden_size`` divisible by ``n_heads``) go in :meth:`ParamsMixin._check_param_relations`.
+:meth:`skset._base.SksetEstimator._check_params`, called at the start of ``fit``, checks
+every value against its table and raises :class:`InvalidParameterError` (a ``ValueError`` and a
+``TypeError``) that names the estimator, the parameter, the value and what is allowed; relations
+between parameters (``hidden_size`` divisible by ``n_heads``) go in
+:meth:`~skset._base.SksetEstimator._check_param_relations`.
 
 Tables shared by several estimators (the training parameters of the neural estimators, the
 device and dtype) are plain dicts merged into each estimator's table, so that a parameter has one
@@ -38,7 +39,6 @@ __all__ = [
     "RANDOM_STATE",
     "DEVICE",
     "DTYPE",
-    "ParamsMixin",
     "check_params",
     "check_sample_weight",
 ]
@@ -218,51 +218,6 @@ def check_params(est, constraints: dict[str, list] | None = None) -> None:
         if not allowed.accepts(v):
             raise InvalidParameterError(
                 f"{name}: {pname}={v!r} is not valid; it must be {allowed.describe()}.")
-
-
-class ParamsMixin:
-    """``_check_params`` against the class's ``_parameter_constraints``, and the loading of
-    models saved under older parameter names.
-
-    The class writes its own ``__init__``: keyword arguments only that it stores unchanged.
-    """
-
-    #: ``{name: [allowed, ...]}`` of every constructor parameter (see the module docstring)
-    _parameter_constraints: dict[str, list] = {}
-    #: ``{old name: new name}`` of renamed parameters: models pickled or saved with
-    #: :func:`skset.save` before a rename still load
-    _renamed_params: dict[str, str] = {}
-
-    #: ``{name: value}`` of parameters added after models were saved, with the value that gives
-    #: those models' behaviour (a model saved without ``input_similarity`` had none)
-    _legacy_params: dict[str, object] = {}
-
-    @classmethod
-    def _upgrade_params(cls, params: dict) -> dict:
-        """``params`` (or a pickled ``__dict__``) with renamed parameters under their new names
-        and parameters added since, which the saved model did not have, at their legacy value."""
-        out = {cls._renamed_params.get(k, k): v for k, v in params.items()}
-        for k, v in cls._legacy_params.items():
-            out.setdefault(k, v)
-        return out
-
-    def __setstate__(self, state):
-        state = self._upgrade_params(state)
-        for k in self._legacy_params:  # skset.load sets the parameters before the state
-            if k in self.__dict__:
-                state.pop(k, None)
-        super().__setstate__(state)
-
-    def _check_params(self) -> None:
-        """Check every parameter against the table, then the relations between them."""
-        check_params(self)
-        self._check_param_relations()
-
-    def _check_param_relations(self) -> None:
-        """Checks that involve several parameters; raise :class:`InvalidParameterError`."""
-
-    def _param_error(self, message: str) -> InvalidParameterError:
-        return InvalidParameterError(f"{type(self).__name__}: {message}")
 
 
 def check_sample_weight(sample_weight, n_samples: int, name: str, what: str = "samples"

@@ -11,7 +11,7 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.cluster import KMeans
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import TorchEstimator
+from ._base import SksetEstimator
 from ._sets import (
     check_finite_output,
     check_sets,
@@ -51,7 +51,7 @@ def _kmeans_weights(sets, masses, set_weight):
     return out
 
 
-class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimator):
+class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstimator):
     r"""Optimal transport kernel embedding (OTKE) of sets, with references learned without labels.
 
     Each set :math:`\mathbf{x} = (x_1..x_n)` is aligned to ``n_references`` references

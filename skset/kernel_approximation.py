@@ -10,7 +10,7 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.cluster import KMeans
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._base import TorchEstimator
+from ._base import SksetEstimator
 from ._map_selection import DEFAULT_CHOICE, MAX_SETS, median_scale, select_element_map
 from ._sets import check_finite_output, check_sets, kmer_windows
 from ._torch import (
@@ -39,7 +39,7 @@ def _weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
     return float(values[order][np.searchsorted(cum, 0.5 * cum[-1])])
 
 
-class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, TorchEstimator):
+class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstimator):
     r"""Nystrom approximation of a Gaussian kernel, applied to every element (or k-mer) of sets.
 
     Each element :math:`x` (after per-feature standardisation, optional k-mer concatenation and

@@ -10,7 +10,8 @@ import pytest
 from sklearn.base import BaseEstimator
 
 import skset
-from skset._validation import Allowed, InvalidParameterError, ParamsMixin, check_params
+from skset._base import SksetEstimator
+from skset._validation import Allowed, InvalidParameterError, check_params
 
 ESTIMATORS = [getattr(skset, name) for name in skset.__all__
               if inspect.isclass(getattr(skset, name))
@@ -39,7 +40,7 @@ def _bad_values(constraints: list):
 def test_every_estimator_has_a_table():
     assert len(ESTIMATORS) == 10
     for cls in ESTIMATORS:
-        assert issubclass(cls, ParamsMixin), cls
+        assert issubclass(cls, SksetEstimator), cls
         assert list(cls._parameter_constraints) == list(inspect.signature(cls).parameters), cls
 
 

@@ -12,16 +12,17 @@ import numbers
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, ClusterMixin
+from sklearn.base import ClusterMixin
 from sklearn.cluster import spectral_clustering
 from sklearn.metrics.pairwise import rbf_kernel
 from sklearn.neighbors import kneighbors_graph
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import validate_data
 
+from .._base import SksetEstimator
 from .._sets import length_batches
 from .._torch import map_on_threads
-from .._validation import POSITIVE, POSITIVE_INT, RANDOM_STATE, ParamsMixin
+from .._validation import POSITIVE, POSITIVE_INT, RANDOM_STATE
 from ..nn.spectral import eigengap_n_clusters, laplacian_eigh
 
 __all__ = ["estimate_n_clusters", "EigengapSpectralClustering"]
@@ -165,7 +166,7 @@ def estimate_n_clusters(affinity, max_clusters: int | None = None):
     return int(k[0]) if single else k
 
 
-class EigengapSpectralClustering(ParamsMixin, ClusterMixin, BaseEstimator):
+class EigengapSpectralClustering(ClusterMixin, SksetEstimator):
     """Spectral clustering of one data set, the number of clusters found by the eigengap.
 
     The affinity matrix is built from ``X`` (or given), ``k`` is estimated with

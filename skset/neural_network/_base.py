@@ -5,7 +5,7 @@ share: the parameter table and its check, device and dtype, the random streams, 
 loop of :mod:`skset.neural_network._training` (callbacks, early stopping, best-checkpoint restore,
 learning-rate schedules), the training history, prediction batches bounded by the element budget,
 and pickling with every tensor, module and optimizer state moved to the CPU and back
-(:class:`skset._torch.TorchStateMixin`).
+(:class:`skset._base.SksetEstimator`).
 
 :class:`SetNetworkEstimator` adds the whole ``fit`` of a network that maps a set to one target:
 input checks, target encoding, warm start, the validation split, length-bucketed batches and the
@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 import torch.nn.functional as F
-from sklearn.base import ClassifierMixin, ClassNamePrefixFeaturesOutMixin, RegressorMixin
+from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .._base import TorchEstimator
+from .._base import SksetEstimator
 from .._sets import check_finite_output, check_sets, iter_packed, pack
 from .._torch import (
     _to_cpu,
@@ -56,8 +56,8 @@ def compose_doc(*parts: str) -> str:
     return "".join(parts)
 
 
-class BaseNeuralEstimator(TorchEstimator):
-    """The training loop and its history on top of :class:`skset._base.TorchEstimator`."""
+class BaseNeuralEstimator(SksetEstimator):
+    """The training loop and its history on top of :class:`skset._base.SksetEstimator`."""
 
     #: fitted attributes of the training history, reset by a fit that is not a warm start
     _history = ("loss_curve_", "validation_scores_", "learning_rates_")
@@ -228,7 +228,7 @@ class FitData:
         return [self.side[i] for i in idx]
 
 
-class SetNetworkEstimator(ClassNamePrefixFeaturesOutMixin, BaseNeuralEstimator):
+class SetNetworkEstimator(BaseNeuralEstimator):
     """The ``fit`` of a network from a set to one target (see the module docstring).
 
     Subclass hooks: :meth:`_init_module` (required: the network, and any initialisation from
@@ -395,6 +395,24 @@ class SetNetworkEstimator(ClassNamePrefixFeaturesOutMixin, BaseNeuralEstimator):
     @property
     def _n_outputs_fitted(self) -> int:
         return len(self.classes_) if self._is_classifier else len(self.y_mean_)
+
+    def get_feature_names_out(self, input_features=None) -> np.ndarray:
+        """Names of the columns of :meth:`transform`: ``"<classname><i>"`` (lower-cased class
+        name), as scikit-learn's transformers with new features name them.
+
+        Parameters
+        ----------
+        input_features : None
+            Ignored (the features are learned, not one per input feature); present for the
+            scikit-learn API.
+
+        Returns
+        -------
+        ndarray of str, shape (n_features_out,)
+        """
+        check_is_fitted(self, "_n_features_out")
+        prefix = type(self).__name__.lower()
+        return np.asarray([f"{prefix}{i}" for i in range(self._n_features_out)], dtype=object)
 
     # -- serving (skset.export) ----------------------------------------------------------------
     @property
