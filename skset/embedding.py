@@ -86,8 +86,8 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
     epsilon : float, default=0.1
         Entropic regularisation ``epsilon`` of the plan (relative to the features' scale; the
         paper's grid is 0.01-1). Stable from 1e-3 to 10. Chosen on the real-data suite
-        (``benchmarks/bench_suite.py``): the grid search over 0.1, 0.5 and 1 picked 0.1 in 20 of
-        24 (data set, framing) rows, and 0.1 as the default beat 0.5 on the mean over the suite
+        (``benchmarks/bench_suite.py``): the grid search over 0.1, 0.5 and 1 picked 0.1 in most
+        (data set, framing) rows, and 0.1 as the default beat 0.5 on the mean over the suite
         (BENCHMARKS.md). Smaller values need more Sinkhorn iterations (``sinkhorn_tol``).
         :class:`skset.nn.OTKLayer` and the supervised models keep 0.5: they run a fixed 10
         iterations, which converge at 0.5 but not at 0.1.
@@ -96,20 +96,19 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         when ``sinkhorn_tol=None``). The paper uses 100 iterations for its unsupervised embedding
         "to ensure the convergence" and 10 in its supervised models (Appendix D.3). 100 is not
         always enough: on Nystrom features of the Japanese vowels at ``epsilon=0.1`` 100
-        iterations are 1.3% from a 5,000-iteration solve, and sets with heavy-tailed element norms
-        can need thousands (1000: up to 1.4% off, 3000: 0.16%; ``benchmarks/bench_sinkhorn_tol.py``,
-        ``benchmarks/results/sinkhorn_tol.md``).
+        iterations are visibly off a 5,000-iteration solve, and sets with heavy-tailed element
+        norms can need thousands (errors against that solve in BENCHMARKS.md, "OTKEmbedding's
+        Sinkhorn stopping rule"; ``benchmarks/bench_sinkhorn_tol.py``).
     sinkhorn_tol : float or None, default=1e-4
         Sinkhorn stopping tolerance on each plan's row-marginal error
         :math:`\sum_i |\sum_j P_{ij} - 1/n|` (between 0 and 2; the column marginals hold
         exactly), checked every 5 iterations, set by set (see :func:`skset.ot.sinkhorn`). Easy
         sets stop after 5 to a few tens of iterations, hard ones (small ``epsilon`` relative to
         the features' scale, heavy-tailed norms) run up to ``sinkhorn_iter``. With the defaults
-        the raw embedding was within 0.02% of a 5,000-iteration solve at ``epsilon`` 0.5 and 0.1
-        on Nystrom features of random data and of the Japanese vowels, and within 0.2% with
-        heavy-tailed element norms (``benchmarks/results/sinkhorn_tol.md``). The time goes from
-        about that of 10 fixed iterations on easy data to 40x (Japanese vowels, ``epsilon=0.1``)
-        and 100x or more (heavy tails at ``epsilon=0.1``), where 10 iterations were 40-60% off.
+        the raw embedding stays close to a 5,000-iteration solve on random data, the Japanese
+        vowels and heavy-tailed element norms, at a cost from that of 10 fixed iterations on
+        easy data to many times it on hard data, where 10 iterations are far off (errors and
+        times in BENCHMARKS.md, "OTKEmbedding's Sinkhorn stopping rule").
         Float32 rounding floors the error near 1e-6..1e-5: smaller values run to the cap.
         ``None``: exactly ``sinkhorn_iter`` iterations (the paper's fixed count).
     fit_method : {"kmeans", "wasserstein"}, default="kmeans"
@@ -131,9 +130,8 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         then :math:`\odot S`; ``"similarity"``: Sinkhorn on :math:`e^{(K \odot S)/\varepsilon}`
         then :math:`\odot S`, what the authors' code does. Ignored without ``position_sigma``.
         The three were compared on the real-data suite (``benchmarks/bench_suite.py``, framing
-        ``pos``: mean test accuracy over 8 data sets 0.849 "kernel", 0.848 "similarity", 0.845
-        "plan"; largest shortfall from the best mode on one data set 2.5, 3.2 and 5.0 points);
-        "kernel" is the default.
+        ``pos``; BENCHMARKS.md): "kernel", the default, had the best mean test accuracy and the
+        smallest shortfall from the best mode on any one data set.
     reg_m : float or None, default=None
         Unbalanced transport: strength :math:`\rho` of a KL penalty that replaces the exact
         set-side marginal (POT's ``reg_m``, in the units of ``epsilon``; the reference side stays
@@ -165,9 +163,9 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
     max_elements : int, default=32768
         Budget of padded elements per batch: sets are sorted by length and cut into batches of at
         most this many padded elements, which bounds memory. Small batches are also faster on a
-        CPU (their cost and plan matrices stay in cache): 32768 transformed 1.1-1.7x faster
-        than 131072 (part 6 of ``benchmarks/results/otk_transform.md``). On a GPU a larger
-        budget may pay off (not measured: no GPU was available when the default was chosen).
+        CPU (their cost and plan matrices stay in cache): 32768 transformed faster than 131072
+        (BENCHMARKS.md, "OTKEmbedding.transform", part 6). On a GPU a larger budget may pay off
+        (not measured: no GPU was available when the default was chosen).
     device : str, default="auto"
         Torch device; ``"auto"`` uses CUDA when available.
     dtype : {"float32", "float64"}, default="float32"
@@ -194,6 +192,8 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         Features per element.
     device_ : torch.device
         Resolved device.
+    dtype_ : torch.dtype
+        Resolved compute dtype (``dtype``).
 
     Notes
     -----
