@@ -132,3 +132,11 @@ def test_estimator_bases_stay_shallow():
     assert SksetEstimator.__mro__[1] is BaseEstimator
     assert len(SetNetworkEstimator.__mro__) <= 8, SetNetworkEstimator.__mro__
     assert len(BaseNeuralEstimator.__mro__) <= 7, BaseNeuralEstimator.__mro__
+
+
+def test_module_sizes():
+    # no module over 700 lines; ABC split by idea, each of its files under 500
+    sizes = {p.relative_to(PACKAGE_DIR).as_posix(): len(p.read_text(encoding="utf-8").splitlines())
+             for p in PACKAGE_DIR.rglob("*.py")}
+    assert {k: v for k, v in sizes.items() if v > 700} == {}
+    assert {k: v for k, v in sizes.items() if "cluster/_abc" in k and v >= 500} == {}

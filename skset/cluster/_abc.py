@@ -1,39 +1,26 @@
 """Attention-Based Clustering (ABC): a kernel learned from labelled instances and applied, with
 spectral clustering and the eigengap, to many new instances at once.
 
-This file trains the kernel; ``_abc_data.py`` holds its training data and batches,
-``_abc_select.py`` what is chosen on the validation instances after training (the prior, the
-kernel kept, the k rule), ``_abc_predict.py`` the inference on new instances."""
+This file is the estimator (its parameters and ``fit``); ``_abc_train.py`` builds and trains the
+kernel network, ``_abc_data.py`` holds its training data and batches, ``_abc_select.py`` what is
+chosen on the validation instances after training (the prior, the kernel kept, the k rule),
+``_abc_predict.py`` the inference on new instances."""
 
 from __future__ import annotations
 
-from functools import partial
-
 import numpy as np
-import torch
 
-from .._sets import length_batches
 from .._validation import POSITIVE_INT, TORCH_PARAMS, Boolean, Integer, Real, Satisfies
 from ..neural_network._base import BaseNeuralEstimator
-from ..neural_network._callbacks import (
-    BestCheckpoint,
-    EpochPrinter,
-    Validation,
-    WarmupCosineSchedule,
-)
-from ..neural_network._training import TRAINING_PARAMS, standard_callbacks
-from ..nn.abc import abc_loss
+from ..neural_network._training import TRAINING_PARAMS
 from ._abc_data import (
     check_training_data,
     held_out_batches,
-    pair_cost,
-    standardization,
-    step_batches,
     training_instances,
 )
 from ._abc_predict import KernelInference
-from ._abc_select import KernelSelection, eigengap_ari
-from ._eigengap import _CPU_CHUNK_PAIRS
+from ._abc_select import KernelSelection
+from ._abc_train import KernelTraining
 
 __all__ = ["ABCClusterer"]
 
@@ -46,7 +33,7 @@ _CLUSTER_RANGE = Satisfies(
     and 1 <= v[0] <= v[1], "an inclusive range (k_min, k_max) with 1 <= k_min <= k_max")
 
 
-class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
+class ABCClusterer(KernelTraining, KernelSelection, KernelInference, BaseNeuralEstimator):
     r"""Attention-Based Clustering: a learned, context-dependent kernel + spectral clustering.
 
     A network (:class:`skset.nn.ABCKernel`: element-wise ``tanh`` embedding, a stack of masked
@@ -410,11 +397,6 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
                                     f"n_heads={self.n_heads}.")
 
     # ------------------------------------------------------------------ fitting
-    def _scale(self, sets):
-        if not self.standardize:
-            return sets
-        return [(s - self.mean_) / self.scale_ for s in sets]
-
     def fit(self, X, y):
         """Train the kernel on labelled instances or on a labelled pool.
 
@@ -457,95 +439,3 @@ class ABCClusterer(KernelSelection, KernelInference, BaseNeuralEstimator):
             self._choose_prior(mix, val_parts, cal_parts)
         self._choose_mix(mix, val_parts, cal_parts)
         return self
-
-    def _init_kernel(self, data, seed: int):
-        """The standardisation and a fresh network (a refit chooses the prior again)."""
-        d = data.n_features
-        self.n_features_in_ = d
-        if self.standardize:
-            self.mean_, self.scale_ = standardization(data.elements)
-        for attr in ("input_similarity_", "prior_params_"):
-            self.__dict__.pop(attr, None)
-        self.module_ = self._seeded(seed, lambda: self._build_module(d)).to(self.device_)
-        self._record_prior()
-
-    def _train_kernel(self, draw, val_parts, mix, seed: int):
-        """Train the learned part alone (``mix`` on it), validating on ``val_parts``."""
-        if mix is not None:
-            mix.copy_(torch.tensor([0.0, 1.0]))
-        max_steps, every = int(self.max_steps), int(self.eval_every)
-        n_chunks = -(-max_steps // every)
-        cw = self.class_weight
-        if cw is not None and not isinstance(cw, str):
-            cw = tuple(float(v) for v in cw)
-        validation = None if val_parts is None else partial(
-            eigengap_ari, parts=val_parts, rule=self._k_rule(), seed=seed, device=self.device_)
-        schedule = None
-        if self.learning_rate_schedule == "cosine":
-            # with validation the schedule owns the stopping rule (a plateau starts the decay,
-            # see WarmupCosineSchedule); the best checkpoint is restored at the end
-            schedule = WarmupCosineSchedule(
-                max_steps, int(round(self.warmup_fraction * max_steps)), final_fraction=0.01,
-                decay_steps=int(round(self.decay_fraction * max_steps)),
-                patience=int(self.n_iter_no_change) if validation is not None else None,
-                tol=float(self.tol))
-        if schedule is not None and validation is not None:
-            callbacks = [Validation(validation), schedule, EpochPrinter(), BestCheckpoint()]
-        else:
-            callbacks = standard_callbacks(
-                validation, [] if schedule is None else [schedule],
-                early_stopping=validation is not None, tol=self.tol,
-                n_iter_no_change=self.n_iter_no_change)
-        # one "epoch" of the loop = eval_every optimisation steps
-        batches = partial(step_batches, draw=draw, scale=self._scale, batch_size=self.batch_size,
-                          steps_per_chunk=every, max_steps=max_steps, device=self.device_)
-        self._train(partial(_batch_loss, class_weight=cw), batches, callbacks,
-                    optimizer=self.optimizer, max_iter=n_chunks, warn_convergence=False,
-                    units_per_epoch=every, max_units=max_steps)
-        if schedule is not None:  # where the decay began (earlier than planned after a plateau)
-            self.lr_decay_start_ = int(schedule.decay_start)
-
-    def _build_module(self, n_features: int):
-        from ..nn.abc import ABCKernel
-
-        sim = self.input_similarity
-        params = getattr(self, "prior_params_", None)  # a fitted model: the prior it chose
-        if hasattr(self, "input_similarity_"):
-            sim = self.input_similarity_
-        elif sim == "auto":
-            sim = "knn"  # until the validation chooses
-        net = ABCKernel(n_features, self.hidden_size, self.n_layers, self.n_heads,
-                        compatibility=self.compatibility, compat_dim=self.compat_dim,
-                        norm=self.norm, residual=self.residual, input_similarity=sim,
-                        n_neighbors=(params or {}).get("n_neighbors",
-                                                       self.n_neighbors))
-        if params is not None and sim is not None:  # buffers, overwritten by a state dict
-            net.sim_log_scale.fill_(float(np.log(params["scale"])))
-            net.sim_offset.fill_(float(params["offset"]))
-        return net
-
-    def _untrained_module(self):
-        return self._build_module(self.n_features_in_)
-
-    # ------------------------------------------------------------------ inference
-    def _chunks(self, lengths: np.ndarray) -> list[np.ndarray]:
-        """Index chunks of similar sizes for inference.
-
-        On a GPU a chunk fills the ``max_pairs`` budget. On a CPU chunks are capped at
-        ``_CPU_CHUNK_PAIRS`` padded pairs (they run in parallel on the intra-op threads, see
-        :func:`skset._torch.map_on_threads`): the SAB activations of one chunk then stay in
-        cache, which is faster than one batch (``benchmarks/bench_abc.py profile``; BENCHMARKS.md).
-        """
-        budget = int(self.max_pairs)
-        if self.device_.type == "cpu":
-            budget = min(budget, _CPU_CHUNK_PAIRS)
-        return list(length_batches(self._batch_cost(lengths), max_elements=budget))
-
-    def _batch_cost(self, lengths):
-        return pair_cost(lengths)
-
-
-def _batch_loss(module, batch, class_weight=None):
-    """Mean BCE of the predicted same-cluster matrix of a batch, and its number of instances."""
-    Xb, Mb, Yb = batch
-    return abc_loss(module(Xb, Mb), Yb, Mb, class_weight=class_weight), Xb.shape[0]

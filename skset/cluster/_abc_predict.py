@@ -10,16 +10,41 @@ import torch
 from sklearn.cluster import spectral_clustering
 from sklearn.utils.validation import check_is_fitted
 
-from .._sets import check_sets, pack
+from .._sets import check_sets, length_batches, pack
 from .._torch import make_generator, map_on_threads, seed_from_random_state
 from ..nn.abc import abc_affinity
 from ..nn.spectral import laplacian_eigh, spectral_cluster
+from ._abc_data import pair_cost
+from ._eigengap import _CPU_CHUNK_PAIRS
 
 
 class KernelInference:
-    """``affinity`` and ``predict`` of :class:`ABCClusterer`, which gives ``_scale`` (the
-    standardisation), ``_chunks`` (index chunks of similar sizes) and, through
+    """``affinity`` and ``predict`` of :class:`ABCClusterer`, with the standardisation of the
+    inputs (``_scale``) and their chunks of similar sizes (``_chunks``); :class:`ABCClusterer`
+    gives the fitted network and, through
     :class:`~skset.cluster._abc_select.KernelSelection`, the k rule."""
+
+    def _scale(self, sets):
+        if not self.standardize:
+            return sets
+        return [(s - self.mean_) / self.scale_ for s in sets]
+
+    def _chunks(self, lengths: np.ndarray) -> list[np.ndarray]:
+        """Index chunks of similar sizes for inference.
+
+        On a GPU a chunk fills the ``max_pairs`` budget. On a CPU chunks are capped at
+        ``_CPU_CHUNK_PAIRS`` padded pairs (they run in parallel on the intra-op threads, see
+        :func:`skset._torch.map_on_threads`): the SAB activations of one chunk then stay in
+        cache, which is faster than one batch (``benchmarks/bench_abc.py profile``; BENCHMARKS.md).
+        """
+        budget = int(self.max_pairs)
+        if self.device_.type == "cpu":
+            budget = min(budget, _CPU_CHUNK_PAIRS)
+        return list(length_batches(self._batch_cost(lengths), max_elements=budget))
+
+    def _batch_cost(self, lengths):
+        return pair_cost(lengths)
+
 
     def _check_X(self, X):
         check_is_fitted(self, "module_")
