@@ -411,7 +411,7 @@ def test_abc_predict_paths_agree(fitted, blob_instances):
 def test_abc_cpu_chunks_on_threads(fitted, blob_instances, monkeypatch):
     """Inference chunks run on a thread pool on the CPU: same labels whatever the number of
     threads, the same affinities whatever the chunking, and the caller's thread count kept."""
-    import skset.cluster._abc as skc
+    import skset.cluster._abc_predict as skc
     from skset.utils import limit_threads
 
     X, _ = blob_instances
@@ -757,7 +757,7 @@ def test_pool_validation_holds_out_classes_and_never_loses_to_the_prior(monkeypa
 
 # -- training that converges in a budget, a calibrated k rule (issue 13, item 4) -------------------
 def test_warmup_cosine_schedule_factors_and_fit_learning_rates():
-    from skset.cluster._abc import WarmupCosineSchedule
+    from skset.neural_network._callbacks import WarmupCosineSchedule
 
     s = WarmupCosineSchedule(100, 10, final_fraction=0.01)
     f = [s.factor(t) for t in range(120)]
@@ -844,7 +844,7 @@ def test_calibrated_k_rule_on_validation_instances():
 def test_schedule_plateau_starts_the_decay_then_stops():
     from types import SimpleNamespace
 
-    from skset.cluster._abc import WarmupCosineSchedule
+    from skset.neural_network._callbacks import WarmupCosineSchedule
 
     s = WarmupCosineSchedule(2000, 50, final_fraction=0.01, decay_steps=500, patience=3)
     opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
