@@ -92,7 +92,15 @@ def otk_plans(
     if mask is None:
         mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
     # padded rows may hold anything (NaN, inf): zeroed by a select, not a product (NaN * 0 = NaN)
-    x = _zero_padding(x, mask)
+    return _zeroed_plans(_zero_padding(x, mask), mask, references, epsilon=epsilon,
+                         sinkhorn_iter=sinkhorn_iter, position_sigma=position_sigma,
+                         method=method, sinkhorn_tol=sinkhorn_tol, position_mode=position_mode,
+                         weights=weights, reg_m=reg_m)
+
+
+def _zeroed_plans(x, mask, references, *, epsilon, sinkhorn_iter, position_sigma, method,
+                  sinkhorn_tol, position_mode, weights, reg_m):
+    """:func:`otk_plans` of ``x`` whose padded rows are already zero, ``mask`` a tensor."""
     # checked here, so that an error names the set of x, not its copy for one reference
     _check_nonempty(mask)
     a = _check_weights(weights, mask, x)
@@ -198,11 +206,13 @@ def otk_embed(
                                   position_mode=position_mode, reg_m=reg_m)
         if out is not None:
             return out
-    x = _zero_padding(x, mask)  # P^T x would turn NaN * 0 into NaN
-    return otk_pool(x, otk_plans(x, mask, references, epsilon=epsilon, sinkhorn_iter=sinkhorn_iter,
-                                 position_sigma=position_sigma, method=method,
-                                 sinkhorn_tol=sinkhorn_tol, position_mode=position_mode,
-                                 weights=weights, reg_m=reg_m))
+    if mask is None:
+        mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
+    x = _zero_padding(x, mask)  # once, for the plans and for P^T x (NaN * 0 would be NaN)
+    return otk_pool(x, _zeroed_plans(x, mask, references, epsilon=epsilon,
+                                     sinkhorn_iter=sinkhorn_iter, position_sigma=position_sigma,
+                                     method=method, sinkhorn_tol=sinkhorn_tol,
+                                     position_mode=position_mode, weights=weights, reg_m=reg_m))
 
 
 class OTKLayer(nn.Module):
