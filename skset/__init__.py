@@ -4,6 +4,8 @@ A *set* is a variable-size collection of feature vectors, given as an ``(n_i, d)
 collection of sets is a list of such arrays (or a 3-D array when all sets have one size).
 """
 
+from ._compiled import CompileWarning
+from ._config import config_context, get_config, set_config
 from ._frames import frame_from_sets, sets_from_frame
 from ._persist import load, save
 from ._version import __version__
@@ -22,6 +24,7 @@ from .neural_network import (
 
 __all__ = [
     "ABCClusterer",
+    "CompileWarning",
     "DeepSetsClassifier",
     "DeepSetsRegressor",
     "EigengapSpectralClustering",
@@ -32,10 +35,13 @@ __all__ = [
     "SetTransformerClassifier",
     "SetTransformerRegressor",
     "__version__",
+    "config_context",
     "estimate_n_clusters",
     "export_onnx",
     "frame_from_sets",
+    "get_config",
     "load",
     "save",
+    "set_config",
     "sets_from_frame",
 ]

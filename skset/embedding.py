@@ -22,7 +22,7 @@ from ._sets import (
 from ._torch import map_on_threads, resolve_dtype, split_for_threads, to_numpy
 from ._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, check_sample_weight
 from ._weighting import drop_zero_weight, element_masses, sample_elements
-from .nn.otk import POSITION_MODES, OTKLayer, noise_floor, otk_plans, otk_pool
+from .nn.otk import POSITION_MODES, OTKLayer, noise_floor, otk_embed, otk_plans
 
 __all__ = ["OTKEmbedding"]
 
@@ -302,14 +302,18 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         for idx in self._batch_indices(sets):
             yield (idx, *self._pack_batch(sets, masses, idx))
 
+    def _otk_settings(self, positions=True) -> dict:
+        """The keyword arguments of :func:`skset.nn.otk_plans` / :func:`skset.nn.otk_embed`
+        (``positions=False``: without positional weights)."""
+        return dict(epsilon=self.epsilon, sinkhorn_iter=self.sinkhorn_iter,
+                    position_sigma=self.position_sigma if positions else None,
+                    method=self.sinkhorn_method, sinkhorn_tol=self.sinkhorn_tol,
+                    position_mode=self.position_mode, reg_m=self.reg_m)
+
     def _plans(self, X, M, W, references, positions=True):
         """The embedding's plans ``(B, q, n, p)`` (``positions=False``: without positional
         weights)."""
-        return otk_plans(X, M, references, epsilon=self.epsilon, sinkhorn_iter=self.sinkhorn_iter,
-                         position_sigma=self.position_sigma if positions else None,
-                         method=self.sinkhorn_method, sinkhorn_tol=self.sinkhorn_tol,
-                         position_mode=self.position_mode, weights=W,
-                         reg_m=self.reg_m)
+        return otk_plans(X, M, references, weights=W, **self._otk_settings(positions))
 
     def _check_masses(self, element_weight, sets):
         """The normalised element masses (one 1-D array per set), ``None`` when all uniform."""
@@ -325,7 +329,8 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         def run(idx):
             with torch.no_grad():  # thread-local in torch
                 X, M, W = self._pack_batch(sets, masses, idx)
-                pooled = to_numpy(otk_pool(X, self._plans(X, M, W, references)))
+                # compiled where skset.set_config(compile=True) (skset.nn.otk_embed)
+                pooled = to_numpy(otk_embed(X, M, references, weights=W, **self._otk_settings()))
                 if np.all(np.diff(idx) == 1):  # a run of rows: a plain block copy (3x the fancy)
                     blocks[idx[0]: idx[-1] + 1] = pooled
                 else:

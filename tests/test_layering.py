@@ -13,7 +13,8 @@ import pytest
 PACKAGE_DIR = Path(__file__).resolve().parent.parent / "skset"
 ENGINE_FILES = sorted([*(PACKAGE_DIR / "nn").glob("*.py"), PACKAGE_DIR / "ot.py",
                        PACKAGE_DIR / "_sets.py", PACKAGE_DIR / "_weighting.py",
-                       PACKAGE_DIR / "_serving.py"])
+                       PACKAGE_DIR / "_serving.py", PACKAGE_DIR / "_compiled.py",
+                       PACKAGE_DIR / "_config.py"])
 FORBIDDEN = (
     "sklearn",
     "skset.embedding",

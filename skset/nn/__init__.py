@@ -17,7 +17,7 @@ from .attention import (
 from .deep_sets import DeepSets, DeepSetsBlock, DeepSetsEncoder, masked_pool
 from .norm import SetNorm, set_norm
 from .nystrom import NystromLayer, gaussian_kernel, inv_sqrt_psd, kmer_unfold, nystrom_map
-from .otk import OTKLayer, otk_plans, otk_pool
+from .otk import OTKLayer, otk_embed, otk_plans, otk_pool
 from .spectral import (
     batched_kmeans,
     eigengap_n_clusters,
@@ -55,6 +55,7 @@ __all__ = [
     "laplacian_eigh",
     "normalized_laplacian",
     "nystrom_map",
+    "otk_embed",
     "otk_plans",
     "otk_pool",
     "record_attention",

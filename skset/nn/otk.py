@@ -44,16 +44,19 @@ import numpy as np
 import torch
 from torch import nn
 
+from .. import _compiled
+from .._config import _config
 from ..ot import (
     _check_nonempty,
     _check_weights,
+    _tracing,
     position_log_weights,
     position_weights,
     sinkhorn,
 )
 from .attention import _zero_padding
 
-__all__ = ["OTKLayer", "otk_plans", "otk_pool"]
+__all__ = ["OTKLayer", "otk_embed", "otk_plans", "otk_pool"]
 
 POSITION_MODES = ("plan", "kernel", "similarity")
 
@@ -90,7 +93,15 @@ def otk_plans(
     if mask is None:
         mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
     # padded rows may hold anything (NaN, inf): zeroed by a select, not a product (NaN * 0 = NaN)
-    x = _zero_padding(x, mask)
+    return _zeroed_plans(_zero_padding(x, mask), mask, references, epsilon=epsilon,
+                         sinkhorn_iter=sinkhorn_iter, position_sigma=position_sigma,
+                         method=method, sinkhorn_tol=sinkhorn_tol, position_mode=position_mode,
+                         weights=weights, reg_m=reg_m)
+
+
+def _zeroed_plans(x, mask, references, *, epsilon, sinkhorn_iter, position_sigma, method,
+                  sinkhorn_tol, position_mode, weights, reg_m):
+    """:func:`otk_plans` of ``x`` whose padded rows are already zero, ``mask`` a tensor."""
     # checked here, so that an error names the set of x, not its copy for one reference
     _check_nonempty(mask)
     a = _check_weights(weights, mask, x)
@@ -127,6 +138,82 @@ def otk_pool(x: torch.Tensor, plans: torch.Tensor) -> torch.Tensor:
         return torch.baddbmm(x.new_zeros(()), plans[:, 0].transpose(1, 2), x, beta=0.0,
                              alpha=math.sqrt(p)).unsqueeze(1)
     return torch.einsum("bqnp,bnk->bqpk", plans, x) * math.sqrt(p / q)
+
+
+def _compiled_path(x, mask, references, weights, epsilon, sinkhorn_iter, method, sinkhorn_tol):
+    """Whether :func:`otk_embed` runs the compiled kernels: ``skset.set_config(compile=True)``, no
+    autograd, not inside an export or another compiler's trace, float32/float64 inputs of
+    consistent shapes and valid settings (anything else goes the eager way, which raises the
+    usual errors)."""
+    if not _config["compile"]:
+        return False
+    if _tracing() or torch.compiler.is_compiling():
+        return False
+    if torch.is_grad_enabled() and (x.requires_grad or references.requires_grad or (
+            isinstance(weights, torch.Tensor) and weights.requires_grad)):
+        return False
+    if not (isinstance(x, torch.Tensor) and isinstance(references, torch.Tensor)
+            and x.dtype in (torch.float32, torch.float64) and references.dtype == x.dtype
+            and x.dim() == 3 and references.dim() == 3 and references.shape[2] == x.shape[2]
+            and x.device == references.device and x.shape[0] > 0 and x.shape[1] > 0):
+        return False
+    if mask is not None and not (isinstance(mask, torch.Tensor) and mask.shape == x.shape[:2]
+                                 and mask.device == x.device):
+        return False
+    if method not in ("auto", "log", "exp") or not (
+            isinstance(epsilon, numbers.Real) and 0 < epsilon < math.inf):
+        return False
+    if not (isinstance(sinkhorn_iter, numbers.Integral) and not isinstance(sinkhorn_iter, bool)
+            and sinkhorn_iter >= 1):
+        return False
+    return sinkhorn_tol is None or (isinstance(sinkhorn_tol, numbers.Real) and not isinstance(
+        sinkhorn_tol, bool) and 0 <= sinkhorn_tol < math.inf)
+
+
+def otk_embed(
+    x: torch.Tensor,
+    mask: torch.Tensor | None,
+    references: torch.Tensor,
+    *,
+    epsilon: float,
+    sinkhorn_iter: int = 10,
+    position_sigma: float | None = None,
+    method: str = "auto",
+    sinkhorn_tol: float | None = None,
+    position_mode: str = "kernel",
+    weights: torch.Tensor | None = None,
+    reg_m: float | None = None,
+) -> torch.Tensor:
+    """The OTK embeddings ``(B, q, p, k)``: :func:`otk_pool` of :func:`otk_plans` (same arguments),
+    padded rows of ``x`` (``mask`` False) ignored whatever they hold.
+
+    With ``skset.set_config(compile=True)`` and no autograd (``torch.no_grad()``, or no input
+    requiring grad) the batch runs through compiled kernels (``torch.compile``: similarity, Gibbs
+    kernel, Sinkhorn iterations and pooling fused), with the same result to float rounding;
+    where compiling fails, a :class:`skset.CompileWarning` (once per process) and the eager code.
+    """
+    check_position_mode(position_mode)
+    if _compiled_path(x, mask, references, weights, epsilon, sinkhorn_iter, method, sinkhorn_tol):
+        mask = (torch.ones(x.shape[:2], dtype=torch.bool, device=x.device) if mask is None
+                else mask.to(torch.bool))
+        _check_nonempty(mask)
+        xz = x if bool(mask.all()) else _zero_padding(x, mask)
+        a = _check_weights(weights, mask, xz)
+        if a is None:
+            a = mask.to(x.dtype) / mask.sum(1, keepdim=True).to(x.dtype)
+        out = _compiled.otk_embed(xz, mask, references, a, epsilon=epsilon,
+                                  sinkhorn_iter=sinkhorn_iter, method=method,
+                                  sinkhorn_tol=sinkhorn_tol, position_sigma=position_sigma,
+                                  position_mode=position_mode, reg_m=reg_m)
+        if out is not None:
+            return out
+    if mask is None:
+        mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
+    x = _zero_padding(x, mask)  # once, for the plans and for P^T x (NaN * 0 would be NaN)
+    return otk_pool(x, _zeroed_plans(x, mask, references, epsilon=epsilon,
+                                     sinkhorn_iter=sinkhorn_iter, position_sigma=position_sigma,
+                                     method=method, sinkhorn_tol=sinkhorn_tol,
+                                     position_mode=position_mode, weights=weights, reg_m=reg_m))
 
 
 class OTKLayer(nn.Module):
@@ -231,8 +318,13 @@ class OTKLayer(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None,
                 weights: torch.Tensor | None = None) -> torch.Tensor:
-        x = _zero_padding(x, mask)  # padding may hold anything: P^T x would turn NaN * 0 into NaN
-        out = otk_pool(x, self.plans(x, mask, weights))
+        # padding may hold anything (zeroed before P^T x); compiled without autograd where
+        # skset.set_config(compile=True), see otk_embed
+        out = otk_embed(x, mask, self.references, epsilon=self.epsilon,
+                        sinkhorn_iter=self.sinkhorn_iter, position_sigma=self.position_sigma,
+                        method=self.method, sinkhorn_tol=self.sinkhorn_tol,
+                        position_mode=self.position_mode, weights=weights,
+                        reg_m=getattr(self, "reg_m", None))  # layers pickled before reg_m
         return out.reshape(x.shape[0], -1, x.shape[-1])
 
 

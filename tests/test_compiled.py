@@ -1,0 +1,292 @@
+"""The compiled OTK path (``skset.set_config(compile=True)``): same embeddings as the eager code,
+no recompilation per shape, and a warning plus the eager code where compiling fails.
+
+Compiling is slow (seconds per kernel, cached on disk by torch afterwards): the tests share the
+kernels of one process (tiny shapes, float32), and the module is skipped, with the reason, where
+torch.compile does not work.
+"""
+
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from conftest import make_sets
+
+import skset
+from skset import CompileWarning, OTKEmbedding, _compiled
+from skset._sets import pack
+from skset.nn import OTKLayer, otk_embed
+
+
+def _raw(**kw):
+    """An OTKEmbedding returning raw embeddings (no centring or scaling, which would magnify the
+    rounding of embeddings near the mean)."""
+    kw.setdefault("random_state", 0)
+    return OTKEmbedding(center=False, normalize=False, **kw)
+
+
+def _sets(seed=0, n_sets=12, d=4, low=1, high=15):
+    return make_sets(np.random.default_rng(seed), n_sets=n_sets, d=d, low=low, high=high,
+                     dtype=np.float32)
+
+
+def _both(est, sets, **kw):
+    eager = est.transform(sets, **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileWarning)  # a failure here is a bug, not a fallback
+        with skset.config_context(compile=True):
+            compiled = est.transform(sets, **kw)
+    return eager, compiled
+
+
+def _close(compiled, eager, tol=1e-5):
+    scale = np.abs(eager).max()
+    np.testing.assert_allclose(compiled, eager, rtol=tol, atol=tol * scale)
+
+
+@pytest.fixture(scope="module")
+def compiled_ok():
+    """Compile the base kernels once for the module; skip it where torch.compile fails here."""
+    sets = _sets()
+    est = _raw(n_supports=3, sinkhorn_iter=10, sinkhorn_tol=None).fit(sets)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CompileWarning)
+        with skset.config_context(compile=True):
+            est.transform(sets)
+    failed = [w for w in caught if issubclass(w.category, CompileWarning)]
+    if failed or _compiled.compile_failed():
+        pytest.skip(f"torch.compile does not work here: {_compiled.compile_failed()}")
+    return est
+
+
+# -- configuration -------------------------------------------------------------------------------
+def test_config_set_get_context():
+    assert skset.get_config() == {"compile": False}
+    with skset.config_context(compile=True):
+        assert skset.get_config()["compile"] is True
+        skset.set_config(compile=None)  # None: unchanged
+        assert skset.get_config()["compile"] is True
+    assert skset.get_config()["compile"] is False
+    with pytest.raises(RuntimeError), skset.config_context(compile=True):
+        raise RuntimeError
+    assert skset.get_config()["compile"] is False  # restored on an exception too
+    for bad in ("auto", 1, None.__class__):
+        with pytest.raises(ValueError, match="compile must be True or False"):
+            skset.set_config(compile=bad)
+    cfg = skset.get_config()
+    cfg["compile"] = True  # a copy
+    assert skset.get_config()["compile"] is False
+
+
+# -- same embeddings as eager ----------------------------------------------------------------------
+@pytest.mark.parametrize("kw", [
+    {},
+    {"n_references": 3},
+    {"position_sigma": 0.5},
+    {"position_sigma": 0.5, "position_mode": "plan"},
+    {"position_sigma": 0.3, "position_mode": "similarity", "n_references": 2},
+    {"sinkhorn_iter": 7},  # 5 + 2 single iterations
+], ids=str)
+def test_fixed_count_equals_eager(compiled_ok, kw):
+    """Fixed iteration counts: every shape of the OTK tests (lengths 1..14, one set alone, a
+    budget of 5 padded elements: batches of one set), to 1e-5."""
+    kw = {"n_supports": 3, "sinkhorn_iter": 10, "sinkhorn_tol": None, **kw}
+    sets = _sets()
+    est = _raw(**kw).fit(sets)
+    _close(*_both(est, sets))
+    _close(*_both(est, sets[3:4]))  # one set (padded to two inside)
+    _close(*_both(est.set_params(max_elements=5), sets))
+
+
+def _masses(sets, seed=1):
+    """Element masses with zeros (never all zero on a set)."""
+    rng = np.random.default_rng(seed)
+    masses = [rng.uniform(0, 1, len(s)) * (rng.uniform(size=len(s)) > 0.2) for s in sets]
+    return [m if m.sum() > 0 else np.ones(len(m)) for m in masses]
+
+
+def test_element_weight_equal_eager(compiled_ok):
+    sets = _sets(1)
+    est = _raw(n_supports=3, sinkhorn_iter=10, sinkhorn_tol=None).fit(sets)
+    _close(*_both(est, sets, element_weight=_masses(sets)))
+
+
+def test_tolerance_stopping_float32(compiled_ok):
+    """The default tolerance rule (checks every 5 iterations, sets stopping on their own): float32
+    rounding can flip a set whose error is within rounding of the tolerance by one check, so
+    float32 agrees to about the tolerance's effect on the plan (the float64 test: exactly)."""
+    sets = _sets(1, high=30)
+    est = _raw(n_supports=3, epsilon=0.05).fit(sets)  # tolerance 1e-4, cap 3000
+    _close(*_both(est, sets), tol=1e-3)
+
+
+@pytest.mark.slow
+def test_tolerance_stopping_float64_equals_eager(compiled_ok):
+    """The same checks, errors and stopped states as the eager rule: float64 agrees to 1e-10."""
+    sets = [s.astype(np.float64) for s in _sets(1, high=30)]
+    est = _raw(n_supports=3, epsilon=0.05, dtype="float64").fit(sets)
+    _close(*_both(est, sets, element_weight=_masses(sets)), tol=1e-10)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kw", [
+    {"sinkhorn_method": "log"},
+    {"epsilon": 1e-3},  # most sets leave the exp domain's safe range: the log-domain redo
+    {"reg_m": 0.3},
+    {"reg_m": 0.3, "sinkhorn_method": "log", "n_references": 2},
+], ids=str)
+def test_log_domain_and_unbalanced_equal_eager(compiled_ok, kw):
+    kw = {"n_supports": 3, "sinkhorn_iter": 20, "sinkhorn_tol": None, **kw}
+    sets = [10 * s for s in _sets(2, d=5)]
+    est = _raw(**kw).fit(sets)
+    _close(*_both(est, sets))
+
+
+def test_normalized_transform_and_threads(compiled_ok):
+    """The estimator's full output (centred, scaled) and the length batches run side by side on
+    two threads (the compiled entry point releases the GIL) equal the eager one-thread output."""
+    sets = _sets(3, n_sets=60, high=40)
+    est = OTKEmbedding(n_supports=3, sinkhorn_iter=10, sinkhorn_tol=None, max_elements=200,
+                       random_state=0).fit(sets)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        eager = est.transform(sets)
+        torch.set_num_threads(2)
+        with skset.config_context(compile=True):
+            compiled = est.transform(sets)
+    finally:
+        torch.set_num_threads(before)
+    _close(compiled, eager, tol=1e-4)  # centring cancels most of each row: relative 1e-4
+
+
+# -- no recompilation per shape -------------------------------------------------------------------
+def test_no_recompile_across_lengths_batches_and_settings(compiled_ok):
+    from torch._dynamo.utils import counters
+
+    est = compiled_ok
+    graphs = counters["stats"]["unique_graphs"]
+    keys = set(_compiled.compile_seconds)
+    with skset.config_context(compile=True):
+        for seed, (low, high, n_sets) in enumerate([(1, 3, 2), (20, 60, 7), (2, 9, 40)]):
+            est.transform(_sets(seed, n_sets=n_sets, low=low, high=high))
+        est.transform(_sets(9)[:1])  # one set
+        est.transform([np.ones((1, 4), np.float32)] * 3)  # sets of one element
+        est.set_params(epsilon=0.37).transform(_sets(4))  # another epsilon: a graph input
+        other = _raw(n_supports=5, sinkhorn_iter=10, sinkhorn_tol=None).fit(_sets(5, d=6))
+        other.transform(_sets(6, d=6))  # another estimator: other p and d
+    est.set_params(epsilon=0.1)
+    assert set(_compiled.compile_seconds) == keys
+    assert counters["stats"]["unique_graphs"] == graphs
+
+
+# -- the layer ------------------------------------------------------------------------------------
+def test_layer_forward_without_autograd_garbage_padding(compiled_ok):
+    sets = _sets(7)
+    X, M = pack(sets, dtype=torch.float32, n_max=17)
+    X = torch.where(M.unsqueeze(-1), X, torch.tensor(float("nan")))  # padding holds NaN
+    W = torch.where(M, torch.rand(M.shape, generator=torch.Generator().manual_seed(0)) + 0.1,
+                    torch.tensor(float("inf")))
+    layer = OTKLayer(4, 3, 2, epsilon=0.5, sinkhorn_iter=10, position_sigma=0.4)
+    with torch.no_grad():
+        eager = layer(X, M, W)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", CompileWarning)
+            with skset.config_context(compile=True):
+                compiled = layer(X, M, W)
+    assert torch.isfinite(compiled).all()
+    _close(compiled.numpy(), eager.numpy())
+
+
+def test_autograd_runs_eager(compiled_ok, monkeypatch):
+    """Training differentiates the eager computation: the compiled path is not entered."""
+    calls = []
+    monkeypatch.setattr(_compiled, "otk_embed", lambda *a, **k: calls.append(1))
+    layer = OTKLayer(4, 3, epsilon=0.5)
+    X, M = pack(_sets(8), dtype=torch.float32)
+    with skset.config_context(compile=True):
+        layer(X, M).sum().backward()
+        assert layer.references.grad is not None and not calls
+        with torch.no_grad():
+            layer(X, M)  # returns None from the spy: the eager code runs
+    assert calls == [1]
+
+
+def test_otk_embed_rejects_like_eager(compiled_ok):
+    X, M = pack(_sets(8), dtype=torch.float32)
+    M[2] = False
+    refs = torch.randn(1, 3, 4)
+    with skset.config_context(compile=True):
+        with pytest.raises(ValueError, match="mask row 2 is all False"):
+            otk_embed(X, M, refs, epsilon=0.5)
+        with pytest.raises(ValueError, match="epsilon"):
+            otk_embed(X, None, refs, epsilon=-1.0)
+    assert _compiled.compile_failed() is None
+
+
+# -- fallback -------------------------------------------------------------------------------------
+@pytest.fixture
+def fresh_compiled_state():
+    """A process state where nothing was compiled or failed yet; restored afterwards."""
+    saved = (dict(_compiled._compiled), set(_compiled._warm), dict(_compiled._state),
+             dict(_compiled.compile_seconds))
+    _compiled._compiled.clear()
+    _compiled._warm.clear()
+    _compiled._state["failed"] = None
+    yield
+    _compiled._compiled.clear()
+    _compiled._compiled.update(saved[0])
+    _compiled._warm.clear()
+    _compiled._warm.update(saved[1])
+    _compiled._state.update(saved[2])
+    _compiled.compile_seconds.clear()
+    _compiled.compile_seconds.update(saved[3])
+
+
+def test_compile_failure_warns_once_and_runs_eager(monkeypatch, fresh_compiled_state):
+    def broken(fn, device_type):
+        def fail(*args, **kwargs):
+            raise RuntimeError("InvalidCxxCompiler: No working C++ compiler found")
+        return fail
+
+    monkeypatch.setattr(_compiled, "_compile", broken)
+    sets = _sets()
+    est = _raw(n_supports=3, sinkhorn_iter=10, sinkhorn_tol=None).fit(sets)
+    eager = est.transform(sets)
+    with skset.config_context(compile=True):
+        with pytest.warns(CompileWarning, match="No working C.. compiler") as record:
+            first = est.transform(sets)
+        assert len([w for w in record if issubclass(w.category, CompileWarning)]) == 1
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", CompileWarning)  # once per process
+            second = est.transform(sets)
+    np.testing.assert_array_equal(first, eager)
+    np.testing.assert_array_equal(second, eager)
+    assert "No working C++ compiler" in _compiled.compile_failed()
+
+
+@pytest.mark.slow
+def test_no_compiler_in_a_subprocess(tmp_path):
+    """A real failure: no C++ compiler (CXX names a missing program, empty kernel cache)."""
+    code = """
+import warnings, numpy as np, skset
+sets = [np.random.default_rng(i).normal(size=(5 + i, 3)).astype(np.float32) for i in range(6)]
+est = skset.OTKEmbedding(n_supports=2, sinkhorn_iter=10, sinkhorn_tol=None, random_state=0).fit(sets)
+eager = est.transform(sets)
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    with skset.config_context(compile=True):
+        out = est.transform(sets)
+        est.transform(sets)
+n = sum(issubclass(x.category, skset.CompileWarning) for x in w)
+print("WARNINGS", n, "EQUAL", bool(np.array_equal(out, eager)))
+"""
+    env = dict(os.environ, CXX=str(tmp_path / "no-such-compiler"),
+               TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"), OMP_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=600)
+    assert "WARNINGS 1 EQUAL True" in out.stdout, out.stdout + out.stderr[-3000:]
