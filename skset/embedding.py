@@ -22,7 +22,7 @@ from ._sets import (
 from ._torch import map_on_threads, resolve_dtype, split_for_threads, to_numpy
 from ._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, check_sample_weight
 from ._weighting import drop_zero_weight, element_masses, sample_elements
-from .nn.otk import POSITION_MODES, OTKLayer, noise_floor, otk_embed, otk_plans
+from .nn.otk import POSITION_MODES, OTKLayer, _zeroed_embed, noise_floor, otk_plans
 
 __all__ = ["OTKEmbedding"]
 
@@ -329,8 +329,10 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         def run(idx):
             with torch.no_grad():  # thread-local in torch
                 X, M, W = self._pack_batch(sets, masses, idx)
-                # compiled where skset.set_config(compile=True) (skset.nn.otk_embed)
-                pooled = to_numpy(otk_embed(X, M, references, weights=W, **self._otk_settings()))
+                # skset.nn.otk_embed (compiled where skset.set_config(compile=True)) of the packed
+                # batch, whose padding is zero already
+                pooled = to_numpy(_zeroed_embed(X, M, references, weights=W,
+                                                **self._otk_settings()))
                 if np.all(np.diff(idx) == 1):  # a run of rows: a plain block copy (3x the fancy)
                     blocks[idx[0]: idx[-1] + 1] = pooled
                 else:

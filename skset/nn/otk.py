@@ -193,23 +193,32 @@ def otk_embed(
     where compiling fails, a :class:`skset.CompileWarning` (once per process) and the eager code.
     """
     check_position_mode(position_mode)
+    if mask is None:
+        mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
+    # padded rows may hold anything: zeroed once, for the plans and for P^T x (NaN * 0 = NaN)
+    return _zeroed_embed(_zero_padding(x, mask), mask, references, epsilon=epsilon,
+                         sinkhorn_iter=sinkhorn_iter, position_sigma=position_sigma,
+                         method=method, sinkhorn_tol=sinkhorn_tol, position_mode=position_mode,
+                         weights=weights, reg_m=reg_m)
+
+
+def _zeroed_embed(x, mask, references, *, epsilon, sinkhorn_iter=10, position_sigma=None,
+                  method="auto", sinkhorn_tol=None, position_mode="kernel", weights=None,
+                  reg_m=None):
+    """:func:`otk_embed` of ``x`` whose padded rows are already zero (:func:`skset._sets.pack`'s
+    output), ``mask`` a tensor: no pass over ``x`` to zero them."""
     if _compiled_path(x, mask, references, weights, epsilon, sinkhorn_iter, method, sinkhorn_tol):
-        mask = (torch.ones(x.shape[:2], dtype=torch.bool, device=x.device) if mask is None
-                else mask.to(torch.bool))
+        mask = mask.to(torch.bool)
         _check_nonempty(mask)
-        xz = x if bool(mask.all()) else _zero_padding(x, mask)
-        a = _check_weights(weights, mask, xz)
+        a = _check_weights(weights, mask, x)
         if a is None:
             a = mask.to(x.dtype) / mask.sum(1, keepdim=True).to(x.dtype)
-        out = _compiled.otk_embed(xz, mask, references, a, epsilon=epsilon,
+        out = _compiled.otk_embed(x, mask, references, a, epsilon=epsilon,
                                   sinkhorn_iter=sinkhorn_iter, method=method,
                                   sinkhorn_tol=sinkhorn_tol, position_sigma=position_sigma,
                                   position_mode=position_mode, reg_m=reg_m)
         if out is not None:
             return out
-    if mask is None:
-        mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
-    x = _zero_padding(x, mask)  # once, for the plans and for P^T x (NaN * 0 would be NaN)
     return otk_pool(x, _zeroed_plans(x, mask, references, epsilon=epsilon,
                                      sinkhorn_iter=sinkhorn_iter, position_sigma=position_sigma,
                                      method=method, sinkhorn_tol=sinkhorn_tol,
