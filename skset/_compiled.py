@@ -74,11 +74,13 @@ def _k_chunk_exp(E, a, pad_one, Ev, b, lam, *, k: int, unbalanced: bool):
     (``skset.ot._exp_block_tol`` and ``skset.ot._safe``)."""
     for _ in range(k):
         d = Ev + pad_one
-        u = a / (d.pow(lam) if unbalanced else d)
+        # unbalanced: a / d^lam as exp(-lam log d), vectorised in the dtype (pow with the float64
+        # exponent ran as a scalar double pow per row and vector of E: 2.6x slower iterations)
+        u = a * torch.exp(-lam * torch.log(d)) if unbalanced else a / d
         v = b / (E * u.unsqueeze(2)).sum(1)
         Ev = (E * v.unsqueeze(1)).sum(2)
     if unbalanced:
-        target = a * (Ev + pad_one).pow(1.0 - lam)
+        target = a * torch.exp((1.0 - lam) * torch.log(Ev + pad_one))
         err = (u * Ev - target / target.sum(1, keepdim=True)).abs().sum(1)
     else:
         err = (u * Ev - a).abs().sum(1)
