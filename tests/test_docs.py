@@ -14,13 +14,15 @@ from sklearn.base import BaseEstimator
 import skset
 import skset.cluster
 import skset.datasets
+import skset.distributed
 import skset.nn
 import skset.ot
 import skset.utils
 
 ROOT = Path(__file__).resolve().parents[1]
 API = ROOT / "docs" / "api.rst"
-MODULES = [skset, skset.nn, skset.datasets, skset.cluster, skset.ot, skset.utils]
+MODULES = [skset, skset.nn, skset.datasets, skset.cluster, skset.ot, skset.utils,
+           skset.distributed]
 
 
 def _documented():

@@ -1,0 +1,113 @@
+"""skset.distributed: a fitted estimator applied to sets stored in a dask DataFrame (long format,
+sets straddling partitions) or a dask Bag; results equal the estimator on the sets in memory."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+
+from skset import NystromFeatures, OTKEmbedding
+
+dask = pytest.importorskip("dask")
+dd = pytest.importorskip("dask.dataframe")
+db = pytest.importorskip("dask.bag")
+sd = pytest.importorskip("skset.distributed")
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+@pytest.fixture(scope="module")
+def problem():
+    rng = np.random.default_rng(0)
+    X = [rng.normal(loc=i % 2, size=(int(rng.integers(3, 9)), 3)) for i in range(60)]
+    y = np.arange(60) % 2
+    pipe = make_pipeline(NystromFeatures(n_components=8, random_state=0),
+                         OTKEmbedding(n_supports=3, random_state=0),
+                         LogisticRegression()).fit(X, y)
+    ids = [f"s{i}" for i in range(60)]
+    rows = pd.DataFrame(np.concatenate(X), columns=list("abc"))
+    rows["sid"] = np.repeat(ids, [len(s) for s in X])
+    rows["t"] = np.concatenate([np.arange(len(s)) for s in X])
+    return X, y, pipe, ids, rows
+
+
+def test_frame_with_sets_across_partitions(problem):
+    X, _, pipe, ids, rows = problem
+    shuffled = rows.sample(frac=1.0, random_state=0)  # every set cut over the 4 partitions
+    ddf = dd.from_pandas(shuffled, npartitions=4)
+    with dask.config.set(scheduler="sync"):
+        proba = sd.transform(pipe, ddf, by="sid", columns=list("abc"), order_by="t",
+                             method="predict_proba").compute()
+        pred = sd.transform(pipe, ddf, by="sid", columns=list("abc"), order_by="t",
+                            method="predict").compute()
+    assert sorted(proba.index) == sorted(ids) and list(proba.columns) == ["proba_0", "proba_1"]
+    np.testing.assert_allclose(proba.loc[ids].to_numpy(), pipe.predict_proba(X), atol=1e-6)
+    np.testing.assert_array_equal(pred.loc[ids, "prediction"].to_numpy(), pipe.predict(X))
+
+
+def test_frame_partitioned_by_set_skips_the_shuffle(problem):
+    X, _, pipe, ids, rows = problem
+    ddf = dd.from_pandas(rows, npartitions=1).repartition(npartitions=1)
+    emb = pipe[:2]
+    with dask.config.set(scheduler="sync"):
+        lazy = sd.transform(emb, ddf, by="sid", columns=list("abc"), order_by="t",
+                            partitioned=True)
+        out = lazy.compute()
+    np.testing.assert_allclose(out.loc[ids].to_numpy(), emb.transform(X), rtol=1e-5, atol=1e-6)
+    assert list(out.columns) == [str(n) for n in emb.get_feature_names_out()]
+
+
+def test_estimator_is_one_key_of_the_graph(problem):
+    _, _, pipe, _, rows = problem
+    ddf = dd.from_pandas(rows.sample(frac=1.0, random_state=1), npartitions=6)
+    lazy = sd.transform(pipe, ddf, by="sid", columns=list("abc"), method="predict")
+    graph = dict(lazy.__dask_graph__())
+    copies = [k for k, v in graph.items() if type(v).__name__ == "Pipeline"
+              or type(getattr(v, "value", None)).__name__ == "Pipeline"]
+    assert len(copies) == 1, copies  # sent once, shared by the partitions' tasks
+
+
+def test_bag_of_arrays_and_of_pairs(problem):
+    X, _, pipe, ids, _ = problem
+    emb = pipe[:2]
+    with dask.config.set(scheduler="sync"):
+        pairs = sd.transform(emb, db.from_sequence(list(zip(ids, X)), npartitions=3)).compute()
+        plain = sd.transform(emb, db.from_sequence(X, npartitions=3)).compute()
+    ref = emb.transform(X)
+    np.testing.assert_allclose(pairs.loc[ids].to_numpy(), ref, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(plain.sort_index().to_numpy(), ref, rtol=1e-5, atol=1e-6)
+
+
+def test_on_a_local_cluster_to_parquet(problem, tmp_path):
+    pytest.importorskip("distributed")
+    pytest.importorskip("pyarrow")
+    from distributed import Client, LocalCluster
+
+    X, _, pipe, ids, rows = problem
+    ddf = dd.from_pandas(rows.sample(frac=1.0, random_state=2), npartitions=4)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster):
+        sd.transform(pipe, ddf, by="sid", columns=list("abc"), order_by="t",
+                     method="predict_proba").to_parquet(tmp_path / "out")
+    back = pd.read_parquet(tmp_path / "out")
+    np.testing.assert_allclose(back.loc[ids].to_numpy(), pipe.predict_proba(X), atol=1e-6)
+
+
+def test_bad_input(problem):
+    _, _, pipe, _, rows = problem
+    ddf = dd.from_pandas(rows, npartitions=2)
+    with pytest.raises(ValueError, match="by="):
+        sd.transform(pipe, ddf, method="predict")
+    with pytest.raises(ValueError, match="not a column"):
+        sd.transform(pipe, ddf, by="nope", method="predict")
+    with pytest.raises(TypeError, match="no transform"):
+        sd.transform(pipe, ddf, by="sid")
+    with pytest.raises(ValueError, match="method"):
+        sd.transform(pipe, ddf, by="sid", method="fit")
+    with pytest.raises(TypeError, match="maps elements"):
+        sd.transform(pipe[0], ddf, by="sid")
+    with pytest.raises(TypeError, match="dask DataFrame or Bag"):
+        sd.transform(pipe, rows, by="sid", method="predict")
+    with pytest.raises(Exception, match="not fitted|NotFitted"):
+        sd.transform(OTKEmbedding(), ddf, by="sid")
