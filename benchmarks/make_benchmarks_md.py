@@ -8,7 +8,8 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TOPICS = ["suite", "japanese_vowels", "sinkhorn_tol", "peers", "otk_transform", "weighted_sinkhorn",
+TOPICS = ["suite", "japanese_vowels", "sinkhorn_tol", "peers", "otk_transform", "otk_compiled",
+          "weighted_sinkhorn",
           "set_transformer",
           "supervised_otk", "abc", "st_tasks", "frames",
           "robustness"]

@@ -56,12 +56,14 @@ def set_config(compile=None) -> None:
         autograd (hence the prediction of :class:`skset.OTKClassifier` /
         :class:`skset.OTKRegressor`). The similarity, Gibbs kernel, Sinkhorn iterations and
         pooling run as fused kernels: same results to float rounding (1e-5), faster per call once
-        compiled (about 1.2-1.5x on a CPU, see the OTK user guide), but the first call in a
-        process pays the compilation (tens of seconds; a few seconds once torch's on-disk cache
-        holds the kernels). Variable set sizes and batch sizes reuse the same compiled kernels
-        (dynamic shapes). Where compiling fails (no C++ compiler, an unsupported platform) skset
-        warns once (:class:`skset.CompileWarning`) and runs the eager code. Default ``False``,
-        or ``True`` when the environment variable ``SKSET_COMPILE=1`` is set at import.
+        compiled (on two CPU threads: up to 6x at small ``epsilon``, where the plans run in the
+        log domain, 1.0-1.2x at a few exp-domain iterations, where the matrix products dominate;
+        see the OTK user guide), but the first call in a process pays the compilation (about
+        20 s; about 5 s once torch's on-disk cache holds the kernels). Variable set sizes and
+        batch sizes reuse the same compiled kernels (dynamic shapes). Where compiling fails (no
+        C++ compiler, an unsupported platform) skset warns once (:class:`skset.CompileWarning`)
+        and runs the eager code. Default ``False``, or ``True`` when the environment variable
+        ``SKSET_COMPILE=1`` is set at import.
 
     Examples
     --------
