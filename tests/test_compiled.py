@@ -202,6 +202,23 @@ def test_layer_forward_without_autograd_garbage_padding(compiled_ok):
     _close(compiled.numpy(), eager.numpy())
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_supervised_predict_runs_compiled(compiled_ok, monkeypatch):
+    """OTKClassifier's prediction (its OTK layer without autograd) takes the compiled path."""
+    sets = _sets(10, n_sets=30, d=3, low=3)
+    clf = skset.OTKClassifier(n_components=4, n_supports=3, max_iter=2, random_state=0,
+                              device="cpu").fit(sets, np.arange(30) % 2)
+    eager = clf.predict_proba(sets)
+    calls, run = [], _compiled.otk_embed
+    monkeypatch.setattr(_compiled, "otk_embed", lambda *a, **k: calls.append(1) or run(*a, **k))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileWarning)
+        with skset.config_context(compile=True):
+            compiled = clf.predict_proba(sets)
+    assert calls
+    _close(compiled, eager)
+
+
 def test_autograd_runs_eager(compiled_ok, monkeypatch):
     """Training differentiates the eager computation: the compiled path is not entered."""
     calls = []
