@@ -37,6 +37,7 @@ from .._validation import check_sample_weight
 from ._training import (
     BestCheckpoint,
     Callback,
+    EpochPrinter,
     TrainResult,
     encode_class_targets,
     encode_regression_targets,
@@ -317,23 +318,58 @@ class SetNetworkEstimator(BaseNeuralEstimator):
         """
         return self._fit(X, y, sample_weight)
 
-    def _fit(self, X, y, sample_weight=None, side=None):
-        """:meth:`fit`, with the per-set side data ``side`` of a subclass that takes some."""
-        warm = bool(self.warm_start) and hasattr(self, "module_")
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
+        """One epoch over the sets ``X`` (scikit-learn's ``partial_fit``), for data that arrives
+        in chunks or does not fit in memory.
+
+        The first call (on an unfitted estimator) builds the network and fits what ``fit``
+        fits from the data (standardisations, target scaling, supervised OTK's initialisation)
+        **on this first chunk**; every call then runs one epoch over its chunk, with the
+        optimizer's state kept between calls, and adds 1 to ``n_iter_``. A call after ``fit``
+        continues that model. No validation split or early stopping (as scikit-learn's MLP):
+        hold out data and score it between calls.
+
+        Parameters
+        ----------
+        X : list of array-like of shape (n_i, n_features), or ndarray (n_sets, n, n_features)
+            A chunk of training sets.
+        y : array-like of shape (n_sets,) (or (n_sets, n_outputs) for regressors)
+            Their targets.
+        classes : array-like of shape (n_classes,), default=None
+            Classifiers: every class of the whole stream, required on the first call (a chunk
+            may miss some), ignored after it. Regressors: not used.
+        sample_weight : array-like of shape (n_sets,), float or None, default=None
+            As in :meth:`fit`.
+
+        Returns
+        -------
+        self
+        """
+        return self._fit(X, y, sample_weight, incremental=True, classes=classes)
+
+    def _fit(self, X, y, sample_weight=None, side=None, *, incremental=False, classes=None):
+        """:meth:`fit` (or one epoch of :meth:`partial_fit` with ``incremental``), with the
+        per-set side data ``side`` of a subclass that takes some."""
+        warm = (incremental or bool(self.warm_start)) and hasattr(self, "module_")
+        if incremental and not warm and self._is_classifier and classes is None:
+            raise ValueError(f"{type(self).__name__}: classes must be passed on the first call "
+                             "to partial_fit (every class of the stream).")
         seed, rng = self._start_fit(warm)
         coll = check_sets(X, min_elements=self._min_elements, compute_dtype=self.dtype_)
         if warm and coll.n_features != self.n_features_in_:
+            how = "partial_fit" if incremental else "warm_start=True"
             raise ValueError(f"X has {coll.n_features} features, but {type(self).__name__} was "
-                             f"fitted on {self.n_features_in_} features (warm_start=True).")
+                             f"fitted on {self.n_features_in_} features ({how}).")
         sw = check_sample_weight(sample_weight, len(coll.sets), type(self).__name__, "sets")
         side = self._check_side_data(side, coll.sets)
         sets = self._prepare_sets(coll.sets, fitting=not warm, sample_weight=sw)
         targets, n_outputs = self._encode_targets(y, len(sets), first_fit=not warm,
-                                                  sample_weight=sw)
+                                                  sample_weight=sw, classes=classes)
         n = len(sets)
         # sets of weight 0 take no part (as if removed): the split and the batches see the others
         pool = np.arange(n) if sw is None else np.flatnonzero(sw > 0)
-        if self.early_stopping:
+        early = bool(self.early_stopping) and not incremental
+        if early:
             tr, va = split_validation(len(pool), self.validation_fraction,
                                       y=targets[pool] if self._is_classifier else None,
                                       stratify=self._is_classifier, seed=seed)
@@ -365,7 +401,7 @@ class SetNetworkEstimator(BaseNeuralEstimator):
                 yield Xb, Mb, Y[torch.as_tensor(idx, device=dev)], data.weights_of(idx), Sb
 
         validation = None
-        if self.early_stopping:
+        if early:
             val_sets, Y_va = data.subset(va)
             W_va, S_va = data.weights_of(va), data.side_of(va)
 
@@ -386,8 +422,13 @@ class SetNetworkEstimator(BaseNeuralEstimator):
                 loss = penalty(module, loss)
             return loss, (Yb.shape[0] if Wb is None else float(Wb.sum()))
 
-        self._train(loss_fn, batches, self._standard_callbacks(validation, setup.callbacks),
-                    max_iter=self.max_iter, parameters=setup.parameters,
+        if incremental:  # one epoch, no stopping rule
+            callbacks, max_iter = [*setup.callbacks, EpochPrinter()], 1
+        else:
+            callbacks = self._standard_callbacks(validation, setup.callbacks)
+            max_iter = self.max_iter
+        self._train(loss_fn, batches, callbacks, max_iter=max_iter, parameters=setup.parameters,
+                    warn_convergence=not incremental,
                     # warnings point at the user's fit call (through fit and _fit)
                     **{"stacklevel": 5, **setup.overrides})
         return self
@@ -470,8 +511,8 @@ class SetClassifierMixin(ClassifierMixin):
 
     _is_classifier = True
 
-    def _encode_targets(self, y, n_sets, first_fit, sample_weight=None):
-        return encode_class_targets(self, y, n_sets, first_fit)
+    def _encode_targets(self, y, n_sets, first_fit, sample_weight=None, classes=None):
+        return encode_class_targets(self, y, n_sets, first_fit, classes)
 
     @staticmethod
     def _loss(out, target):
@@ -521,7 +562,7 @@ class SetRegressorMixin(RegressorMixin):
 
     _is_classifier = False
 
-    def _encode_targets(self, y, n_sets, first_fit, sample_weight=None):
+    def _encode_targets(self, y, n_sets, first_fit, sample_weight=None, classes=None):
         return encode_regression_targets(self, y, n_sets, first_fit, sample_weight)
 
     @staticmethod

@@ -77,11 +77,12 @@ def fit_ridge_head(head: torch.nn.Linear, Z: torch.Tensor, Y: torch.Tensor, alph
 class AlternatingHead(Callback):
     """The alternating solver's head: fitted in closed form (L-BFGS / ridge) on the training part
     before every epoch but the first of a fresh fit (fitted at initialisation), frozen while Adam
-    trains the rest, and fitted once more at the end without ``early_stopping`` (with it, the
+    trains the rest, and fitted once more at the end without a validation split (with one, the
     restored best epoch keeps the head it was validated with)."""
 
     def __init__(self, est, data, warm: bool):
         self.est, self.warm = est, warm
+        self.validated = data.validation is not None
         self.sets, self.targets = data.subset(data.train)
         self.weights, self.masses = data.weights_of(data.train), data.side_of(data.train)
 
@@ -97,5 +98,5 @@ class AlternatingHead(Callback):
 
     def on_train_end(self, state):
         state.module.head.requires_grad_(True)
-        if not self.est.early_stopping:
+        if not self.validated:
             self._refit(state.module)

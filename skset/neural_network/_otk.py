@@ -227,8 +227,8 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
         self.module_.head.requires_grad_(True)
         if self.learning_rate == "adaptive":
             # the paper's rule: halve the rate after 5 epochs without progress of the validation
-            # loss (the training loss without early_stopping)
-            early = bool(self.early_stopping)
+            # loss (the training loss without a validation split: no early_stopping, partial_fit)
+            early = data.validation is not None
             callbacks.append(ReduceLROnPlateau(
                 lambda state: state.validation_loss if early else state.epoch_loss,
                 patience=5, factor=0.5, tol=self.tol))
@@ -261,6 +261,13 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
     # -- fit and outputs, with element masses ---------------------------------------------------
     def fit(self, X, y, sample_weight=None, element_weight=None):
         return self._fit(X, y, sample_weight, side=element_weight)
+
+    def partial_fit(self, X, y, classes=None, sample_weight=None, element_weight=None):
+        return self._fit(X, y, sample_weight, side=element_weight, incremental=True,
+                         classes=classes)
+
+    partial_fit.__doc__ = SetNetworkEstimator.partial_fit.__doc__.replace(
+        "\n\n        Returns", _ELEMENT_WEIGHT_FIT_DOC + "\n\n        Returns", 1)
 
     fit.__doc__ = SetNetworkEstimator.fit.__doc__.replace(
         "\n\n        Returns", _ELEMENT_WEIGHT_FIT_DOC + "\n\n        Returns", 1)

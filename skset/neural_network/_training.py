@@ -385,15 +385,28 @@ def standard_callbacks(validation=None, callbacks=(), *, early_stopping: bool = 
     return out
 
 
-def encode_class_targets(est, y, n_sets: int, first_fit: bool) -> tuple[np.ndarray, int]:
-    """Class labels -> integer codes; sets ``est.classes_`` on the first fit.
+def encode_class_targets(est, y, n_sets: int, first_fit: bool,
+                         classes=None) -> tuple[np.ndarray, int]:
+    """Class labels -> integer codes; sets ``est.classes_`` on the first fit (from ``classes``,
+    every class of a ``partial_fit`` stream, when given; else from ``y``).
 
-    Shared by every set classifier. A later (``warm_start``) fit may only use known classes.
-    Returns ``(codes, n_classes)``.
+    Shared by every set classifier. A later (``warm_start``, ``partial_fit``) fit may only use
+    known classes. Returns ``(codes, n_classes)``.
     """
     from .._sets import check_set_labels
 
     y = check_set_labels(y, n_sets)
+    if first_fit and classes is not None:
+        classes = np.unique(np.asarray(classes))
+        unknown = np.setdiff1d(np.unique(y), classes)
+        if len(unknown):
+            raise ValueError(f"y holds classes {unknown.tolist()} not in classes="
+                             f"{classes.tolist()}.")
+        if len(classes) < 2:
+            raise ValueError(f"{type(est).__name__} needs at least 2 classes; got "
+                             f"classes={classes.tolist()}.")
+        est.classes_ = classes
+        return np.searchsorted(classes, y).astype(np.int64), len(classes)
     if first_fit:
         classes, enc = np.unique(y, return_inverse=True)
         if len(classes) < 2:
@@ -404,7 +417,7 @@ def encode_class_targets(est, y, n_sets: int, first_fit: bool) -> tuple[np.ndarr
         unknown = np.setdiff1d(np.unique(y), est.classes_)
         if len(unknown):
             raise ValueError(f"y holds classes {unknown.tolist()} not seen in the first fit "
-                             "(warm_start=True).")
+                             "(warm_start=True or partial_fit).")
         enc = np.searchsorted(est.classes_, y)
     return enc.astype(np.int64), len(est.classes_)
 
