@@ -65,7 +65,7 @@ def test_calls_accumulate_epochs_and_optimizer_state(cls):
     y = _y(cls, y)
     est = _make(cls)
     chunks = [slice(0, 30), slice(30, 60)]
-    for epoch in range(3):
+    for _ in range(3):
         for c in chunks:
             kw = {"classes": [0, 1, 2]} if "Classifier" in cls.__name__ else {}
             est.partial_fit(X[c], y[c], **kw)
