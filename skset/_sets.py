@@ -36,6 +36,7 @@ __all__ = [
     "length_batches",
     "iter_packed",
     "kmer_windows",
+    "kmer_level_shape",
     "check_element_weights",
     "pack_weights",
 ]
@@ -524,6 +525,15 @@ def pack_weights(
     return W[..., 0]
 
 
+def check_kmer_lengths(lengths: np.ndarray, window: int, *, name: str = "X") -> None:
+    """A ``ValueError`` naming the first set shorter than the k-mer ``window``."""
+    short = np.flatnonzero(np.asarray(lengths) < window)
+    if len(short):
+        i = int(short[0])
+        raise ValueError(f"{name}: set {i} has {lengths[i]} elements, fewer than the k-mer window "
+                         f"({window}); use a smaller window or drop short sets.")
+
+
 def kmer_windows(sets: Sequence[np.ndarray], window: int, *, name: str = "X") -> list[np.ndarray]:
     """Concatenate ``window`` consecutive elements of each (ordered) set.
 
@@ -535,11 +545,7 @@ def kmer_windows(sets: Sequence[np.ndarray], window: int, *, name: str = "X") ->
     if window == 1:
         return list(sets)
     lengths = np.fromiter((s.shape[0] for s in sets), dtype=np.int64, count=len(sets))
-    short = np.flatnonzero(lengths < window)
-    if len(short):
-        i = int(short[0])
-        raise ValueError(f"{name}: set {i} has {lengths[i]} elements, fewer than the k-mer window "
-                         f"({window}); use a smaller window or drop short sets.")
+    check_kmer_lengths(lengths, window, name=name)
     flat = np.concatenate(sets, axis=0)
     offsets = np.cumsum(lengths) - lengths
     n_out = lengths - window + 1
@@ -549,6 +555,29 @@ def kmer_windows(sets: Sequence[np.ndarray], window: int, *, name: str = "X") ->
     gathered = flat[starts[:, None] + np.arange(window)[None, :]]  # (N_out, window, d)
     gathered = gathered.reshape(len(starts), -1)
     return np.split(gathered, np.cumsum(n_out)[:-1])
+
+
+def kmer_level_shape(sets: Sequence[np.ndarray], window: int, *, name: str = "X"
+                     ) -> list[np.ndarray]:
+    """The k-mers of :func:`kmer_windows` coded as *level + shape*: per k-mer ``w`` (``window``
+    steps x ``d`` channels), its deviations from its own mean ``w - mean_t(w)`` (``window * d``
+    values, in :func:`kmer_windows`' order) followed by that mean (``d`` values).
+
+    A linear, invertible re-coding (the k-mer is the shape plus the level, repeated). Why it
+    matters: the steps of a k-mer of a smooth series are strongly correlated, so the distance
+    between two plain k-mers is dominated by the difference of their levels, counted ``window``
+    times; coded, the level is one coordinate per channel, and after per-feature
+    standardisation shapes that sit at different heights are compared as shapes.
+    :func:`skset.nn.kmer_level_shape` is the same coding on padded tensors.
+    """
+    window = int(window)
+    out = []
+    for w in kmer_windows(sets, window, name=name):
+        n, wd = w.shape
+        steps = w.reshape(n, window, wd // window)
+        level = steps.mean(1)
+        out.append(np.concatenate([(steps - level[:, None, :]).reshape(n, wd), level], axis=1))
+    return out
 
 
 def check_finite_output(out, name: str, dtype, cause: str | None = None) -> None:

@@ -12,7 +12,13 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._base import SksetEstimator
 from ._map_selection import DEFAULT_CHOICE, MAX_SETS, median_scale, select_element_map
-from ._sets import check_finite_output, check_sets, kmer_windows
+from ._sets import (
+    check_finite_output,
+    check_kmer_lengths,
+    check_sets,
+    kmer_level_shape,
+    kmer_windows,
+)
 from ._torch import (
     resolve_dtype,
     to_numpy,
@@ -70,9 +76,21 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
     window : int, default=1
         k-mer width: ``window`` consecutive elements of each (ordered) set are concatenated into one
         element before the map, so a set of ``n`` elements gives ``n - window + 1``.
+    kmer_coding : {"level_shape", "plain"}, default="level_shape"
+        With ``window > 1``, how a k-mer is written before the standardisation and the map.
+        ``"level_shape"``: its deviations from its own mean over the window (its shape,
+        ``window * n_features`` values) followed by that mean (its level, ``n_features``
+        values), :func:`skset.nn.kmer_level_shape`. ``"plain"``: the ``window`` elements one
+        after the other. The steps of a k-mer of a smooth series are strongly correlated, so the
+        distance between plain k-mers is dominated by the difference of their levels, counted
+        ``window`` times; coded, the level is one coordinate per channel and shapes at different
+        heights are compared as shapes. Chosen on the real-data suite (BENCHMARKS.md): it lifted
+        the univariate series most (outlines, profiles) and lost little elsewhere. Ignored with
+        ``window=1``.
     standardize : bool or "auto", default="auto"
         Standardise each input feature by its mean and standard deviation over training elements
-        (before k-mers are built). For a univariate series this is one affine map of all values.
+        (before plain k-mers are built; of the coded k-mers with ``kmer_coding="level_shape"``).
+        For a univariate series with plain k-mers this is one affine map of all values.
         ``"auto"``: chosen in ``fit`` (``True`` without labels).
     normalize : bool or "auto", default="auto"
         Project each element / k-mer on the unit sphere before the kernel (as in CKN and the
@@ -117,12 +135,14 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
 
     Attributes
     ----------
-    anchors_ : ndarray of shape (k, window * n_features)
-        The anchors ``w`` (unit norm when ``normalize_``); ``k = n_components_``.
+    anchors_ : ndarray of shape (k, window * n_features) or (k, (window + 1) * n_features)
+        The anchors ``w`` (unit norm when ``normalize_``); ``k = n_components_``; the second
+        shape for coded k-mers (``kmer_coding="level_shape"``, ``window > 1``).
     normalization_ : ndarray of shape (k, k)
         ``kappa(w, w)^{-1/2}``.
-    mean_, scale_ : ndarray of shape (n_features,)
-        Standardisation (zeros and ones without standardisation).
+    mean_, scale_ : ndarray of shape (n_features,) or ((window + 1) * n_features,)
+        Standardisation (zeros and ones without standardisation), of the elements, or of the
+        coded k-mers with ``kmer_coding="level_shape"`` and ``window > 1``.
     bandwidth_ : float
         The bandwidth the kernel uses (absolute).
     relative_bandwidth_ : float
@@ -172,6 +192,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         "n_components": [POSITIVE_INT],
         "bandwidth": ["auto", POSITIVE],
         "window": [POSITIVE_INT],
+        "kmer_coding": ["level_shape", "plain"],
         "standardize": ["auto", Boolean()],
         "normalize": ["auto", Boolean()],
         "keep_norm": ["auto", Boolean()],
@@ -184,13 +205,15 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
     }
 
     def __init__(self, n_components=DEFAULT_N_COMPONENTS, *, bandwidth="auto", window=1,
-                 standardize="auto", normalize="auto", keep_norm="auto", anchors="kmeans",
+                 kmer_coding="level_shape", standardize="auto", normalize="auto",
+                 keep_norm="auto", anchors="kmeans",
                  max_samples=100_000, eigenvalue_floor=DEFAULT_EIGENVALUE_FLOOR,
                  max_elements=262_144, verbose=0, device="auto", dtype="float32",
                  random_state=None):
         self.n_components = n_components
         self.bandwidth = bandwidth
         self.window = window
+        self.kmer_coding = kmer_coding
         self.standardize = standardize
         self.normalize = normalize
         self.keep_norm = keep_norm
@@ -203,17 +226,20 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         self.dtype = dtype
         self.random_state = random_state
 
+    #: models saved before k-mers were coded as level + shape used plain k-mers
+    _legacy_params = {"kmer_coding": "plain"}
+
     #: the fixed choice of the "auto" parameters (without labels, and the incumbent with them)
     _default_map = DEFAULT_CHOICE
 
-    def _choose_map(self, coll, y, mean, std, rng) -> None:
+    def _choose_map(self, coll, sets, window, y, mean, std, rng) -> None:
         """Resolve the ``"auto"`` parameters (``standardize_``, ``normalize_``, ``keep_norm_``,
         ``relative_bandwidth_``, ``selection_scores_``); see :mod:`skset._map_selection`."""
         fixed = {k: getattr(self, k) for k in DEFAULT_CHOICE}
         if all(v != "auto" for v in fixed.values()):
             choice, scores = dict(fixed), None
         else:
-            sets, y_sel = coll.sets, y
+            y_sel = y
             if coll.form == "2d":  # a pool of elements: each row is a set of one (labels per row)
                 if self.window > 1 or y is None:
                     sets, y_sel = [], None
@@ -224,7 +250,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
                         arr, y_sel = arr[pick], y_sel[pick]
                     sets = list(arr[:, None, :])
             choice, scores = select_element_map(
-                sets, y_sel, mean=mean, scale=std, window=self.window,
+                sets, y_sel, mean=mean, scale=std, window=window,
                 n_components=self.n_components, fixed=fixed, eigenvalue_floor=self.eigenvalue_floor,
                 rng=rng, dtype=self.dtype_, default=self._default_map)
         self.standardize_ = bool(choice["standardize"])
@@ -234,7 +260,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         self.selection_scores_ = scores
 
     def _elements(self, X, *, fitting: bool):
-        """Validate X; return (collection, per-set element arrays after k-mer windows)."""
+        """Validate X; return the checked collection."""
         if not isinstance(X, (list, tuple, np.ndarray)) and hasattr(X, "__array__"):
             X = np.asarray(X)
         elif isinstance(X, (list, tuple)) and len(X) and np.ndim(X[0]) == 1:
@@ -257,10 +283,22 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
                 self.n_features_in_ = coll.n_features
                 if hasattr(self, "feature_names_in_"):
                     del self.feature_names_in_
-        sets = coll.sets
-        if self.window > 1:
-            sets = kmer_windows(sets, self.window)
-        return coll, sets
+        check_kmer_lengths(coll.lengths, self.window)
+        return coll
+
+    @property
+    def _coded(self) -> bool:
+        """k-mers coded as level + shape (:func:`skset._sets.kmer_level_shape`)."""
+        return self.window > 1 and getattr(self, "kmer_coding", "plain") == "level_shape"
+
+    def _map_inputs(self, coll):
+        """``(sets, window, lengths)`` that the standardisation and the map see: the checked
+        sets and the k-mer window, or, for coded k-mers, the coded k-mers of every set (window 1
+        from there on)."""
+        if self._coded:
+            sets = kmer_level_shape(coll.sets, self.window)
+            return sets, 1, np.fromiter((len(s) for s in sets), dtype=np.int64, count=len(sets))
+        return coll.sets, self.window, coll.lengths
 
     # -- fit / transform ------------------------------------------------------------------------
     def fit(self, X, y=None, sample_weight=None, element_weight=None):
@@ -294,7 +332,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         """
         seed, rng = self._begin_fit()
         np_dtype = np.float64 if self.dtype_ == torch.float64 else np.float32
-        coll, _ = self._elements(X, fitting=True)
+        coll = self._elements(X, fitting=True)
         lengths = coll.lengths
         sw = check_sample_weight(sample_weight, lengths.sum() if coll.form == "2d" else
                                  len(lengths), type(self).__name__)
@@ -311,7 +349,11 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
                 em = np.concatenate([len(m) * m for m in masses])
                 ew = em if ew is None else ew * em
 
-        raw = np.concatenate(coll.sets, axis=0)
+        sets, window, lengths = self._map_inputs(coll)
+        if self._coded and ew is not None:  # a coded k-mer weighs the mean of its elements'
+            ew = np.concatenate(kmer_weights(np.split(ew, np.cumsum(coll.lengths)[:-1]),
+                                             self.window))
+        raw = np.concatenate(sets, axis=0)
         mean, std = weighted_mean_std(raw, ew, keep_dtype=True)
         # a feature is constant when its spread is rounding noise of its own magnitude (relative,
         # so that data of any scale, 1e-30 or 1e30, is standardised alike)
@@ -319,19 +361,19 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         std = np.where(std > 1e-12 * top, std, 1.0)
         # the choice draws from its own stream: when it picks the fixed choice, the fit is exactly
         # the fit with those values given explicitly
-        self._choose_map(coll, y, mean, std, np.random.RandomState((seed + 1) % 2**32))
+        self._choose_map(coll, sets, window, y, mean, std,
+                         np.random.RandomState((seed + 1) % 2**32))
         if self.standardize_:
             self.mean_, self.scale_ = mean.astype(np_dtype), std.astype(np_dtype)
         else:
             self.mean_ = np.zeros(raw.shape[1], dtype=np_dtype)
             self.scale_ = np.ones(raw.shape[1], dtype=np_dtype)
         elems = (raw - self.mean_) / self.scale_  # all elements at once, then k-mers per set
-        if self.window > 1:
+        if window > 1:
             std_sets = np.split(elems, np.cumsum(lengths)[:-1])
-            elems = np.concatenate(kmer_windows(std_sets, self.window), axis=0)
+            elems = np.concatenate(kmer_windows(std_sets, window), axis=0)
             if ew is not None:  # a k-mer weighs the mean of its elements' weights
-                ew = np.concatenate(kmer_weights(np.split(ew, np.cumsum(lengths)[:-1]),
-                                                 self.window))
+                ew = np.concatenate(kmer_weights(np.split(ew, np.cumsum(lengths)[:-1]), window))
         elems, w = sample_elements(elems, ew, self.max_samples, rng)
         if self.normalize_:
             elems = elems / np.maximum(np.linalg.norm(elems, axis=1, keepdims=True), 1e-12)
@@ -395,7 +437,8 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         Same form as ``X``: per set an array ``(n_i - window + 1, n_components_)``.
         """
         check_is_fitted(self)
-        coll, _ = self._elements(X, fitting=False)
+        coll = self._elements(X, fitting=False)
+        sets, window, lengths = self._map_inputs(coll)
         tdtype = resolve_dtype(self.dtype)
         dev = self.device_
         mean = torch.as_tensor(self.mean_, dtype=tdtype, device=dev)
@@ -403,16 +446,15 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         anchors = torch.as_tensor(self.anchors_, dtype=tdtype, device=dev)
         norm = torch.as_tensor(self.normalization_, dtype=tdtype, device=dev)
 
-        lengths = coll.lengths
-        flat = np.concatenate(coll.sets, axis=0)
+        flat = np.concatenate(sets, axis=0)
         # standardise in torch then build k-mers by one gather; map in chunks of elements
         xs = (torch.as_tensor(flat, dtype=tdtype, device=dev) - mean) / scale
-        if self.window > 1:
+        if window > 1:
             offsets = np.cumsum(lengths) - lengths
-            n_out = lengths - self.window + 1
+            n_out = lengths - window + 1
             starts = np.repeat(offsets, n_out) + (
                 np.arange(n_out.sum()) - np.repeat(np.cumsum(n_out) - n_out, n_out))
-            idx = torch.as_tensor(starts[:, None] + np.arange(self.window)[None, :], device=dev)
+            idx = torch.as_tensor(starts[:, None] + np.arange(window)[None, :], device=dev)
             xs = xs[idx].reshape(len(starts), -1)
         else:
             n_out = lengths
@@ -467,6 +509,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
             self.anchors_.shape[0],
             bandwidth=self.bandwidth_,
             window=self.window,
+            kmer_coding="level_shape" if self._coded else "plain",
             normalize=self.normalize_,
             keep_norm=self.keep_norm_,
             eigenvalue_floor=self.eigenvalue_floor,

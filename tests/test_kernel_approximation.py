@@ -5,6 +5,7 @@ from sklearn.kernel_approximation import Nystroem
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skset import NystromFeatures
+from skset._sets import pack
 from skset.nn import NystromLayer
 
 
@@ -57,7 +58,7 @@ def test_list_in_list_out_and_forms(rng):
 def test_kmer_window_matches_naive(rng):
     sets = [rng.normal(size=(n, 2)) for n in (5, 3, 8)]
     nf = NystromFeatures(n_components=6, window=3, normalize=True, keep_norm=True,
-                         dtype="float64", random_state=0).fit(sets)
+                         kmer_coding="plain", dtype="float64", random_state=0).fit(sets)
     out = nf.transform(sets)
     assert [o.shape[0] for o in out] == [3, 1, 6]
     # naive: standardise, build each 3-mer with a loop, normalise, kernel, K^-1/2
@@ -72,7 +73,8 @@ def test_kmer_window_matches_naive(rng):
     with pytest.raises(ValueError, match="window"):
         nf.transform([rng.normal(size=(2, 2))])
     # the default map: no projection, bandwidth relative to the median distance of k-mers
-    nf = NystromFeatures(n_components=6, window=3, dtype="float64", random_state=0).fit(sets)
+    nf = NystromFeatures(n_components=6, window=3, kmer_coding="plain", dtype="float64",
+                         random_state=0).fit(sets)
     z = (s - nf.mean_) / nf.scale_
     kmers = np.stack([z[i : i + 3].reshape(-1) for i in range(len(z) - 2)])
     d2 = ((kmers[:, None] - nf.anchors_[None]) ** 2).sum(-1)
@@ -333,3 +335,110 @@ def test_loo_ridge_errors_match_a_naive_loop(rng, n, p):
             model = Ridge(alpha=a * ref).fit(F[keep], Y[keep])
             naive.append(((Y[i] - model.predict(F[i : i + 1])[0]) ** 2).sum())
         np.testing.assert_allclose(errors, naive, rtol=1e-6)
+
+
+# -- k-mers coded as level + shape (the default with window > 1) --------------------------------
+def test_level_shape_coding_matches_naive_and_inverts(rng):
+    from skset._sets import kmer_level_shape
+    from skset.nn import kmer_level_shape as torch_level_shape
+    from skset.nn import kmer_unfold
+
+    sets = [rng.normal(size=(n, 2)) for n in (5, 3, 8)]
+    coded = kmer_level_shape(sets, 3)
+    s = sets[2]
+    for i in range(len(s) - 2):
+        w = s[i : i + 3]
+        level = w.mean(0)
+        np.testing.assert_allclose(coded[2][i], np.r_[(w - level).reshape(-1), level])
+        # invertible: the k-mer is the shape plus the level
+        np.testing.assert_allclose(coded[2][i][:6].reshape(3, 2) + coded[2][i][6:], w)
+    X, M = pack(sets, dtype=torch.float64)
+    T = torch_level_shape(*kmer_unfold(X, M, 3)[:1], 3)
+    _, mask = kmer_unfold(X, M, 3)
+    for i, c in enumerate(coded):
+        np.testing.assert_allclose(T[i][mask[i]].numpy(), c, rtol=0, atol=1e-12)
+
+
+def test_level_shape_estimator_matches_naive_layer_and_plain_when_asked(rng):
+    sets = [np.cumsum(rng.normal(size=(n, 2)), 0) for n in (6, 4, 9, 7)]
+    nf = NystromFeatures(n_components=6, window=3, dtype="float64", random_state=0).fit(sets)
+    assert nf.kmer_coding == "level_shape" and nf.mean_.shape == (8,)
+    assert nf.anchors_.shape == (6, 8)
+    out = nf.transform(sets)
+    assert [o.shape for o in out] == [(4, 6), (2, 6), (7, 6), (5, 6)]
+    # naive: code each 3-mer, standardise the coded features, kernel, K^-1/2
+    s = sets[2]
+    kmers = np.stack([np.r_[(s[i:i + 3] - s[i:i + 3].mean(0)).reshape(-1), s[i:i + 3].mean(0)]
+                      for i in range(len(s) - 2)])
+    z = (kmers - nf.mean_) / nf.scale_
+    d2 = ((z[:, None] - nf.anchors_[None]) ** 2).sum(-1)
+    naive = np.exp(-d2 / (2 * nf.bandwidth_**2)) @ nf.normalization_
+    np.testing.assert_allclose(out[2], naive, rtol=1e-9, atol=1e-12)
+    # the layer computes the same map
+    X, M = pack(sets, dtype=torch.float64)
+    feats, mask = nf.to_module()(X, M)
+    np.testing.assert_allclose(feats[mask].detach().numpy(), np.concatenate(out), atol=1e-10)
+    # window=1: nothing to code; plain k-mers on request
+    one = NystromFeatures(n_components=6, dtype="float64", random_state=0).fit(sets)
+    assert one.mean_.shape == (2,)
+    plain = NystromFeatures(n_components=6, window=3, kmer_coding="plain", dtype="float64",
+                            random_state=0).fit(sets)
+    assert plain.mean_.shape == (2,) and plain.anchors_.shape == (6, 6)
+
+
+def test_level_shape_finds_shapes_at_random_levels(rng):
+    # class = the shape of a bump (up or down), at a random level per series: plain k-mers see
+    # mostly the level; coded k-mers see the shape
+    from sklearn.linear_model import LogisticRegression
+
+    from skset import OTKEmbedding
+
+    def series(n, seed):
+        r = np.random.default_rng(seed)
+        X, y = [], []
+        t = np.linspace(-1, 1, 24)
+        for i in range(n):
+            cls = i % 2
+            bump = np.exp(-((t - r.uniform(-0.5, 0.5)) ** 2) / 0.05) * (1 if cls else -1)
+            x = r.normal(0, 8) + bump + 0.05 * r.normal(size=24)
+            X.append(x[:, None])
+            y.append(cls)
+        return X, np.array(y)
+
+    Xtr, ytr = series(80, 0)
+    Xte, yte = series(80, 1)
+    acc = {}
+    for coding in ("plain", "level_shape"):
+        nys = NystromFeatures(n_components=16, window=6, kmer_coding=coding, standardize=True,
+                              normalize=False, keep_norm=False, bandwidth=0.5, random_state=0)
+        otk = OTKEmbedding(n_supports=4, random_state=0)
+        Ftr = otk.fit_transform(nys.fit_transform(Xtr))
+        Fte = otk.transform(nys.transform(Xte))
+        acc[coding] = LogisticRegression(max_iter=2000).fit(Ftr, ytr).score(Fte, yte)
+    assert acc["level_shape"] >= 0.9 and acc["level_shape"] > acc["plain"] + 0.15, acc
+
+
+def test_level_shape_in_searches_and_old_models():
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.pipeline import make_pipeline
+
+    from skset import OTKEmbedding
+
+    rng = np.random.default_rng(0)
+    X = [np.cumsum(rng.normal(size=(12, 1)), 0) for _ in range(30)]
+    y = np.arange(30) % 2
+    pipe = make_pipeline(NystromFeatures(n_components=6, window=3, random_state=0),
+                         OTKEmbedding(n_supports=2, random_state=0), LogisticRegression())
+    gs = GridSearchCV(pipe, {"nystromfeatures__kmer_coding": ["plain", "level_shape"]},
+                      cv=2).fit(X, y)
+    assert len(gs.cv_results_["params"]) == 2
+    # a model pickled before the parameter existed keeps plain k-mers
+    nf = NystromFeatures(n_components=6, window=3, kmer_coding="plain", random_state=0).fit(X)
+    state = nf.__getstate__()
+    del state["kmer_coding"]
+    old = NystromFeatures.__new__(NystromFeatures)
+    old.__setstate__(state)
+    assert old.kmer_coding == "plain"
+    np.testing.assert_array_equal(np.concatenate(old.transform(X)),
+                                  np.concatenate(nf.transform(X)))

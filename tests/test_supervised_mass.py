@@ -182,7 +182,7 @@ def test_kmer_mass_is_the_window_mean_in_module_and_initialisation():
 
 def test_nystrom_features_element_weight():
     X, _ = _data(8)
-    kw = dict(n_components=4, window=2, dtype="float64", random_state=0)
+    kw = dict(n_components=4, window=2, kmer_coding="plain", dtype="float64", random_state=0)
     base = NystromFeatures(**kw).fit(X)
     uni = NystromFeatures(**kw).fit(X, element_weight=[np.full(len(s), 3.0) for s in X])
     np.testing.assert_array_equal(uni.anchors_, base.anchors_)

@@ -163,6 +163,7 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
         if self._use_nystrom:
             self.nystrom_ = NystromFeatures(
                 n_components=self.n_components, bandwidth=self.bandwidth, window=self.window,
+                kmer_coding="plain",  # the network's layer unfolds plain k-mers
                 standardize=self.standardize, normalize=self.normalize, keep_norm=self.keep_norm,
                 random_state=rng.randint(2**31 - 1), **common)
             self.nystrom_._default_map = PAPER_MAP  # "auto" starts from the paper's map

@@ -16,7 +16,14 @@ from .attention import (
 )
 from .deep_sets import DeepSets, DeepSetsBlock, DeepSetsEncoder, masked_pool
 from .norm import SetNorm, set_norm
-from .nystrom import NystromLayer, gaussian_kernel, inv_sqrt_psd, kmer_unfold, nystrom_map
+from .nystrom import (
+    NystromLayer,
+    gaussian_kernel,
+    inv_sqrt_psd,
+    kmer_level_shape,
+    kmer_unfold,
+    nystrom_map,
+)
 from .otk import OTKLayer, otk_embed, otk_plans, otk_pool
 from .spectral import (
     batched_kmeans,
@@ -52,6 +59,7 @@ __all__ = [
     "gaussian_kernel",
     "inv_sqrt_psd",
     "kmer_unfold",
+    "kmer_level_shape",
     "laplacian_eigh",
     "normalized_laplacian",
     "nystrom_map",

@@ -19,7 +19,8 @@ import math
 import torch
 from torch import nn
 
-__all__ = ["NystromLayer", "gaussian_kernel", "inv_sqrt_psd", "nystrom_map", "kmer_unfold"]
+__all__ = ["NystromLayer", "gaussian_kernel", "inv_sqrt_psd", "nystrom_map", "kmer_unfold",
+           "kmer_level_shape"]
 
 # Defaults of the Nystrom map, shared by NystromLayer (here) and skset.NystromFeatures (which
 # imports them: the estimator builds on this engine module, never the other way round). They were
@@ -157,6 +158,16 @@ def kmer_unfold(x: torch.Tensor, mask: torch.Tensor, window: int):
     return xw, mask[:, window - 1 :]
 
 
+def kmer_level_shape(x: torch.Tensor, window: int) -> torch.Tensor:
+    """k-mers ``(B, m, window * d)`` of :func:`kmer_unfold` coded as level + shape: the
+    deviations from each k-mer's mean over its steps, then that mean: ``(B, m, window * d + d)``
+    (see :func:`skset._sets.kmer_level_shape`, the numpy twin)."""
+    B, m, wd = x.shape
+    steps = x.reshape(B, m, window, wd // window)
+    level = steps.mean(2)
+    return torch.cat([(steps - level.unsqueeze(2)).reshape(B, m, wd), level], dim=2)
+
+
 class NystromLayer(nn.Module):
     """Nystrom map of each element (or k-mer) of padded sets, anchors as Parameters.
 
@@ -170,6 +181,11 @@ class NystromLayer(nn.Module):
         Gaussian kernel bandwidth ``sigma`` (on the unit sphere when ``normalize``).
     window : int, default=1
         k-mer width: ``window`` consecutive elements are concatenated before the map.
+    kmer_coding : {"level_shape", "plain"}, default="level_shape"
+        With ``window > 1``: ``"level_shape"`` codes each k-mer as its deviations from its mean
+        followed by the mean (:func:`kmer_level_shape`); the standardisation buffers ``mean`` and
+        ``scale`` then apply to the coded k-mers (``window * d + d`` features), not to the
+        elements.
     normalize, keep_norm : bool, default=DEFAULT_NORMALIZE, DEFAULT_KEEP_NORM
         Project (k-mers of) elements on the unit sphere; multiply the output back by the norm.
     eigenvalue_floor : float, default=DEFAULT_EIGENVALUE_FLOOR
@@ -202,6 +218,7 @@ class NystromLayer(nn.Module):
         *,
         bandwidth: float = DEFAULT_BANDWIDTH,
         window: int = 1,
+        kmer_coding: str = "level_shape",
         normalize: bool = DEFAULT_NORMALIZE,
         keep_norm: bool = DEFAULT_KEEP_NORM,
         eigenvalue_floor: float = DEFAULT_EIGENVALUE_FLOOR,
@@ -212,17 +229,24 @@ class NystromLayer(nn.Module):
         self.n_components = n_components
         self.bandwidth = float(bandwidth)
         self.window = int(window)
+        if kmer_coding not in ("plain", "level_shape"):
+            raise ValueError(f"kmer_coding={kmer_coding!r} must be 'plain' or 'level_shape'.")
+        self.kmer_coding = kmer_coding if self.window > 1 else "plain"
         self.normalize = normalize
         self.keep_norm = keep_norm
         self.eigenvalue_floor = eigenvalue_floor
         D = in_features * self.window
+        coded = self.kmer_coding == "level_shape"
+        if coded:
+            D += in_features
         if anchors is None:
             anchors = torch.randn(n_components, D) / math.sqrt(D)
             if normalize:
                 anchors = _unit(anchors)[0]
         self.anchors = nn.Parameter(anchors.clone())
-        self.register_buffer("mean", torch.zeros(in_features, dtype=self.anchors.dtype))
-        self.register_buffer("scale", torch.ones(in_features, dtype=self.anchors.dtype))
+        n_std = D if coded else in_features  # what the standardisation applies to
+        self.register_buffer("mean", torch.zeros(n_std, dtype=self.anchors.dtype))
+        self.register_buffer("scale", torch.ones(n_std, dtype=self.anchors.dtype))
 
     def normalization(self) -> torch.Tensor:
         """``kappa(w, w)^{-1/2}``, recomputed (differentiably) from the current anchors."""
@@ -235,8 +259,12 @@ class NystromLayer(nn.Module):
         # padding may hold anything (NaN, inf): zero it first, or it would reach the padded
         # outputs (NaN * 0 is NaN) and, through them, the gradients of the anchors
         x = torch.where(mask.unsqueeze(-1), x, torch.zeros((), dtype=x.dtype, device=x.device))
-        x = (x - self.mean) / self.scale
-        x, mask = kmer_unfold(x, mask, self.window)
+        if getattr(self, "kmer_coding", "plain") == "level_shape":  # absent in older pickles
+            x, mask = kmer_unfold(x, mask, self.window)
+            x = (kmer_level_shape(x, self.window) - self.mean) / self.scale
+        else:
+            x = (x - self.mean) / self.scale
+            x, mask = kmer_unfold(x, mask, self.window)
         w = _unit(self.anchors)[0] if self.normalize else self.anchors
         psi = nystrom_map(x, w, self.normalization(), self.bandwidth,
                           normalize=self.normalize, keep_norm=self.keep_norm)
