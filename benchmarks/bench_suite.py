@@ -114,7 +114,8 @@ CHEAP = ("raw_mean", "raw_meanmax", "otk", "mean", "otk_fixed", "minirocket", "o
 ONE_RUN = ("raw_mean", "raw_meanmax", "otk_grid")  # deterministic, or one seed to keep it short
 
 # the element map before issue 23 (one fixed choice), for the side-by-side rows
-FIXED_MAP = {"standardize": True, "normalize": False, "keep_norm": True, "bandwidth": 0.5}
+FIXED_MAP = {"standardize": True, "normalize": False, "keep_norm": True, "bandwidth": 0.5,
+             "kmer_coding": "plain"}
 RAW_CS = [0.01, 0.1, 1.0, 10.0, 100.0]
 
 SEQ_WINDOW = 10
