@@ -1,0 +1,138 @@
+"""Issue 24: the README pipeline over many sets on a dask cluster, beside one in-process core.
+
+Sets of 10-100 elements of 16 features, in long format (one row per element, a set-id column),
+are generated **on the workers** (``dd.from_map``: each partition makes its own sets from its
+seed; the client never holds them). A ``Pipeline([NystromFeatures(), OTKEmbedding(),
+LogisticRegression()])`` fitted in memory on 2,000 sets of the same kind is applied to all of
+them with :func:`skset.distributed.transform` (``method="predict_proba"``, partitions are whole
+sets: ``partitioned=True``) on a ``LocalCluster`` of worker processes with one thread each, and
+the result written to parquet. Beside it, in the same run, the same pipeline on the same number
+of sets in this process on one thread with :func:`skset.utils.iter_transform` (sets generated
+chunk by chunk with the same generator).
+
+Reported: sets/s of each (the cluster's per worker), the ratio (target >= 0.8x per worker), peak
+resident memory of the client and of each worker process (``ru_maxrss``), for each size given.
+
+    OMP_WAIT_POLICY=PASSIVE python benchmarks/bench_scale.py --sets 100000 1000000 --workers 2
+"""
+
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import resource  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+D = 16
+PER_PARTITION = 5_000
+
+
+def make_sets(seed: int, n: int):
+    """``n`` sets (10-100 elements, ``D`` features) and their labels, from ``seed``."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(10, 101, n)
+    y = rng.integers(0, 2, n)
+    sets = [rng.normal(loc=0.3 * y[i], size=(int(s), D)).astype(np.float32)
+            for i, s in enumerate(sizes)]
+    return sets, y
+
+
+def make_partition(part: int, n: int = PER_PARTITION) -> pd.DataFrame:
+    """One partition of the long table: the sets of seed ``1000 + part``, ids unique."""
+    sets, _ = make_sets(1000 + part, n)
+    frame = pd.DataFrame(np.concatenate(sets), columns=[f"f{j}" for j in range(D)])
+    frame.insert(0, "sid", np.repeat(part * n + np.arange(n), [len(s) for s in sets]))
+    return frame
+
+
+def fitted_pipeline():
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import Pipeline
+
+    from skset import NystromFeatures, OTKEmbedding
+
+    sets, y = make_sets(0, 2000)
+    return Pipeline([("nys", NystromFeatures(random_state=0)),
+                     ("otk", OTKEmbedding(random_state=0)),
+                     ("clf", LogisticRegression(max_iter=1000))]).fit(sets, y)
+
+
+def maxrss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def in_process(pipe, n_sets: int) -> float:
+    """Sets/s of iter_transform on this process's one thread."""
+    import torch
+
+    from skset.utils import iter_transform
+
+    torch.set_num_threads(1)
+    n_parts = n_sets // PER_PARTITION
+    t = time.perf_counter()
+    done = 0
+    for part in range(n_parts):
+        sets, _ = make_sets(1000 + part, PER_PARTITION)
+        for out in iter_transform(pipe, sets, chunk_size=1024, method="predict_proba"):
+            done += len(out)
+    return done / (time.perf_counter() - t)
+
+
+def on_cluster(pipe, n_sets: int, workers: int, out_dir: str) -> tuple[float, list[float]]:
+    import dask.dataframe as dd
+    from distributed import Client, LocalCluster
+
+    import skset.distributed as sd
+
+    n_parts = n_sets // PER_PARTITION
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                      dashboard_address=None, memory_limit="6GiB") as cluster, \
+            Client(cluster) as client:
+        client.run(lambda: __import__("torch").set_num_threads(1))
+        # warm-up, not timed: imports in the worker processes and one small partition each
+        warm = dd.from_map(make_partition, list(range(workers)), n=50)
+        sd.transform(pipe, warm, by="sid", method="predict_proba", partitioned=True).compute()
+        ddf = dd.from_map(make_partition, list(range(n_parts)))
+        lazy = sd.transform(pipe, ddf, by="sid", method="predict_proba", partitioned=True)
+        t = time.perf_counter()
+        lazy.to_parquet(out_dir)
+        rate = n_sets / (time.perf_counter() - t)
+        rss = client.run(lambda: __import__("resource").getrusage(
+            __import__("resource").RUSAGE_SELF).ru_maxrss / 1024)
+    return rate, sorted(rss.values())
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sets", nargs="+", type=int, default=[100_000])
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args()
+    pipe = fitted_pipeline()
+    print(f"pipeline fitted on 2,000 sets; client peak RSS {maxrss_mb():.0f} MB")
+    print("| sets | in-process, 1 thread (sets/s) | cluster, "
+          f"{args.workers} workers (sets/s) | per worker / in-process | client peak RSS (MB) "
+          "| worker peak RSS (MB) |")
+    print("|---|---|---|---|---|---|")
+    for n in args.sets:
+        out_dir = tempfile.mkdtemp(prefix="skset_scale_")
+        try:
+            rate, rss = on_cluster(pipe, n, args.workers, out_dir)
+            n_rows = len(pd.read_parquet(out_dir, columns=["proba_0"]))
+        finally:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        assert n_rows == n, (n_rows, n)
+        client_rss = maxrss_mb()  # before the in-process run, which makes its sets here
+        single = in_process(pipe, n)
+        print(f"| {n:,} | {single:,.0f} | {rate:,.0f} | {rate / args.workers / single:.2f} | "
+              f"{client_rss:.0f} | {', '.join(f'{r:.0f}' for r in rss)} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
