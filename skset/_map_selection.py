@@ -235,8 +235,8 @@ def select_element_map(sets, y, *, mean, scale, window: int, n_components: int, 
     for s in sub_sets:
         rows.append(s if len(s) <= MAX_PER_SET else s[rng.choice(len(s), MAX_PER_SET, replace=False)])
     counts = np.array([len(r) for r in rows])
-    owner = torch.as_tensor(np.repeat(np.arange(len(rows)), counts))  # the set of each row
-    inv_counts = torch.as_tensor(1.0 / counts, dtype=torch.float64)[:, None]
+    owner = torch.as_tensor(np.repeat(np.arange(len(rows)), counts), device="cpu")  # row's set
+    inv_counts = torch.as_tensor(1.0 / counts, dtype=torch.float64, device="cpu")[:, None]
     raw = np.concatenate(rows, axis=0).astype(np.float64)
 
     if task == "classification":  # one-hot targets (one column for two classes)
@@ -262,7 +262,8 @@ def select_element_map(sets, y, *, mean, scale, window: int, n_components: int, 
             anchors = unit[anchor_pick]  # the same elements under every preprocessing
             if c["normalize"]:
                 anchors = anchors / np.maximum(np.linalg.norm(anchors, axis=1, keepdims=True), 1e-12)
-            prepared[key] = (torch.as_tensor(elems, dtype=dtype), torch.as_tensor(anchors),
+            prepared[key] = (torch.as_tensor(elems, dtype=dtype, device="cpu"),
+                             torch.as_tensor(anchors, device="cpu"),
                              median_scale(unit, np.random.RandomState(pair_seed)))
         elems, anchors, data_scale = prepared[key]
         relative = fixed.get("bandwidth", "auto") == "auto" or not c["normalize"]
@@ -271,7 +272,7 @@ def select_element_map(sets, y, *, mean, scale, window: int, n_components: int, 
         with torch.no_grad():
             psi = nystrom_map(elems, anchors.to(dtype), norm.to(dtype), sigma,
                               normalize=c["normalize"], keep_norm=c["keep_norm"])
-            sums = torch.zeros(len(counts), psi.shape[1], dtype=torch.float64)
+            sums = torch.zeros(len(counts), psi.shape[1], dtype=torch.float64, device="cpu")
             pooled = (sums.index_add_(0, owner, psi.double()) * inv_counts).numpy()
         sd = pooled.std(0)
         pooled = pooled / np.where(sd > 1e-12 * max(1.0, float(sd.max(initial=0.0))), sd, 1.0)

@@ -415,7 +415,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
                   f"{self.relative_bandwidth_} x scale = {self.bandwidth_:.4g} "
                   f"({'chosen on y' if self.selection_scores_ else 'fixed defaults'})")
 
-        w = torch.as_tensor(self.anchors_)
+        w = torch.as_tensor(self.anchors_, device="cpu")
         norm = inv_sqrt_psd(gaussian_kernel(w.double(), w.double(), self.bandwidth_),
                             self.eigenvalue_floor)
         self.normalization_ = to_numpy(norm).astype(np_dtype)

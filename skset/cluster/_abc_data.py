@@ -214,7 +214,8 @@ class _ShuffledPasses:
         take = []
         while len(take) < min(n, len(tr)):
             if self.pos >= len(self.order):
-                self.order = tr[torch.randperm(len(tr), generator=self.generator).numpy()]
+                gen = self.generator
+                self.order = tr[torch.randperm(len(tr), generator=gen, device=gen.device).numpy()]
                 self.pos = 0
             take.append(self.order[self.pos])
             self.pos += 1

@@ -152,7 +152,7 @@ def score_priors(module, mix: torch.Tensor, parts: list, candidates: list, rule:
     """The validation score of each candidate prior alone, with its own calibrated k rule
     (``module`` is left with the last candidate, ``mix`` as it was)."""
     saved = mix.clone()
-    mix.copy_(torch.tensor(MIXES["prior"]))
+    mix.copy_(torch.tensor(MIXES["prior"], device=mix.device))
     scores = {}
     for cand in candidates:
         set_prior(module, *cand)
@@ -220,7 +220,7 @@ class KernelSelection:
         self.eigen_threshold_ = None
         if parts is None:
             if mix is not None:
-                mix.copy_(torch.tensor(MIXES["prior+learned"]))
+                mix.copy_(torch.tensor(MIXES["prior+learned"], device=mix.device))
                 self.kernel_mix_, self.kernel_scores_ = "prior+learned", None
             return
         self.module_.eval()
@@ -232,11 +232,11 @@ class KernelSelection:
             return
         scores, rules = {}, {}
         for name, w in MIXES.items():
-            mix.copy_(torch.tensor(w))
+            mix.copy_(torch.tensor(w, device=mix.device))
             cal = prior_cal_parts if name == "prior" else None
             scores[name], *rules[name] = calibrated_score(net, parts, rule, seed, dev, cal)
         best = max(scores, key=scores.get)  # ties: the first, the prior
-        mix.copy_(torch.tensor(MIXES[best]))
+        mix.copy_(torch.tensor(MIXES[best], device=mix.device))
         self.kernel_mix_, self.kernel_scores_ = best, scores
         self.eigen_threshold_, self.validation_k_right_ = rules[best]
         self.best_validation_score_ = scores[best]

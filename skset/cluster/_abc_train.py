@@ -40,7 +40,7 @@ class KernelTraining:
     def _train_kernel(self, draw, val_parts, mix, seed: int):
         """Train the learned part alone (``mix`` on it), validating on ``val_parts``."""
         if mix is not None:
-            mix.copy_(torch.tensor([0.0, 1.0]))
+            mix.copy_(torch.tensor([0.0, 1.0], device=mix.device))
         max_steps, every = int(self.max_steps), int(self.eval_every)
         n_chunks = -(-max_steps // every)
         cw = self.class_weight

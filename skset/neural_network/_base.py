@@ -77,8 +77,8 @@ class BaseNeuralEstimator(SksetEstimator):
     @staticmethod
     def _seeded(seed: int, build):
         """``build()`` with torch's global RNG seeded privately (the caller's RNG is untouched)."""
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+        with torch.random.fork_rng(devices=[]), torch.device("cpu"):
+            torch.manual_seed(seed)  # built on the CPU (its generator), then moved by the caller
             return build()
 
     def _train(self, loss_fn, batches, callbacks: list[Callback], *, optimizer: str,
@@ -379,7 +379,7 @@ class SetNetworkEstimator(BaseNeuralEstimator):
         tdtype = torch.long if self._is_classifier else self.dtype_
         weighted = sw is not None and not np.all(sw[pool] == sw[pool[0]])
         data = FitData(
-            sets=sets, targets=torch.as_tensor(targets).to(device=self.device_, dtype=tdtype),
+            sets=sets, targets=torch.as_tensor(targets, dtype=tdtype, device=self.device_),
             train=tr, validation=va,
             lengths=np.fromiter((s.shape[0] for s in sets), dtype=np.int64, count=n),
             weights=torch.as_tensor(sw, device=self.device_, dtype=self.dtype_) if weighted
