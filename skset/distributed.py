@@ -56,8 +56,9 @@ def _output_columns(estimator, method: str) -> tuple[list[str], object]:
 
 
 def _apply(estimator, sets, ids, index_name, method, names):
-    out = getattr(estimator, method)(sets)
-    out = np.asarray(out)
+    from .utils import iter_transform  # chunks of 1,024 sets: faster than one big call
+
+    out = np.concatenate([np.asarray(o) for o in iter_transform(estimator, sets, method=method)])
     if out.ndim == 1:
         out = out[:, None]
     index = pd.Index(ids, name=index_name)

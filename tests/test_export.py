@@ -163,3 +163,19 @@ def test_export_errors(tmp_path):
         sx.serving_module(skset.EigengapSpectralClustering())
     with pytest.raises(Exception, match="not fitted"):
         sx.export_onnx(skset.DeepSetsClassifier(), tmp_path / "m.onnx")
+
+
+def test_nystrom_level_shape_kmers_export_program():
+    # k-mers coded as level + shape (the default with window > 1): the exported program codes
+    # them as transform does, for set sizes other than the traced example's
+    from skset.export import export_program, pad_sets
+
+    rng = np.random.default_rng(0)
+    X = [np.cumsum(rng.normal(size=(int(rng.integers(6, 20)), 2)), 0) for _ in range(20)]
+    nf = skset.NystromFeatures(n_components=8, window=3, random_state=0).fit(X, np.arange(20) % 2)
+    assert nf.kmer_coding == "level_shape"
+    batch = X[:5] + [X[5][:4]]
+    x, m = pad_sets(batch)
+    feats, mask = export_program(nf).module()(torch.as_tensor(x), torch.as_tensor(m))
+    for i, ref in enumerate(nf.transform(batch)):
+        np.testing.assert_allclose(feats[i][mask[i]].detach().numpy(), ref, rtol=1e-4, atol=1e-5)

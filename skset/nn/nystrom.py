@@ -162,10 +162,11 @@ def kmer_level_shape(x: torch.Tensor, window: int) -> torch.Tensor:
     """k-mers ``(B, m, window * d)`` of :func:`kmer_unfold` coded as level + shape: the
     deviations from each k-mer's mean over its steps, then that mean: ``(B, m, window * d + d)``
     (see :func:`skset._sets.kmer_level_shape`, the numpy twin)."""
-    B, m, wd = x.shape
-    steps = x.reshape(B, m, window, wd // window)
-    level = steps.mean(2)
-    return torch.cat([(steps - level.unsqueeze(2)).reshape(B, m, wd), level], dim=2)
+    window = int(window)
+    level = x.unflatten(-1, (window, x.shape[-1] // window)).mean(-2)  # (..., d)
+    # the level repeated over the steps in x's own layout: a broadcast against a reshaped view
+    # makes torch.export guard the number of k-mers (and refuse other set sizes)
+    return torch.cat([x - level.repeat(*([1] * (x.dim() - 1)), window), level], dim=-1)
 
 
 class NystromLayer(nn.Module):
