@@ -130,9 +130,16 @@ def _load_json():
 
 
 def _store(key, value):
-    res = _load_json()
-    res[key] = value
-    JSON.write_text(json.dumps(res, indent=1, sort_keys=True) + "\n")
+    import fcntl
+
+    MODELS.mkdir(parents=True, exist_ok=True)
+    with open(MODELS / "json.lock", "w") as lock:  # two runs may share the file
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        res = _load_json()
+        res[key] = value
+        tmp = JSON.with_suffix(".tmp")
+        tmp.write_text(json.dumps(res, indent=1, sort_keys=True) + "\n")
+        tmp.replace(JSON)
 
 
 def _kdiff(k_est, kt):
@@ -227,6 +234,18 @@ def run_task(task, seeds, draws, args):
             print(f"[{time.strftime('%H:%M:%S')}] {key} ...", flush=True)
             _store(key, baselines(task, d, n_test, n_tune))
             print(f"  {_load_json()[key]}", flush=True)
+    if args.recalibrate:
+        for s in seeds:
+            for d in draws:
+                key = f"{task}_cal{args.recalibrate}/abc/seed{s}/draw{d}"
+                if key not in _load_json():
+                    abc = recalibrated(task, s, args.recalibrate)
+                    r = evaluate(abc, task, d, n_test)
+                    r["fit_min"] = None
+                    _store(key, r)
+                    print(f"  {key}: eg NMI {r['eg_nmi']:.3f}, k right {r['k_right']:.0%}, "
+                          f"true-k NMI {r['true_nmi']:.3f}, prior {r['prior']}", flush=True)
+        return
     set_params = dict(kv.split("=", 1) for kv in args.set) if args.set else None
     if set_params:
         from bench_abc import _literal
@@ -247,7 +266,48 @@ def run_task(task, seeds, draws, args):
                       f"kernel {r['kernel']} {r['kernel_scores']}", flush=True)
 
 
+def recalibrated(task, seed, n_cal):
+    """A proxy of a candidate change (issue 25), without refitting: the fitted pool model of
+    ``seed`` with the prior chosen again and its k rule calibrated again on ``n_cal`` instances
+    of every seen class (the default uses ``n_validation_instances=64``; the prior learns
+    nothing, so the training is unchanged). Only for fits that kept the prior."""
+    import copy
+
+    from skset.cluster._abc_data import held_out_batches, sample_instances
+    from skset.cluster._abc_select import MIXES, calibrated_score
+
+    abc = copy.deepcopy(fit(task, seed))
+    if abc.kernel_mix_ != "prior":
+        raise ValueError("recalibration is a proxy only for fits that kept the prior")
+    X, y, kw = train_data(task, seed)
+    classes = np.unique(y)
+    by_class = [np.flatnonzero(y == c) for c in classes]
+    lo, hi = abc.min_clusters_, abc.max_clusters_  # as the fit drew them (k <= training classes)
+    cal = sample_instances(np.random.RandomState(seed + 1), X, by_class, n_cal, POINTS, lo, hi)
+    parts = held_out_batches(cal, abc._scale, abc.device_, abc.max_pairs)
+    mix = abc.module_.mix
+    abc._choose_prior(mix, None, parts)
+    mix.copy_(torch.tensor(MIXES["prior"], device=mix.device))
+    abc.module_.eval()
+    _, abc.eigen_threshold_, abc.validation_k_right_ = calibrated_score(
+        abc.module_, parts, abc._k_rule(), 0, abc.device_)
+    return abc
+
+
 # --------------------------------------------------------------------------- table
+def _prior_short(text):
+    import ast
+
+    sim, _, params = text.partition(" ")
+    try:
+        p = ast.literal_eval(params)
+    except (ValueError, SyntaxError):
+        return text
+    if not isinstance(p, dict):
+        return text
+    return f"knn({p['n_neighbors']})" if sim == "knn" else f"rbf {p['scale']:g}/{p['offset']:g}"
+
+
 def table():
     res = _load_json()
     tags = sorted({k.split("/")[0] for k in res})
@@ -264,8 +324,8 @@ def table():
             continue
         out += [f"## {tag}", "", f"Bars (issue 25): {BARS.get(task, '-')}.", "",
                 "| seed | draw | NMI, estimated k | k right | NMI, true k | steps | fit min | "
-                "kernel kept (validation ARI) | k rule threshold |",
-                "|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
+                "kernel kept (validation ARI) | prior | k rule threshold |",
+                "|---:|---:|---:|---:|---:|---:|---:|---|---|---:|"]
         vals = []
         for k in rows:
             r = res[k]
@@ -276,12 +336,12 @@ def table():
             th = "eigengap" if r["threshold"] is None else f"{r['threshold']:.2f}"
             out.append(f"| {s} | {d} | {r['eg_nmi']:.3f} | {r['k_right']:.0%} | "
                        f"{r['true_nmi']:.3f} | {r['steps']:,} | {fm} | {r['kernel']} ({ks}) | "
-                       f"{th} |")
+                       f"{_prior_short(r['prior'])} | {th} |")
         v = np.array(vals)
         out.append(f"| **mean** ({len(v)} pairs) | | **{v[:, 0].mean():.3f}** | "
-                   f"**{v[:, 1].mean():.0%}** | **{v[:, 2].mean():.3f}** | | | | |")
+                   f"**{v[:, 1].mean():.0%}** | **{v[:, 2].mean():.3f}** | | | | | |")
         out.append(f"| **worst** | | **{v[:, 0].min():.3f}** | **{v[:, 1].min():.0%}** | "
-                   f"**{v[:, 2].min():.3f}** | | | | |")
+                   f"**{v[:, 2].min():.3f}** | | | | | |")
         bl = sorted(k for k in res if k.startswith(f"{tag}/baselines/"))
         if bl:
             out += ["", "Untrained baselines on the same test draws:", "",
@@ -302,16 +362,22 @@ def table():
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("tasks", nargs="*", choices=["digits", "circles", "mnist"])
+    p.add_argument("tasks", nargs="*", help="digits, circles and/or mnist")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--draws", type=int, nargs="+", default=[0, 1])
     p.add_argument("--set", nargs="*", default=None, metavar="PARAM=VALUE",
                    help="a candidate default (stored under its own tag)")
     p.add_argument("--tag", default="", help="suffix of the result keys (e.g. for --set runs)")
     p.add_argument("--no-baselines", action="store_true")
+    p.add_argument("--recalibrate", type=int, default=None, metavar="N",
+                   help="pool tasks: re-choose the prior and its k rule of the fitted models on N "
+                        "calibration instances (a proxy of a larger calibration set)")
     p.add_argument("--quick", action="store_true", help="tiny smoke run")
     p.add_argument("--table", action="store_true", help="only rewrite the markdown table")
     args = p.parse_args()
+    for task in args.tasks:
+        if task not in ("digits", "circles", "mnist"):
+            p.error(f"unknown task {task!r}")
     torch.set_num_threads(1)
     if args.quick:  # keep smoke results out of the committed files
         global JSON, MD, MODELS
