@@ -182,9 +182,9 @@ def baselines(task, draw, n_test, n_tune):
     }
 
 
-def fit(task, seed, quick=False, set_params=None):
+def fit(task, seed, quick=False, set_params=None, tag=""):
     MODELS.mkdir(parents=True, exist_ok=True)
-    suffix = "_quick" if quick else ""
+    suffix = ("_quick" if quick else "") + tag
     if set_params:
         suffix += "_" + "_".join(f"{k}{v}" for k, v in sorted(set_params.items()))
     path = MODELS / f"{task}_seed{seed}{suffix}.pkl"
@@ -256,7 +256,7 @@ def run_task(task, seeds, draws, args):
         if all(k in _load_json() for k in keys):
             continue
         print(f"[{time.strftime('%H:%M:%S')}] {tag} fit seed {s} ...", flush=True)
-        abc = fit(task, s, args.quick, set_params)
+        abc = fit(task, s, args.quick, set_params, args.tag)
         for d, key in zip(draws, keys, strict=True):
             if key not in _load_json():
                 _store(key, evaluate(abc, task, d, n_test))
@@ -343,6 +343,8 @@ def table():
         out.append(f"| **worst** | | **{v[:, 0].min():.3f}** | **{v[:, 1].min():.0%}** | "
                    f"**{v[:, 2].min():.3f}** | | | | | |")
         bl = sorted(k for k in res if k.startswith(f"{tag}/baselines/"))
+        if not bl:  # a tagged run (--no-baselines) on the task's own test draws
+            bl = sorted(k for k in res if k.startswith(f"{task}/baselines/"))
         if bl:
             out += ["", "Untrained baselines on the same test draws:", "",
                     "| draw | RBF gamma (tuned) | RBF eigengap NMI | k right | RBF true-k NMI | "

@@ -81,8 +81,10 @@ class ABCClusterer(KernelTraining, KernelSelection, KernelInference, BaseNeuralE
         learned kernel: the network is trained as in the paper, then, with ``early_stopping``,
         the kernel kept is the one of the prior alone, the learned one, or their sum (of logits)
         that clusters the validation instances best (``kernel_mix_``; see
-        :class:`skset.nn.ABCKernel`). So the returned kernel is never worse on held-out data than
-        spectral clustering on the prior: a user is never better served by not learning.
+        :class:`skset.nn.ABCKernel`), the prior unless a learned kernel is better by more than
+        the noise of the validation instances (a paired t statistic of their ARIs above 2). So
+        the returned kernel is never worse on held-out data than spectral clustering on the
+        prior: a user is never better served by not learning.
         ``"knn"``: the symmetrised graph of the ``n_neighbors`` nearest neighbours within the
         instance; ``"rbf"``: minus the squared distance over the instance's mean squared
         distance; ``"cosine"``. ``"auto"``: the prior that clusters the validation instances best
@@ -157,13 +159,16 @@ class ABCClusterer(KernelTraining, KernelSelection, KernelInference, BaseNeuralE
         Held-out fraction of the instances, or of the classes of a pool.
     n_validation_instances : int, default=64
         Validation instances drawn from a held-out pool; for instance input, the most instances
-        held out (the rest of ``validation_fraction`` trains).
+        held out (the rest of ``validation_fraction`` trains). With a pool whose held-out
+        classes give instances of one number of clusters, 4x as many calibration instances of
+        every class are also drawn, once, to choose the prior and calibrate its rule for ``k``.
     n_iter_no_change : int, default=20
         Checks (every ``eval_every`` steps) without an improvement of ``tol`` before the
         ``"cosine"`` schedule starts its decay early, or stops during it (without that schedule:
         before stopping): of the validation score with ``early_stopping``, else of the training
-        BCE. 20 checks of 64 validation instances: with 10, the noise of the score started the
-        decay halfway through a circles run while the kernel was still improving.
+        BCE; with the schedule, of the mean of the last 5 scores. 20 checks of 64 validation
+        instances: with 10, the noise of the score started the decay halfway through a circles
+        run while the kernel was still improving.
     tol : float, default=1e-4
         Smallest improvement that counts.
     min_clusters : int, default=1
@@ -231,7 +236,8 @@ class ABCClusterer(KernelTraining, KernelSelection, KernelInference, BaseNeuralE
         With ``input_similarity``: the kernel kept, ``"prior"``, ``"learned"`` or
         ``"prior+learned"``.
     kernel_scores_ : dict or None
-        The validation score of each of the three (with ``early_stopping``).
+        The validation score (mean ARI) of each of the three (with ``early_stopping``); the
+        prior is kept unless another one's is higher by a paired t statistic above 2.
     input_similarity_ : str or None
         The prior used: ``input_similarity``, or with ``"auto"`` the one chosen.
     prior_params_ : dict or None

@@ -112,6 +112,13 @@ def calibrated_score(module, parts: list, rule: KRule, seed: int, device,
     """Calibrate the k rule (on ``cal_parts``, else on ``parts``) and score the clustering of
     ``parts`` with it: ``(mean ARI, threshold or None, fraction of calibration instances with
     the right k)``."""
+    scores, thr, k_right = calibrated_scores(module, parts, rule, seed, device, cal_parts)
+    return float(np.mean(scores)), thr, k_right
+
+
+def calibrated_scores(module, parts: list, rule: KRule, seed: int, device,
+                      cal_parts: list | None = None) -> tuple[np.ndarray, float | None, float]:
+    """:func:`calibrated_score` with the ARI of every instance of ``parts``."""
     spectra = labelled_spectra(module, parts)
     cal = spectra if cal_parts is None else labelled_spectra(module, cal_parts)
     thr, k_right = calibrate_k_rule(cal, rule)
@@ -121,7 +128,23 @@ def calibrated_score(module, parts: list, rule: KRule, seed: int, device,
         pred, _ = batched_kmeans(spectral_embedding(V, M, k), M, k, n_init=3, generator=g)
         pred = pred.cpu().numpy()
         scores += [adjusted_rand_score(lab, pred[r, :len(lab)]) for r, lab in enumerate(labs)]
-    return float(np.mean(scores)), thr, k_right
+    return np.asarray(scores, dtype=np.float64), thr, k_right
+
+
+#: a learned kernel replaces the prior only when its validation ARI is higher by more than the
+#: noise of the validation instances: a paired t statistic above this
+MIN_PAIRED_T = 2.0
+
+
+def paired_t(a: np.ndarray, b: np.ndarray) -> float:
+    """The paired t statistic of ``a - b`` (``inf`` / ``-inf`` / 0 when the differences do not
+    vary)."""
+    d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
+    mean = float(d.mean())
+    sd = float(d.std(ddof=1)) if len(d) > 1 else 0.0
+    if sd <= 1e-12:
+        return float(np.sign(mean) * np.inf) if mean != 0 else 0.0
+    return mean / (sd / np.sqrt(len(d)))
 
 
 def prior_candidates(n_neighbors: int) -> list[tuple]:
@@ -230,12 +253,17 @@ class KernelSelection:
                 net, parts, rule, seed, dev)
             self.best_validation_score_ = score
             return
-        scores, rules = {}, {}
+        scores, rules, per = {}, {}, {}
         for name, w in MIXES.items():
             mix.copy_(torch.tensor(w, device=mix.device))
             cal = prior_cal_parts if name == "prior" else None
-            scores[name], *rules[name] = calibrated_score(net, parts, rule, seed, dev, cal)
+            per[name], *rules[name] = calibrated_scores(net, parts, rule, seed, dev, cal)
+            scores[name] = float(per[name].mean())
         best = max(scores, key=scores.get)  # ties: the first, the prior
+        # the validation instances are few (and with a small pool, of one pair of held-out
+        # classes): a learned kernel is kept only when it wins by more than their noise
+        if best != "prior" and paired_t(per[best], per["prior"]) <= MIN_PAIRED_T:
+            best = "prior"
         mix.copy_(torch.tensor(MIXES[best], device=mix.device))
         self.kernel_mix_, self.kernel_scores_ = best, scores
         self.eigen_threshold_, self.validation_k_right_ = rules[best]

@@ -21,6 +21,10 @@ from ..nn.abc import abc_loss
 from ._abc_data import standardization, step_batches
 from ._abc_select import eigengap_ari
 
+#: the schedule's stall test reads the mean of the last 5 validation scores (64 instances give a
+#: score whose check-to-check noise is as large as the gains of the last third of training)
+SCORE_SMOOTHING = 5
+
 
 class KernelTraining:
     """``_init_kernel``, ``_train_kernel`` and the network of :class:`ABCClusterer` (which gives
@@ -56,7 +60,7 @@ class KernelTraining:
                 max_steps, int(round(self.warmup_fraction * max_steps)), final_fraction=0.01,
                 decay_steps=int(round(self.decay_fraction * max_steps)),
                 patience=int(self.n_iter_no_change) if validation is not None else None,
-                tol=float(self.tol))
+                tol=float(self.tol), smoothing=SCORE_SMOOTHING)
         if schedule is not None and validation is not None:
             callbacks = [Validation(validation), schedule, EpochPrinter(), BestCheckpoint()]
         else:

@@ -297,11 +297,15 @@ class WarmupCosineSchedule(Callback):
     decay. So a plateau of the validation score ends in an annealing phase rather than in a stop
     at the peak rate (a stop before the decay lost clustering quality on circles, see
     BENCHMARKS.md, ABC). Pair it with :class:`BestCheckpoint` and no other stopping rule.
+
+    ``smoothing``: the stall is judged on the mean of the last ``smoothing`` validation scores
+    (fewer at the start) rather than on each score, so that one lucky check of a noisy score
+    does not set a best that the following checks cannot beat (``1``: each score).
     """
 
     def __init__(self, total_steps: int, warmup_steps: int = 0, final_fraction: float = 0.0,
                  decay_steps: int | None = None, patience: int | None = None,
-                 tol: float = 0.0):
+                 tol: float = 0.0, smoothing: int = 1):
         if int(total_steps) < 1 or int(warmup_steps) < 0:
             raise ValueError(f"total_steps={total_steps} must be >= 1 and "
                              f"warmup_steps={warmup_steps} >= 0.")
@@ -314,6 +318,9 @@ class WarmupCosineSchedule(Callback):
         self.decay_end = self.total
         self.patience = None if patience is None else int(patience)
         self.tol = float(tol)
+        if int(smoothing) < 1:
+            raise ValueError(f"smoothing={smoothing} must be >= 1.")
+        self.smoothing = int(smoothing)
 
     def factor(self, t: int) -> float:
         """The multiplier of the peak learning rate at step ``t``."""
@@ -325,17 +332,19 @@ class WarmupCosineSchedule(Callback):
 
     def on_train_begin(self, state):
         self._base = [g["lr"] for g in state.optimizer.param_groups]
-        self._best, self._bad = -np.inf, 0
+        self._best, self._bad, self._recent = -np.inf, 0, []
         self.plateau_step = None
 
     def on_epoch_end(self, state):
         if self.patience is None or state.score is None:
             return
-        if state.score > self._best + self.tol:
+        self._recent = (self._recent + [float(state.score)])[-self.smoothing:]
+        score = float(np.mean(self._recent))
+        if score > self._best + self.tol:
             self._bad = 0
         else:
             self._bad += 1
-        self._best = max(self._best, state.score)
+        self._best = max(self._best, score)
         decaying = state.step > self.decay_start
         if self._bad >= self.patience and not decaying:
             # a plateau at the peak rate: anneal now, over the planned length of the decay
