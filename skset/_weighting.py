@@ -9,7 +9,11 @@ Every estimator that takes ``sample_weight`` (one weight per set, or per row of 
 * :func:`kmer_weights` - the weight of each k-mer, the mean of its elements' weights;
 * :func:`sample_elements` - the elements a fit draws its anchors or supports from: weight-0
   elements left out, at most ``max_samples`` drawn at random;
-* :func:`weighted_mean_std` - weighted moments of rows, exact near float64's limits.
+* :func:`weighted_mean_std` - weighted moments of rows, exact near float64's limits;
+* :func:`kmeans_weights` - the weights of the elements of sets in a k-means (each set keeps its
+  total weight, shared by its elements' masses);
+* :func:`count_distinct` - how many distinct elements there are, up to a limit (the supports or
+  anchors a fit can have).
 
 The checks of the weights themselves (:func:`skset._validation.check_sample_weight`,
 :func:`skset._sets.check_element_weights`) stay with the other input checks.
@@ -21,8 +25,8 @@ import numpy as np
 
 from ._sets import check_element_weights, kmer_windows
 
-__all__ = ["drop_zero_weight", "element_masses", "kmer_weights", "sample_elements",
-           "weighted_mean_std"]
+__all__ = ["count_distinct", "drop_zero_weight", "element_masses", "kmeans_weights", "kmer_weights",
+           "sample_elements", "weighted_mean_std"]
 
 
 def drop_zero_weight(sample_weight: np.ndarray | None):
@@ -103,3 +107,27 @@ def weighted_mean_std(values: np.ndarray, weights: np.ndarray | None = None, *,
     mean = np.average(values, axis=0, weights=weights)
     var = np.average((values - mean) ** 2, axis=0, weights=weights)
     return mean * unit, np.sqrt(var) * unit
+
+
+def count_distinct(blocks, limit: int) -> int:
+    """``min(limit, number of distinct rows)`` over the 2-D arrays ``blocks``, reading only as
+    many blocks as it takes to find ``limit`` distinct rows."""
+    seen = None
+    for s in blocks:
+        seen = np.unique(s if seen is None else np.concatenate([seen, s]), axis=0)
+        if len(seen) >= limit:
+            return limit
+    return 0 if seen is None else len(seen)
+
+
+def kmeans_weights(sets, masses, set_weight):
+    """Weights of the elements of ``sets`` in the k-means (one 1-D array per set), or ``None``:
+    set ``i`` keeps its total ``n_i * set_weight[i]``, shared in proportion to ``masses[i]``."""
+    if masses is None and set_weight is None:
+        return None
+    out = []
+    for i, s in enumerate(sets):
+        n = s.shape[0]
+        w = np.ones(n) if masses is None else n * masses[i]
+        out.append(w if set_weight is None else set_weight[i] * w)
+    return out

@@ -12,43 +12,14 @@ from sklearn.cluster import KMeans
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import SksetEstimator
-from ._sets import (
-    check_finite_output,
-    check_sets,
-    length_batches,
-    pack,
-    pack_weights,
-)
+from ._sets import check_finite_output, check_sets, length_batches, pack, pack_weights
+from ._streaming import PARTIAL_FIT_WEIGHTS_DOC, reference_counts, update_references, weight_scale
 from ._torch import map_on_threads, resolve_dtype, split_for_threads, to_numpy
 from ._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, check_sample_weight
-from ._weighting import drop_zero_weight, element_masses, sample_elements
+from ._weighting import count_distinct, drop_zero_weight, element_masses, kmeans_weights, sample_elements
 from .nn.otk import POSITION_MODES, OTKLayer, _zeroed_embed, noise_floor, otk_plans
 
 __all__ = ["OTKEmbedding"]
-
-
-def _count_distinct(blocks, limit: int) -> int:
-    """``min(limit, number of distinct rows)`` over the 2-D arrays ``blocks``, reading only as
-    many blocks as it takes to find ``limit`` distinct rows."""
-    seen = None
-    for s in blocks:
-        seen = np.unique(s if seen is None else np.concatenate([seen, s]), axis=0)
-        if len(seen) >= limit:
-            return limit
-    return 0 if seen is None else len(seen)
-
-
-def _kmeans_weights(sets, masses, set_weight):
-    """Weights of the elements of ``sets`` in the k-means (one 1-D array per set), or ``None``:
-    set ``i`` keeps its total ``n_i * set_weight[i]``, shared in proportion to ``masses[i]``."""
-    if masses is None and set_weight is None:
-        return None
-    out = []
-    for i, s in enumerate(sets):
-        n = s.shape[0]
-        w = np.ones(n) if masses is None else n * masses[i]
-        out.append(w if set_weight is None else set_weight[i] * w)
-    return out
 
 
 class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstimator):
@@ -185,9 +156,19 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         Mean training embedding (zeros when ``center=False``).
     assignments_ : ndarray of shape (n_training_sets,)
         Reference each training set was assigned to, the one of lowest transport cost (all zeros
-        with one reference).
+        with one reference); after a later ``partial_fit``, of that call's sets.
     n_iter_ : int
-        Barycenter / Wasserstein k-means iterations run.
+        Barycenter / Wasserstein k-means iterations run (by ``fit`` or the first
+        ``partial_fit``).
+    counts_ : ndarray of shape (n_references, p)
+        Weight assigned to each support so far (the counts of ``partial_fit``'s updates): of
+        the training elements nearest to it among its reference's sets
+        (``fit_method="kmeans"``), or of its reference's sets (``"wasserstein"``).
+    n_samples_seen_ : float
+        Total weight of the training sets seen (their number without ``sample_weight``).
+    n_steps_ : int
+        Chunks the references were fitted on: 1 after ``fit`` or the first ``partial_fit``,
+        plus one per later ``partial_fit`` call.
     n_features_in_ : int
         Features per element.
     device_ : torch.device
@@ -370,14 +351,19 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
                 costs[idx] = to_numpy(cost.clamp_min(0.0))
         return costs
 
+    def _kmeans_elements(self, sets, rng, weights=None):
+        """``(elements, weights)`` of ``sets`` a k-means sees (weight-0 elements left out, at most
+        ``max_samples``); ``weights``: one 1-D array of element weights per set, or ``None``."""
+        return sample_elements(np.concatenate(sets, axis=0), None if weights is None
+                               else np.concatenate(weights), self.max_samples, rng)
+
     def _kmeans_reference(self, sets, rng, weights=None) -> np.ndarray:
         """k-means centres of the elements of ``sets``; ``weights``: one 1-D array of element
         weights per set (elements of weight 0 are left out), or ``None``."""
-        elems, w = sample_elements(np.concatenate(sets, axis=0), None if weights is None
-                                   else np.concatenate(weights), self.max_samples, rng)
+        elems, w = self._kmeans_elements(sets, rng, weights)
         p = self.n_supports_  # at most the distinct elements of all training sets (fit)
         step = 4 * p
-        if _count_distinct((elems[i:i + step] for i in range(0, len(elems), step)), p) < p:
+        if count_distinct((elems[i:i + step] for i in range(0, len(elems), step)), p) < p:
             # fewer distinct elements than p here (the sets of one reference of several, or a
             # max_samples sample): every distinct element, then repeats with tiny jitter
             # (deterministic)
@@ -388,22 +374,27 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         with np.errstate(all="ignore"):
             return km.fit(elems, sample_weight=w).cluster_centers_
 
+    def _barycentric_targets(self, sets, z: torch.Tensor, masses=None, set_weight=None):
+        """``(sum over sets of w_i p (P_i^T x_i), sum of w_i)`` for one reference ``z (1, p, d)``
+        (``w``: ``set_weight``, or ones): the barycenter's fixed-point map is their ratio."""
+        sw = None if set_weight is None else torch.as_tensor(set_weight, dtype=self._tdtype,
+                                                             device=self.device_)
+        acc = torch.zeros_like(z[0])
+        with torch.no_grad():
+            for idx, X, M, W in self._batches(sets, masses):
+                P = self._plans(X, M, W, z, positions=False)[:, 0]
+                if sw is not None:
+                    P = P * sw[torch.as_tensor(idx, device=self.device_)][:, None, None]
+                acc += z.shape[1] * torch.einsum("bnp,bnd->pd", P, X)
+        return acc, float(len(sets) if sw is None else sw.sum())
+
     def _barycenter(self, sets, z0: np.ndarray, masses=None, set_weight=None) -> np.ndarray:
         """Free-support Wasserstein barycenter: z_j <- mean over sets of p * (P^T x)_j (weighted
         by ``set_weight``, ``(n_sets,)`` or ``None``)."""
         z = torch.as_tensor(z0, dtype=self._tdtype, device=self.device_)[None]
-        p = z.shape[1]
-        sw = None if set_weight is None else torch.as_tensor(set_weight, dtype=self._tdtype,
-                                                             device=self.device_)
         for _ in range(self.barycenter_iter):
-            acc = torch.zeros_like(z[0])
-            with torch.no_grad():
-                for idx, X, M, W in self._batches(sets, masses):
-                    P = self._plans(X, M, W, z, positions=False)[:, 0]
-                    if sw is not None:
-                        P = P * sw[torch.as_tensor(idx, device=self.device_)][:, None, None]
-                    acc += p * torch.einsum("bnp,bnd->pd", P, X)
-            z_new = acc / (len(sets) if sw is None else sw.sum())
+            acc, total = self._barycentric_targets(sets, z, masses, set_weight)
+            z_new = acc / total
             shift = float((z_new - z[0]).norm() / z[0].norm().clamp_min(1e-12))
             z = z_new[None]
             self._bary_iter += 1
@@ -412,7 +403,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         return to_numpy(z[0])
 
     def _fit_one(self, sets, rng, masses=None, set_weight=None) -> np.ndarray:
-        z = self._kmeans_reference(sets, rng, _kmeans_weights(sets, masses, set_weight))
+        z = self._kmeans_reference(sets, rng, kmeans_weights(sets, masses, set_weight))
         if self.fit_method == "wasserstein":
             z = self._barycenter(sets, z, masses, set_weight)
         return z
@@ -452,7 +443,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         np_dtype = np.float64 if self._tdtype == torch.float64 else np.float32
         q = self.n_references
         # like NystromFeatures' anchors: no more supports than distinct training elements
-        self.n_supports_ = _count_distinct(sets if masses is None else [
+        self.n_supports_ = count_distinct(sets if masses is None else [
             s[m > 0] for s, m in zip(sets, masses, strict=True)], self.n_supports)
         if self.n_supports_ < self.n_supports:
             warnings.warn(f"n_supports={self.n_supports} is larger than the number of distinct "
@@ -495,6 +486,10 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
                 assign = new_assign
         self.references_ = np.asarray(refs, dtype=np_dtype)
         ref_t = torch.as_tensor(self.references_, device=self.device_)
+        scale = weight_scale(sample_weight)
+        self.counts_ = reference_counts(self, sets, masses, sw, assign, rng) * scale
+        self.n_samples_seen_ = scale * (len(sets) if sw is None else float(sw.sum()))
+        self.n_steps_ = 1
         if kept is not None:  # the sets left out get their lowest-cost reference too
             full = np.zeros(len(all_sets), dtype=np.int64)
             full[kept] = assign
@@ -507,13 +502,46 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         self.assignments_ = assign
         self.n_iter_ = max(n_iter, self._bary_iter)
         if self.center:
-            emb = self._raw_embed(sets, ref_t, masses)
-            self.mean_ = emb.mean(0) if sw is None else np.average(
-                emb, axis=0, weights=sw).astype(emb.dtype)
-            self._check_finite(self.mean_)
+            self.mean_ = self._mean_embedding(sets, ref_t, masses, sw)
         else:
             self.mean_ = np.zeros(q * self.n_supports_ * self.n_features_in_, dtype=np_dtype)
         return self
+
+    def _mean_embedding(self, sets, references, masses, sw) -> np.ndarray:
+        """The mean raw embedding of ``sets`` (weighted by ``sw``, ``(n_sets,)`` or ``None``)."""
+        emb = self._raw_embed(sets, references, masses)
+        mean = emb.mean(0) if sw is None else np.average(emb, axis=0, weights=sw).astype(
+            emb.dtype)
+        self._check_finite(mean)
+        return mean
+
+    def partial_fit(self, X, y=None, sample_weight=None, element_weight=None):
+        """Update the references with one chunk of sets (scikit-learn's ``partial_fit``), for
+        data that arrives in chunks or does not fit in memory.
+
+        The first call (on an unfitted estimator) is :meth:`fit` on its chunk (``n_supports_``
+        and the starting references come from it). Each later call assigns every set of the
+        chunk to its reference of lowest transport cost (with several references) and updates
+        the references: ``fit_method="kmeans"``, one mini-batch k-means step on the elements
+        of each reference's sets (each support moves to the weighted mean of all the elements
+        assigned to it so far: counts ``counts_``); ``"wasserstein"``, one barycenter step (the
+        Sinkhorn plans of the chunk's sets against the current reference, and each support
+        moved to the running average, over all the sets seen, of their barycentric targets
+        ``p (P^T x)_j``). With ``center``, ``mean_`` becomes the running mean of the raw
+        embeddings of all the sets seen, each chunk's taken with the references of its call. A
+        call after :meth:`fit` continues that model; :meth:`fit` starts afresh.
+
+        Parameters
+        ----------
+        X : collection of sets
+            A chunk; the same number of features as the first.
+        y : ignored
+        """
+        if not hasattr(self, "references_"):
+            return self.fit(X, y, sample_weight=sample_weight, element_weight=element_weight)
+        return update_references(self, X, sample_weight, element_weight)
+
+    partial_fit.__doc__ += PARTIAL_FIT_WEIGHTS_DOC
 
     @property
     def _n_features_out(self):

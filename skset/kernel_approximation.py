@@ -19,6 +19,7 @@ from ._sets import (
     kmer_level_shape,
     kmer_windows,
 )
+from ._streaming import PARTIAL_FIT_WEIGHTS_DOC, center_counts, minibatch_kmeans_step, step_rng, weight_scale
 from ._torch import (
     resolve_dtype,
     to_numpy,
@@ -154,6 +155,13 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         pooled features; higher is better), ``None`` when nothing was chosen from labels.
     n_components_ : int
         Anchors used (fewer than ``n_components`` when there are fewer distinct elements).
+    counts_ : ndarray of shape (k,)
+        Weight of the training elements (sampled, as the anchors see them) nearest to each
+        anchor: of ``fit``'s data, plus those of every later ``partial_fit`` chunk (the counts
+        of the mini-batch k-means steps).
+    n_steps_ : int
+        Chunks the anchors were fitted on: 1 after ``fit`` or the first ``partial_fit``, plus
+        one per later ``partial_fit`` call.
     n_features_in_ : int
         Features per element seen in ``fit``.
     device_ : torch.device
@@ -300,6 +308,60 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
             return sets, 1, np.fromiter((len(s) for s in sets), dtype=np.int64, count=len(sets))
         return coll.sets, self.window, coll.lengths
 
+    def _training_elements(self, X, sample_weight, element_weight, *, fitting: bool):
+        """Validate a fit's inputs: ``(coll, sets, window, lengths, raw, ew, scale)``, with
+        ``sets, window, lengths`` those of :meth:`_map_inputs`, ``raw`` their elements (or coded
+        k-mers) stacked, ``ew`` the weight of each row of ``raw`` (``None``: equal) and ``scale``
+        the largest raw ``sample_weight`` (the checked weights are relative to it)."""
+        coll = self._elements(X, fitting=fitting)
+        lengths = coll.lengths
+        sw = check_sample_weight(sample_weight, lengths.sum() if coll.form == "2d" else
+                                 len(lengths), type(self).__name__)
+        # the weight of every raw element: its row's (pool) or its set's
+        ew = None if sw is None else (sw if coll.form == "2d" else np.repeat(sw, lengths))
+        if element_weight is not None:
+            if coll.form == "2d":
+                raise ValueError(f"{type(self).__name__}: element_weight needs a collection of "
+                                 "sets; for a 2-D pool of elements use sample_weight (one weight "
+                                 "per row).")
+            masses = element_masses(element_weight, coll.sets, type(self).__name__)
+            if masses is not None:  # uniform masses are no weights
+                # each set keeps its total n_i (times its sample_weight), shared by mass
+                em = np.concatenate([len(m) * m for m in masses])
+                ew = em if ew is None else ew * em
+
+        sets, window, lengths = self._map_inputs(coll)
+        if self._coded and ew is not None:  # a coded k-mer weighs the mean of its elements'
+            ew = np.concatenate(kmer_weights(np.split(ew, np.cumsum(coll.lengths)[:-1]),
+                                             self.window))
+        return (coll, sets, window, lengths, np.concatenate(sets, axis=0), ew,
+                weight_scale(sample_weight))
+
+    def _anchor_elements(self, raw, ew, window, lengths, rng):
+        """``(elements, weights)`` the anchors learn from: ``raw`` standardised, cut into k-mers,
+        sampled (``max_samples``) and projected on the sphere as the map does."""
+        elems = (raw - self.mean_) / self.scale_  # all elements at once, then k-mers per set
+        if window > 1:
+            std_sets = np.split(elems, np.cumsum(lengths)[:-1])
+            elems = np.concatenate(kmer_windows(std_sets, window), axis=0)
+            if ew is not None:  # a k-mer weighs the mean of its elements' weights
+                ew = np.concatenate(kmer_weights(np.split(ew, np.cumsum(lengths)[:-1]), window))
+        elems, w = sample_elements(elems, ew, self.max_samples, rng)
+        if self.normalize_:
+            elems = elems / np.maximum(np.linalg.norm(elems, axis=1, keepdims=True), 1e-12)
+        return elems, w
+
+    def _set_anchors(self, anchors) -> None:
+        """``anchors_`` (projected on the sphere with ``normalize_``) and ``normalization_``."""
+        if self.normalize_:
+            anchors = anchors / np.maximum(np.linalg.norm(anchors, axis=1, keepdims=True), 1e-12)
+        np_dtype = np.float64 if self.dtype_ == torch.float64 else np.float32
+        self.anchors_ = anchors.astype(np_dtype)
+        w = torch.as_tensor(self.anchors_, device="cpu")
+        norm = inv_sqrt_psd(gaussian_kernel(w.double(), w.double(), self.bandwidth_),
+                            self.eigenvalue_floor)
+        self.normalization_ = to_numpy(norm).astype(np_dtype)
+
     # -- fit / transform ------------------------------------------------------------------------
     def fit(self, X, y=None, sample_weight=None, element_weight=None):
         """Fit the standardisation and the anchors on the elements of ``X``.
@@ -332,28 +394,8 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         """
         seed, rng = self._begin_fit()
         np_dtype = np.float64 if self.dtype_ == torch.float64 else np.float32
-        coll = self._elements(X, fitting=True)
-        lengths = coll.lengths
-        sw = check_sample_weight(sample_weight, lengths.sum() if coll.form == "2d" else
-                                 len(lengths), type(self).__name__)
-        # the weight of every raw element: its row's (pool) or its set's
-        ew = None if sw is None else (sw if coll.form == "2d" else np.repeat(sw, lengths))
-        if element_weight is not None:
-            if coll.form == "2d":
-                raise ValueError(f"{type(self).__name__}: element_weight needs a collection of "
-                                 "sets; for a 2-D pool of elements use sample_weight (one weight "
-                                 "per row).")
-            masses = element_masses(element_weight, coll.sets, type(self).__name__)
-            if masses is not None:  # uniform masses are no weights
-                # each set keeps its total n_i (times its sample_weight), shared by mass
-                em = np.concatenate([len(m) * m for m in masses])
-                ew = em if ew is None else ew * em
-
-        sets, window, lengths = self._map_inputs(coll)
-        if self._coded and ew is not None:  # a coded k-mer weighs the mean of its elements'
-            ew = np.concatenate(kmer_weights(np.split(ew, np.cumsum(coll.lengths)[:-1]),
-                                             self.window))
-        raw = np.concatenate(sets, axis=0)
+        coll, sets, window, lengths, raw, ew, scale = self._training_elements(
+            X, sample_weight, element_weight, fitting=True)
         mean, std = weighted_mean_std(raw, ew, keep_dtype=True)
         # a feature is constant when its spread is rounding noise of its own magnitude (relative,
         # so that data of any scale, 1e-30 or 1e30, is standardised alike)
@@ -368,15 +410,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         else:
             self.mean_ = np.zeros(raw.shape[1], dtype=np_dtype)
             self.scale_ = np.ones(raw.shape[1], dtype=np_dtype)
-        elems = (raw - self.mean_) / self.scale_  # all elements at once, then k-mers per set
-        if window > 1:
-            std_sets = np.split(elems, np.cumsum(lengths)[:-1])
-            elems = np.concatenate(kmer_windows(std_sets, window), axis=0)
-            if ew is not None:  # a k-mer weighs the mean of its elements' weights
-                ew = np.concatenate(kmer_weights(np.split(ew, np.cumsum(lengths)[:-1]), window))
-        elems, w = sample_elements(elems, ew, self.max_samples, rng)
-        if self.normalize_:
-            elems = elems / np.maximum(np.linalg.norm(elems, axis=1, keepdims=True), 1e-12)
+        elems, w = self._anchor_elements(raw, ew, window, lengths, rng)
 
         n_distinct = len(np.unique(elems.round(12), axis=0))
         k = min(self.n_components, n_distinct)
@@ -390,9 +424,6 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         else:
             _, first = np.unique(elems.round(12), axis=0, return_index=True)
             anchors = elems[rng.choice(np.sort(first), k, replace=False)]
-        if self.normalize_:
-            anchors = anchors / np.maximum(np.linalg.norm(anchors, axis=1, keepdims=True), 1e-12)
-        self.anchors_ = anchors.astype(np_dtype)
         self.n_components_ = k
 
         if self.normalize_ and self.bandwidth != "auto":
@@ -414,12 +445,50 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
                   f"normalize={self.normalize_}, keep_norm={self.keep_norm_}, bandwidth "
                   f"{self.relative_bandwidth_} x scale = {self.bandwidth_:.4g} "
                   f"({'chosen on y' if self.selection_scores_ else 'fixed defaults'})")
-
-        w = torch.as_tensor(self.anchors_, device="cpu")
-        norm = inv_sqrt_psd(gaussian_kernel(w.double(), w.double(), self.bandwidth_),
-                            self.eigenvalue_floor)
-        self.normalization_ = to_numpy(norm).astype(np_dtype)
+        self._set_anchors(anchors)
+        self.counts_ = scale * center_counts(self.anchors_, elems, w)
+        self.n_steps_ = 1
         return self
+
+    def partial_fit(self, X, y=None, sample_weight=None, element_weight=None):
+        """Update the anchors with one chunk of sets (scikit-learn's ``partial_fit``), for data
+        that arrives in chunks or does not fit in memory.
+
+        The first call (on an unfitted estimator) is :meth:`fit` on its chunk: every choice
+        that reads the data is made there, **from the first chunk**, and stays fixed afterwards
+        (the ``"auto"`` map and its labels ``y``, the standardisation ``mean_`` / ``scale_``,
+        the bandwidth, the number of anchors), so make the first chunk representative. Each
+        later call assigns the chunk's elements (standardised, as k-mers, sampled and projected
+        as in ``fit``) to their nearest anchor and moves every anchor to the weighted mean of all
+        the elements assigned to it so far (a mini-batch k-means step with the counts
+        ``counts_``), then recomputes ``normalization_``; ``y`` is ignored there. With
+        ``anchors="random"`` the anchors are drawn from the first chunk and stay fixed. A call
+        after :meth:`fit` continues that model; :meth:`fit` starts afresh.
+
+        Parameters
+        ----------
+        X : collection of sets, or ndarray of shape (n_elements, n_features)
+            A chunk; the same number of features as the first.
+        y : array-like of shape (n_sets,) or None, default=None
+            Labels of the first chunk, used to choose the ``"auto"`` parameters (see
+            :meth:`fit`); ignored by later calls.
+        """
+        if not hasattr(self, "anchors_"):
+            return self.fit(X, y, sample_weight=sample_weight, element_weight=element_weight)
+        self._check_params()
+        _, _, window, lengths, raw, ew, scale = self._training_elements(
+            X, sample_weight, element_weight, fitting=False)
+        elems, w = self._anchor_elements(raw, ew, window, lengths,
+                                         step_rng(self.random_state, self.n_steps_))
+        if self.anchors == "kmeans" and len(elems):
+            anchors, self.counts_ = minibatch_kmeans_step(
+                self.anchors_, self.counts_, elems, scale * (np.ones(len(elems)) if w is None
+                                                             else w))
+            self._set_anchors(anchors)
+        self.n_steps_ += 1
+        return self
+
+    partial_fit.__doc__ += PARTIAL_FIT_WEIGHTS_DOC
 
     @property
     def _n_features_out(self):
