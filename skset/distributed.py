@@ -1,4 +1,5 @@
-"""Inference past one machine: a fitted skset estimator applied to sets stored on a dask cluster.
+"""Past one machine: a fitted skset estimator applied to sets stored on a dask cluster
+(:func:`transform`), and an estimator fitted on them chunk by chunk (:func:`fit`).
 
 ``pip install skset[dask]``. The sets live in a dask DataFrame in long format (one row per element,
 a set-id column; what :func:`skset.sets_from_frame` reads) or in a dask Bag of ``(n_i, d)``
@@ -19,6 +20,11 @@ What is sent where:
 * each partition's sets are transformed on its worker with the estimator's own batching, bounded
   by its element budget (``max_elements``), so a worker's memory grows with its partition, never
   with the whole collection.
+
+:func:`fit` goes the other way: the estimator stays on the client and the partitions come to it,
+one at a time (the next one computed on the cluster while the current one is learned from, with
+a ``distributed`` client), each fed into ``partial_fit`` (:func:`skset.utils.partial_fit`: through
+every step of a ``Pipeline``). The client holds at most two partitions, never the collection.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._frames import sets_from_frame
 
-__all__ = ["transform"]
+__all__ = ["fit", "transform"]
 
 _METHODS = ("transform", "predict", "predict_proba", "decision_function")
 
@@ -157,3 +163,179 @@ def transform(estimator, data, *, by=None, columns=None, order_by=None, method="
         return dd.from_delayed(parts, meta=meta, verify_meta=False)
     raise TypeError(f"data must be a dask DataFrame or Bag, got {type(data).__name__}; for "
                     "sets in memory call the estimator itself (or skset.utils.iter_transform).")
+
+
+# -- fitting by partitions -------------------------------------------------------------------------
+def _client():
+    """The current ``distributed`` client, or ``None``."""
+    try:
+        from distributed import default_client
+
+        return default_client()
+    except (ImportError, ValueError):
+        return None
+
+
+def _computed(parts):
+    """The computed value of each lazy object of ``parts``, one at a time, in order: with a
+    ``distributed`` client the next one is computed on the cluster while the caller works on
+    the current one; otherwise with dask's default scheduler."""
+    client = _client()
+    if client is None:
+        for p in parts:
+            yield p.compute()
+        return
+    ahead = None
+    for p in parts:
+        nxt = client.compute(p)
+        if ahead is not None:
+            yield ahead.result()
+        ahead = nxt
+    if ahead is not None:
+        yield ahead.result()
+
+
+def _frame_labels(pdf, by, label, ids) -> np.ndarray:
+    """The label of each set ``ids`` of a partition from its column ``label``: one value per set,
+    or a ``ValueError`` naming a set whose rows disagree."""
+    grouped = pdf.groupby(by, sort=False)[label]
+    n = grouped.nunique(dropna=False)
+    bad = n.index[n.to_numpy() > 1]
+    if len(bad):
+        raise ValueError(f"y={label!r} must be constant within each set; set {bad[0]!r} has "
+                         f"{int(n.loc[bad[0]])} different values.")
+    return grouped.first().loc[ids].to_numpy()
+
+
+def _lookup(labels, ids) -> np.ndarray:
+    """``labels`` (a pandas Series indexed by set id) of the sets ``ids``."""
+    missing = pd.Index(ids).difference(labels.index)
+    if len(missing):
+        raise ValueError(f"y has no label for {len(missing)} set(s), e.g. set {missing[0]!r}.")
+    return labels.loc[ids].to_numpy()
+
+
+def _bag_chunk(items, labels):
+    """``(sets, y)`` of a Bag partition: ``(id, array)`` pairs (labels looked up in
+    ``labels``), ``(id, array, label)`` triples, or plain arrays (no labels)."""
+    if all(isinstance(it, tuple) and len(it) == 3 for it in items):
+        if labels is not None:
+            raise ValueError("the Bag's items carry their labels ((id, array, label)): leave y "
+                             "out.")
+        return [np.asarray(it[1]) for it in items], np.asarray([it[2] for it in items])
+    if all(isinstance(it, tuple) and len(it) == 2 for it in items):
+        sets = [np.asarray(it[1]) for it in items]
+        return sets, None if labels is None else _lookup(labels, [it[0] for it in items])
+    if labels is not None:
+        raise ValueError("y needs set ids: give the Bag (set_id, array) pairs, or (set_id, "
+                         "array, label) triples.")
+    return [np.asarray(it) for it in items], None
+
+
+def fit(estimator, data, *, by=None, columns=None, order_by=None, y=None, classes=None,
+        epochs=1, partitioned=False):
+    """Fit an estimator (or a ``Pipeline``) on every set of a dask collection, partition by
+    partition, with ``partial_fit``; the sets are never all on the client.
+
+    Each partition is computed on the cluster, brought to the client, cut into sets and fed to
+    :func:`skset.utils.partial_fit` (every step of a ``Pipeline`` in turn, each step updated
+    before it transforms the chunk for the next); one pass over the partitions per epoch, in
+    their order. The first partition is the first chunk of every step: the choices a
+    ``partial_fit`` makes from the data (``NystromFeatures``' element map and standardisation,
+    ``OTKEmbedding``'s number of supports, a network's standardisation) are made on it, so it
+    should be representative (shuffle the sets over partitions). With a ``distributed`` client
+    the next partition is computed while the current one is learned from.
+
+    Parameters
+    ----------
+    estimator : estimator or sklearn.pipeline.Pipeline
+        Every step must have ``partial_fit`` (e.g. ``NystromFeatures``, ``OTKEmbedding``,
+        ``SGDClassifier(loss="log_loss")``, ``OTKClassifier``); a ``TypeError`` names the first
+        that has not. Updated in place and returned.
+    data : dask.dataframe.DataFrame or dask.bag.Bag
+        A long frame (one row per element) with the set-id column ``by``; or a Bag of
+        ``(set_id, array)`` pairs, of ``(set_id, array, label)`` triples, or of plain ``(n_i,
+        d)`` arrays (without labels).
+    by : str
+        The set-id column of a frame (required for frames).
+    columns, order_by : list of str, optional
+        The feature columns and the order of rows within a set (see
+        :func:`skset.sets_from_frame`); by default every column but ``by``, ``order_by`` and a
+        label column ``y``.
+    y : str, pandas.Series, dask Series or None
+        The labels, one per set: for a frame, the name of a column that is constant within each
+        set (a set whose rows disagree raises a ``ValueError``), or a Series indexed by set id
+        (a dask Series is computed once: one value per set); for a Bag of pairs, a Series
+        indexed by set id. ``None``: unsupervised (or labels in the Bag's triples).
+    classes : array-like or None
+        Every class of the stream, for a classifier's first ``partial_fit`` (required then).
+    epochs : int, default=1
+        Passes over the partitions.
+    partitioned : bool, default=False
+        The frame is already partitioned by set (all rows of a set in one partition): each
+        partition is read as it is. Otherwise the frame is shuffled on ``by``; with a
+        ``distributed`` client the shuffled frame is persisted on the workers once (the epochs
+        do not repeat the shuffle); with a local scheduler it is not (that would hold it in this
+        process), and each partition repeats its part of the shuffle.
+
+    Returns
+    -------
+    estimator
+        The estimator given, fitted.
+
+    See Also
+    --------
+    transform : the fitted estimator applied to the collection, partition by partition.
+    skset.utils.partial_fit : one chunk in memory.
+    """
+    import dask.bag as db
+    import dask.dataframe as dd
+
+    from .utils import _partial_fit_steps
+    from .utils import partial_fit as partial_fit_chunk
+
+    _partial_fit_steps(estimator)  # every step can learn from chunks: fail before any work
+    if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or epochs < 1:
+        raise ValueError(f"epochs must be a positive integer, got {epochs!r}.")
+    labels = None
+    if y is not None and not isinstance(y, str):
+        labels = y.compute() if hasattr(y, "compute") else y
+        if not isinstance(labels, pd.Series):
+            raise TypeError("y must be a column name (frames), a pandas or dask Series indexed "
+                            f"by set id, or None; got {type(y).__name__}.")
+    if isinstance(data, dd.DataFrame):
+        if not isinstance(by, str):
+            raise ValueError("by= must name the set-id column of the frame.")
+        for name, col in (("by", by), ("y", y if isinstance(y, str) else None)):
+            if col is not None and col not in data.columns:
+                raise ValueError(f"{name}={col!r} is not a column of the frame.")
+        if columns is None and isinstance(y, str):
+            skip = {by, y, *([order_by] if isinstance(order_by, str) else order_by or [])}
+            columns = [c for c in data.columns if c not in skip]
+        if not partitioned:  # kept on the workers (not with a local scheduler: in this process)
+            data = data.shuffle(on=by)
+            data = data if _client() is None else data.persist()
+
+        def chunks():
+            for pdf in _computed(data.partitions[i] for i in range(data.npartitions)):
+                if len(pdf) == 0:
+                    continue
+                sets, ids = sets_from_frame(pdf, by=by, columns=columns, order_by=order_by)
+                yield sets, (_frame_labels(pdf, by, y, ids) if isinstance(y, str)
+                             else None if labels is None else _lookup(labels, ids))
+    elif isinstance(data, db.Bag):
+        if isinstance(y, str):
+            raise ValueError("y as a column name needs a frame; for a Bag pass a Series indexed "
+                             "by set id, or (set_id, array, label) items.")
+
+        def chunks():
+            for items in _computed(data.to_delayed()):
+                if len(items):
+                    yield _bag_chunk(list(items), labels)
+    else:
+        raise TypeError(f"data must be a dask DataFrame or Bag, got {type(data).__name__}; for "
+                        "sets in memory call partial_fit (or skset.utils.partial_fit) per chunk.")
+    for _ in range(int(epochs)):
+        for sets, labels_of in chunks():
+            partial_fit_chunk(estimator, sets, labels_of, classes=classes)
+    return estimator

@@ -1,4 +1,4 @@
-"""Utilities for running skset at scale: streaming transforms and thread limits.
+"""Utilities for running skset at scale: streaming transforms and fits, and thread limits.
 
 Streaming
 ---------
@@ -8,6 +8,10 @@ generator, a list of ``np.memmap`` arrays, or a lazily loading object with ``__l
 ``__getitem__``) and yields the output of each chunk; only one chunk of sets and of outputs is held
 at a time. Memory-mapped sets stay memory-mapped through validation (no copy is made of a float32 or
 float64 array) until a batch is packed into a tensor.
+
+For a collection that does not fit in memory at fit time, :func:`partial_fit` feeds one chunk of
+sets into an estimator's ``partial_fit``, or through every step of a ``Pipeline``
+(:func:`skset.distributed.fit` does it partition by partition for sets on a dask cluster).
 
 Threads inside parallel workers
 -------------------------------
@@ -45,7 +49,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 import torch
 
-__all__ = ["iter_transform", "limit_threads", "set_worker_threads"]
+__all__ = ["iter_transform", "limit_threads", "partial_fit", "set_worker_threads"]
 
 _METHODS = ("transform", "predict", "predict_proba", "decision_function")
 
@@ -125,6 +129,85 @@ def iter_transform(
         raise TypeError(f"{type(estimator).__name__} has no method {method!r}.")
     for chunk in _chunks(sets, int(chunk_size)):
         yield fn(chunk)
+
+
+def _partial_fit_steps(estimator) -> list:
+    """``[(name, step), ...]`` of a pipeline (``passthrough`` steps left out) or ``[("",
+    estimator)]``; a ``TypeError`` names the first step without ``partial_fit``."""
+    steps = list(estimator.steps) if hasattr(estimator, "steps") else [("", estimator)]
+    steps = [(n, s) for n, s in steps if s is not None and not (isinstance(s, str)
+                                                               and s == "passthrough")]
+    if not steps:
+        raise TypeError("the pipeline has no step to fit.")
+    for name, step in steps:
+        if not hasattr(step, "partial_fit"):
+            where = f"step {name!r} ({type(step).__name__})" if name else type(step).__name__
+            raise TypeError(f"{where} has no partial_fit, so it cannot learn from chunks; use an "
+                            "estimator that has one (e.g. SGDClassifier(loss='log_loss') instead "
+                            "of LogisticRegression), or fit it on a sample of the data.")
+    return steps
+
+
+def partial_fit(estimator, X, y=None, *, classes=None):
+    """Feed one chunk of sets into ``estimator.partial_fit``, or through a ``Pipeline``.
+
+    For a ``Pipeline``, each step in turn: ``step.partial_fit(Xt, y)`` then ``Xt =
+    step.transform(Xt)`` for the next step (each step is updated before it transforms the chunk
+    for the next one); the final step gets ``classes`` when it is a classifier. Every step must
+    have ``partial_fit`` (``NystromFeatures``, ``OTKEmbedding``, scikit-learn's
+    ``SGDClassifier``, ``StandardScaler``...). The first call of a step fits what its ``fit``
+    fits from the data on that first chunk (see each ``partial_fit``).
+
+    Parameters
+    ----------
+    estimator : estimator or sklearn.pipeline.Pipeline
+        Updated in place.
+    X : collection of sets
+        One chunk.
+    y : array-like of shape (n_sets,) or None
+        Its labels.
+    classes : array-like or None
+        Every class of the whole stream: required on the first call when the (final) estimator
+        is a classifier, passed to its ``partial_fit`` on every call.
+
+    Returns
+    -------
+    estimator
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import SGDClassifier
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from skset import NystromFeatures, OTKEmbedding
+    >>> from skset.utils import partial_fit
+    >>> rng = np.random.default_rng(0)
+    >>> pipe = make_pipeline(NystromFeatures(n_components=8, random_state=0),
+    ...                      OTKEmbedding(n_supports=3, random_state=0),
+    ...                      SGDClassifier(loss="log_loss", random_state=0))
+    >>> for chunk in range(3):
+    ...     X = [rng.normal(size=(5, 2)) for _ in range(10)]
+    ...     pipe = partial_fit(pipe, X, np.arange(10) % 2, classes=[0, 1])
+    >>> pipe.predict(X).shape
+    (10,)
+    """
+    from sklearn.base import is_classifier
+
+    steps = _partial_fit_steps(estimator)
+    name, last = steps[-1]
+    kw = {}
+    if is_classifier(last):
+        if classes is None and not hasattr(last, "classes_"):
+            where = f"step {name!r} ({type(last).__name__})" if name else type(last).__name__
+            raise ValueError(f"{where} is a classifier: pass classes= (every class of the "
+                             "whole stream) on the first call, since a chunk may miss some.")
+        if classes is not None:
+            kw["classes"] = classes
+    Xt = X
+    for _, step in steps[:-1]:
+        Xt = step.partial_fit(Xt, y).transform(Xt)
+    last.partial_fit(Xt, y, **kw)
+    return estimator
 
 
 def set_worker_threads(n_threads: int = 1) -> int:

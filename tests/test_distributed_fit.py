@@ -1,0 +1,165 @@
+"""skset.distributed.fit: an estimator or a Pipeline fitted with partial_fit on the partitions of
+a dask collection, one partition at a time; with one partition it equals partial_fit in memory."""
+
+import copy
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.linear_model import LogisticRegression, SGDClassifier
+from sklearn.pipeline import make_pipeline
+
+import skset.utils
+from skset import NystromFeatures, OTKEmbedding, sets_from_frame
+from skset.neural_network import OTKClassifier
+
+dask = pytest.importorskip("dask")
+dd = pytest.importorskip("dask.dataframe")
+db = pytest.importorskip("dask.bag")
+sd = pytest.importorskip("skset.distributed")
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning",
+                                        "ignore::UserWarning")
+
+
+@pytest.fixture(scope="module")
+def problem():
+    rng = np.random.default_rng(0)
+    n = 80
+    y = np.arange(n) % 2
+    X = [rng.normal(loc=1.5 * c, size=(int(rng.integers(3, 9)), 3)) for c in y]
+    ids = [f"s{i}" for i in range(n)]
+    rows = pd.DataFrame(np.concatenate(X), columns=list("abc"))
+    rows["sid"] = np.repeat(ids, [len(s) for s in X])
+    rows["t"] = np.concatenate([np.arange(len(s)) for s in X])
+    rows["label"] = np.repeat(y, [len(s) for s in X])
+    return X, y, ids, rows
+
+
+def _pipe(final=None):
+    return make_pipeline(NystromFeatures(n_components=8, random_state=0),
+                         OTKEmbedding(n_supports=3, epsilon=0.5, random_state=0),
+                         final or SGDClassifier(loss="log_loss", random_state=0))
+
+
+def _otkc():
+    return OTKClassifier(n_components=8, n_supports=3, random_state=0)
+
+
+def test_pipeline_on_a_frame_streams_partitions(problem, monkeypatch):
+    X, y, ids, rows = problem
+    seen = []
+    real = skset.utils.partial_fit
+
+    def spy(est, sets, labels, **kw):
+        seen.append(len(sets))
+        return real(est, sets, labels, **kw)
+
+    monkeypatch.setattr(skset.utils, "partial_fit", spy)
+    ddf = dd.from_pandas(rows.sample(frac=1.0, random_state=0), npartitions=4)
+    with dask.config.set(scheduler="sync"):
+        pipe = sd.fit(_pipe(), ddf, by="sid", order_by="t", y="label", classes=[0, 1],
+                      epochs=3)
+    assert len(seen) == 3 * 4 and max(seen) < len(X) and sum(seen) == 3 * len(X)
+    assert pipe.score(X, y) >= 0.9
+    assert pipe[0].n_steps_ == 3 * 4 and pipe[0].n_features_in_ == 3  # label column left out
+
+
+@pytest.mark.parametrize("make", [_pipe, _otkc], ids=["pipeline", "OTKClassifier"])
+def test_one_partition_equals_partial_fit_in_memory(problem, make):
+    _, _, _, rows = problem
+    ddf = dd.from_pandas(rows, npartitions=1)
+    with dask.config.set(scheduler="sync"):
+        got = sd.fit(make(), ddf, by="sid", order_by="t", y="label", classes=[0, 1],
+                     epochs=2, partitioned=True)
+    sets, sids = sets_from_frame(rows, by="sid", columns=list("abc"), order_by="t")
+    labels = rows.groupby("sid")["label"].first().loc[sids].to_numpy()
+    want = make()
+    for _ in range(2):
+        skset.utils.partial_fit(want, sets, labels, classes=[0, 1])
+    np.testing.assert_array_equal(got.predict_proba(sets), want.predict_proba(sets))
+
+
+def test_otk_classifier_on_a_bag(problem):
+    X, y, ids, _ = problem
+    triples = db.from_sequence(list(zip(ids, X, y)), npartitions=3)
+    pairs = db.from_sequence(list(zip(ids, X)), npartitions=3)
+    with dask.config.set(scheduler="sync"):
+        a = sd.fit(_otkc(), triples, classes=[0, 1], epochs=2)
+        b = sd.fit(_otkc(), pairs, y=dd.from_pandas(pd.Series(y, index=ids), npartitions=2),
+                   classes=[0, 1], epochs=2)
+    np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
+    assert a.score(X, y) >= 0.9
+
+
+def test_on_a_local_cluster_equals_the_local_scheduler(problem):
+    pytest.importorskip("distributed")
+    from distributed import Client, LocalCluster
+
+    X, _, _, rows = problem
+    ddf = dd.from_pandas(rows, npartitions=3)  # rows in set order: partitioned by set
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster):
+        remote = sd.fit(_pipe(), ddf, by="sid", order_by="t", y="label", classes=[0, 1],
+                        epochs=2, partitioned=True)
+        # sets across partitions: shuffled and persisted on the worker once
+        mixed = dd.from_pandas(rows.sample(frac=1.0, random_state=1), npartitions=3)
+        shuffled = sd.fit(_pipe(), mixed, by="sid", order_by="t", y="label", classes=[0, 1],
+                          epochs=2)
+    assert shuffled.score(X, problem[1]) >= 0.9
+    with dask.config.set(scheduler="sync"):
+        local = sd.fit(_pipe(), ddf, by="sid", order_by="t", y="label", classes=[0, 1],
+                       epochs=2, partitioned=True)
+    np.testing.assert_array_equal(remote.predict_proba(X), local.predict_proba(X))
+
+
+def test_bad_input(problem):
+    X, y, ids, rows = problem
+    ddf = dd.from_pandas(rows, npartitions=2)
+    with dask.config.set(scheduler="sync"):
+        with pytest.raises(TypeError, match="'logisticregression'.*no partial_fit"):
+            sd.fit(_pipe(LogisticRegression()), ddf, by="sid", y="label", classes=[0, 1])
+        with pytest.raises(ValueError, match="classes="):
+            sd.fit(_pipe(), ddf, by="sid", y="label")
+        bad = rows.copy()
+        bad.loc[bad.index[1], "label"] = 1 - bad.loc[bad.index[1], "label"]
+        with pytest.raises(ValueError, match="constant within each set; set 's0'"):
+            sd.fit(_pipe(), dd.from_pandas(bad, npartitions=2), by="sid", y="label",
+                   classes=[0, 1], partitioned=True)
+        with pytest.raises(ValueError, match="no label"):
+            sd.fit(_pipe(), ddf, by="sid", y=pd.Series(y[:10], index=ids[:10]),
+                   columns=list("abc"), classes=[0, 1])
+        with pytest.raises(ValueError, match="by="):
+            sd.fit(_pipe(), ddf, y="label", classes=[0, 1])
+        with pytest.raises(ValueError, match="not a column"):
+            sd.fit(_pipe(), ddf, by="sid", y="nope", classes=[0, 1])
+        with pytest.raises(ValueError, match="epochs"):
+            sd.fit(_pipe(), ddf, by="sid", y="label", classes=[0, 1], epochs=0)
+        with pytest.raises(TypeError, match="dask DataFrame or Bag"):
+            sd.fit(_pipe(), rows, by="sid", y="label", classes=[0, 1])
+        with pytest.raises(ValueError, match="needs a frame"):
+            sd.fit(_pipe(), db.from_sequence(X), y="label", classes=[0, 1])
+        # nothing was learned before the errors above: a pipeline is checked first
+        pipe = _pipe(LogisticRegression())
+        with pytest.raises(TypeError):
+            sd.fit(pipe, ddf, by="sid", y="label", classes=[0, 1])
+        assert not hasattr(pipe[0], "anchors_")
+
+
+def test_utils_partial_fit_rules():
+    rng = np.random.default_rng(1)
+    X = [rng.normal(size=(4, 2)) for _ in range(10)]
+    y = np.arange(10) % 2
+    with pytest.raises(ValueError, match="classes="):
+        skset.utils.partial_fit(_otkc(), X, y)
+    with pytest.raises(TypeError, match="LogisticRegression has no partial_fit"):
+        skset.utils.partial_fit(LogisticRegression(), X, y)
+    # unsupervised steps take no classes; inputs untouched
+    kept = copy.deepcopy(X)
+    emb = make_pipeline(NystromFeatures(n_components=4, random_state=0),
+                        OTKEmbedding(n_supports=2, random_state=0))
+    skset.utils.partial_fit(emb, X)
+    skset.utils.partial_fit(emb, X)
+    assert emb[1].n_steps_ == 2 and emb.transform(X).shape == (10, 8)
+    for a, b in zip(X, kept):
+        np.testing.assert_array_equal(a, b)
