@@ -202,6 +202,7 @@ class FitData:
 
     ``side`` is the per-set side data of an estimator that takes some (one entry per set, e.g.
     supervised OTK's element masses; see :meth:`SetNetworkEstimator._check_side_data`), or None.
+    ``incremental``: the sets are one chunk of a ``partial_fit`` stream.
     """
 
     sets: list
@@ -211,6 +212,7 @@ class FitData:
     lengths: np.ndarray
     weights: torch.Tensor | None = None
     side: list | None = None
+    incremental: bool = False  # one call of partial_fit (a chunk of a stream)
 
     def subset(self, idx):
         return [self.sets[i] for i in idx], self.targets[torch.as_tensor(idx,
@@ -383,7 +385,7 @@ class SetNetworkEstimator(BaseNeuralEstimator):
             train=tr, validation=va,
             lengths=np.fromiter((s.shape[0] for s in sets), dtype=np.int64, count=n),
             weights=torch.as_tensor(sw, device=self.device_, dtype=self.dtype_) if weighted
-            else None, side=side)
+            else None, side=side, incremental=incremental)
         if not warm:
             self.n_features_in_ = coll.n_features
             self.module_ = self._init_module(data, n_outputs, seed, rng).to(

@@ -223,7 +223,10 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
         return Y if Y.ndim == 1 else None
 
     def _training_setup(self, data, warm):
-        alternating = self.solver == "alternating"
+        # partial_fit: a head refitted in closed form on each chunk would forget the others, so
+        # after the first chunk Adam trains it with the rest (in the optimizer from the start,
+        # so that its state carries over between calls)
+        alternating = self.solver == "alternating" and not (data.incremental and warm)
         callbacks = [AlternatingHead(self, data, warm)] if alternating else []
         self.module_.head.requires_grad_(True)
         if self.learning_rate == "adaptive":
@@ -239,7 +242,7 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
                 return loss + 0.5 * float(self.alpha) * module.head.weight.square().sum()
         # the alternating solver fits the head in closed form between epochs: Adam leaves it be
         parameters = [p for name, p in self.module_.named_parameters()
-                      if not (alternating and name.startswith("head."))]
+                      if not (alternating and not data.incremental and name.startswith("head."))]
         return TrainingSetup(callbacks=callbacks, parameters=parameters, penalty=penalty,
                              overrides={"optimizer": "adam", "weight_decay": 0.0})
 
@@ -343,7 +346,10 @@ _DOC_PARAMS = """
         ``"alternating"`` is the paper's scheme: before each epoch the linear head is refitted on
         the current embedding (L-BFGS for the logistic loss, closed-form ridge for regression),
         then Adam updates the anchors and references with the head fixed. ``"adam"``: Adam on all
-        parameters jointly (the head starts from the fit on the unsupervised embedding).
+        parameters jointly (the head starts from the fit on the unsupervised embedding). With
+        ``partial_fit``, ``"alternating"`` holds for the first call only: later calls train the
+        head with Adam too, as ``"adam"`` does (a head refitted on each chunk alone would forget
+        the other chunks).
     max_iter : int, default=50
         Epochs.
     batch_size : int, default=64
