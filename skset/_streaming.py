@@ -48,18 +48,18 @@ def _nearest(centers: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     c2 = centers.square().sum(1)
     out = [torch.argmin(c2 - 2.0 * x[i:i + _ROWS] @ centers.T, dim=1)  # ||x||^2 is common
            for i in range(0, x.shape[0], _ROWS)]
-    return torch.cat(out) if out else torch.empty(0, dtype=torch.long)
+    return torch.cat(out) if out else torch.empty(0, dtype=torch.long, device=x.device)
 
 
 def _assigned(centers, x, w):
     """``(sums (k, d), weights (k,))`` of the rows of ``x`` (weights ``w`` or ones) assigned to
     each centre, as float64 tensors."""
-    c = torch.as_tensor(np.asarray(centers), dtype=torch.float64)
-    xt = torch.as_tensor(np.asarray(x), dtype=torch.float64)
-    wt = torch.ones(xt.shape[0], dtype=torch.float64) if w is None else torch.as_tensor(
-        np.asarray(w), dtype=torch.float64)
+    f64 = dict(dtype=torch.float64, device="cpu")  # numpy in and out: never the default device
+    c = torch.as_tensor(np.asarray(centers), **f64)
+    xt = torch.as_tensor(np.asarray(x), **f64)
+    wt = torch.ones(xt.shape[0], **f64) if w is None else torch.as_tensor(np.asarray(w), **f64)
     lab = _nearest(c, xt)
-    weights = torch.zeros(c.shape[0], dtype=torch.float64).index_add_(0, lab, wt)
+    weights = torch.zeros(c.shape[0], **f64).index_add_(0, lab, wt)
     sums = torch.zeros_like(c).index_add_(0, lab, xt * wt[:, None])
     return c, sums, weights
 
@@ -75,7 +75,7 @@ def minibatch_kmeans_step(centers: np.ndarray, counts: np.ndarray, x: np.ndarray
     with the rows ``x (n, d)`` of weights ``w (n,)`` (``None``: ones); centres that receive no
     row stay where they are. New float64 arrays; the inputs are not modified."""
     c, sums, s = _assigned(centers, x, w)
-    n = torch.as_tensor(np.asarray(counts, dtype=np.float64)) + s
+    n = torch.as_tensor(np.asarray(counts, dtype=np.float64), device="cpu") + s
     got = s > 0
     mean = sums / s.clamp_min(torch.finfo(torch.float64).tiny)[:, None]
     step = torch.where(got, s / n.clamp_min(torch.finfo(torch.float64).tiny), 0.0)[:, None]

@@ -218,3 +218,15 @@ def test_minibatch_step_against_a_loop():
         assert got_n[j] == pytest.approx(n[j] + s)
     np.testing.assert_array_equal(c, c_in)
     np.testing.assert_array_equal(n, n_in)
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_later_calls_do_not_depend_on_the_default_device(est):
+    """As tests/test_device_safety.py for fit: every tensor of an update has its device."""
+    import torch
+
+    X, _ = _sets(30, 11)
+    est = copy.deepcopy(est).set_params(device="cpu")
+    with torch.device("meta"):
+        est.partial_fit(X[:15]).partial_fit(X[15:])
+    assert np.isfinite(_state(est)).all()
