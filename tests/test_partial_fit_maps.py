@@ -230,3 +230,31 @@ def test_later_calls_do_not_depend_on_the_default_device(est):
     with torch.device("meta"):
         est.partial_fit(X[:15]).partial_fit(X[15:])
     assert np.isfinite(_state(est)).all()
+
+
+@pytest.mark.parametrize("est", ESTIMATORS[:3], ids=IDS[:3])
+def test_a_saved_model_continues_the_stream(est):
+    import io
+
+    import skset
+
+    X, _ = _sets(30, 12)
+    a = copy.deepcopy(est).partial_fit(X[:15])
+    buf = io.BytesIO()
+    skset.save(a, buf)
+    buf.seek(0)
+    b = skset.load(buf)
+    a.partial_fit(X[15:])
+    b.partial_fit(X[15:])
+    np.testing.assert_array_equal(_state(a), _state(b))
+    assert b.n_steps_ == 2
+
+
+def test_nystrom_on_a_pool_of_elements():
+    rng = np.random.default_rng(13)
+    P = rng.normal(size=(120, 3))
+    nf = _nf().partial_fit(P[:60]).partial_fit(P[60:])
+    assert nf.transform(P).shape == (120, 12) and nf.n_steps_ == 2
+    assert nf.counts_.sum() == pytest.approx(120)
+    with pytest.raises(ValueError, match="features"):
+        nf.partial_fit(P[:, :2])
