@@ -317,7 +317,7 @@ def fit(estimator, data, *, by=None, columns=None, order_by=None, y=None, classe
             data = data if _client() is None else data.persist()
 
         def chunks():
-            for pdf in _computed(data.partitions[i] for i in range(data.npartitions)):
+            for pdf in _computed(data.to_delayed()):  # one graph, optimised once
                 if len(pdf) == 0:
                     continue
                 sets, ids = sets_from_frame(pdf, by=by, columns=columns, order_by=order_by)
