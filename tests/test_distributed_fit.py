@@ -113,6 +113,25 @@ def test_on_a_local_cluster_equals_the_local_scheduler(problem):
     np.testing.assert_array_equal(remote.predict_proba(X), local.predict_proba(X))
 
 
+def test_frame_made_by_from_map_on_a_cluster(problem):
+    """dask computes a from_map frame's meta through the client: distributed.fit once hung
+    there (each partition computed as data.partitions[i] inside client.compute)."""
+    pytest.importorskip("distributed")
+    from distributed import Client, LocalCluster
+
+    X, y, _, rows = problem
+    groups = np.array_split(rows["sid"].unique(), 4)
+
+    def part(i):
+        return rows[rows["sid"].isin(groups[i])]
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster):
+        pipe = sd.fit(_pipe(), dd.from_map(part, range(4)), by="sid", order_by="t", y="label",
+                      classes=[0, 1], epochs=2, partitioned=True)
+    assert pipe[0].n_steps_ == 8 and pipe.score(X, y) >= 0.9
+
+
 def test_bad_input(problem):
     X, y, ids, rows = problem
     ddf = dd.from_pandas(rows, npartitions=2)
