@@ -87,10 +87,11 @@ class ABCClusterer(KernelTraining, KernelSelection, KernelInference, BaseNeuralE
         prior: a user is never better served by not learning.
         ``"knn"``: the symmetrised graph of the ``n_neighbors`` nearest neighbours within the
         instance; ``"rbf"``: minus the squared distance over the instance's mean squared
-        distance; ``"cosine"``. ``"auto"``: the prior that clusters the validation instances best
-        (``prior_scores_``) among kNN graphs of ``n_neighbors // 2``, ``n_neighbors`` and
-        ``2 * n_neighbors`` neighbours and RBF kernels of eight sharpnesses (the prior learns
-        nothing, so with a pool it is chosen on instances of every class); the kNN graph of
+        distance; ``"cosine"``. ``"auto"``: the best of kNN graphs of ``n_neighbors // 2``,
+        ``n_neighbors`` and ``2 * n_neighbors`` neighbours on the validation instances
+        (``prior_scores_``: clustering with the calibrated k rule and with the true k), or the
+        best of RBF kernels of eight sharpnesses where it is better by more than the noise (the
+        prior learns nothing, so with a pool it is chosen on instances of every class); the kNN graph of
         ``n_neighbors`` without ``early_stopping``. Without ``early_stopping`` the sum is kept.
         ``None`` is the paper's model alone.
     n_neighbors : int, default=10
@@ -244,8 +245,10 @@ class ABCClusterer(KernelTraining, KernelSelection, KernelInference, BaseNeuralE
         The prior's settings: ``n_neighbors`` (kNN), ``scale`` and ``offset`` of its logits
         ``scale * (s + offset)`` (see :class:`skset.nn.ABCKernel`).
     prior_scores_ : dict or None
-        With ``input_similarity="auto"`` and ``early_stopping``: the validation score (mean ARI
-        with the calibrated k rule) of each candidate prior alone.
+        With ``input_similarity="auto"`` and ``early_stopping``: the score of each candidate
+        prior alone (the mean over instances of the ARI with its calibrated k rule and the ARI
+        with the true k). The best kNN graph is kept unless the best RBF kernel's score is
+        higher by a paired t statistic above 2.
     validation_classes_ : ndarray or None
         The classes of the pool held out for validation (``None`` for other validations).
     max_clusters_ : int

@@ -117,17 +117,22 @@ def calibrated_score(module, parts: list, rule: KRule, seed: int, device,
 
 
 def calibrated_scores(module, parts: list, rule: KRule, seed: int, device,
-                      cal_parts: list | None = None) -> tuple[np.ndarray, float | None, float]:
-    """:func:`calibrated_score` with the ARI of every instance of ``parts``."""
+                      cal_parts: list | None = None, true_k: bool = False):
+    """:func:`calibrated_score` with the ARI of every instance of ``parts``: ``(ARIs, threshold
+    or None, fraction right)``; ``true_k``: also the ARIs of the clustering with the true ``k``
+    of each instance, ``(ARIs, true-k ARIs, threshold, fraction right)``."""
     spectra = labelled_spectra(module, parts)
     cal = spectra if cal_parts is None else labelled_spectra(module, cal_parts)
     thr, k_right = calibrate_k_rule(cal, rule)
     g = torch.Generator(device=device).manual_seed(seed)
-    scores = []
-    for (_, V, M, labs, _), k in zip(spectra, _rule_counts(spectra, rule, thr), strict=True):
-        pred, _ = batched_kmeans(spectral_embedding(V, M, k), M, k, n_init=3, generator=g)
-        pred = pred.cpu().numpy()
-        scores += [adjusted_rand_score(lab, pred[r, :len(lab)]) for r, lab in enumerate(labs)]
+    scores, exact = [], []
+    for (_, V, M, labs, kt), k in zip(spectra, _rule_counts(spectra, rule, thr), strict=True):
+        for ks, out in ((k, scores), (kt, exact))[: 2 if true_k else 1]:
+            pred, _ = batched_kmeans(spectral_embedding(V, M, ks), M, ks, n_init=3, generator=g)
+            pred = pred.cpu().numpy()
+            out += [adjusted_rand_score(lab, pred[r, :len(lab)]) for r, lab in enumerate(labs)]
+    if true_k:
+        return np.asarray(scores), np.asarray(exact), thr, k_right
     return np.asarray(scores, dtype=np.float64), thr, k_right
 
 
@@ -172,16 +177,35 @@ def set_prior(module, sim: str, n_neighbors: int, scale: float, offset: float) -
 
 def score_priors(module, mix: torch.Tensor, parts: list, candidates: list, rule: KRule,
                  seed: int, device) -> dict:
-    """The validation score of each candidate prior alone, with its own calibrated k rule
-    (``module`` is left with the last candidate, ``mix`` as it was)."""
+    """Per candidate prior alone, the score of every instance of ``parts``: the mean of its ARI
+    with its own calibrated k rule and its ARI with the true k (a prior serves both a user who
+    lets ``k`` be found and one who gives it). ``module`` is left with the last candidate,
+    ``mix`` as it was."""
     saved = mix.clone()
     mix.copy_(torch.tensor(MIXES["prior"], device=mix.device))
     scores = {}
     for cand in candidates:
         set_prior(module, *cand)
-        scores[cand] = calibrated_score(module, parts, rule, seed, device)[0]
+        found, exact, _, _ = calibrated_scores(module, parts, rule, seed, device, true_k=True)
+        scores[cand] = 0.5 * (found + exact)
     mix.copy_(saved)
     return scores
+
+
+def choose_prior(scores: dict) -> tuple:
+    """The best kNN graph, unless the best RBF kernel scores higher by a paired t above
+    ``MIN_PAIRED_T`` (``scores``: per-instance scores of each candidate). A kNN graph depends on
+    the ranks of distances only; an RBF's sharpness is a scale, which can transfer badly to
+    unseen classes (on MNIST digits a sharpness that clustered the training classes as well as
+    a kNN graph clustered the unseen ones far worse)."""
+    def best(kind):
+        cands = [c for c in scores if c[0] == kind]
+        return max(cands, key=lambda c: float(np.mean(scores[c]))) if cands else None
+
+    knn, rbf = best("knn"), best("rbf")
+    if knn is None or (rbf is not None and paired_t(scores[rbf], scores[knn]) > MIN_PAIRED_T):
+        return rbf
+    return knn
 
 
 class KernelSelection:
@@ -230,9 +254,8 @@ class KernelSelection:
         self.module_.eval()
         scores = score_priors(self.module_, mix, parts, self._prior_candidates(),
                               self._k_rule(), seed, self.device_)
-        best = max(scores, key=scores.get)  # ties: the first
-        self._set_prior(*best)
-        self.prior_scores_ = {prior_name(c): v for c, v in scores.items()}
+        self._set_prior(*choose_prior(scores))
+        self.prior_scores_ = {prior_name(c): float(np.mean(v)) for c, v in scores.items()}
 
     def _choose_mix(self, mix, parts, prior_cal_parts=None):
         """Keep the kernel (prior alone, learned alone, or both) and the k rule that validate

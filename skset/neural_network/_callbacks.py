@@ -293,8 +293,9 @@ class WarmupCosineSchedule(Callback):
     With ``patience`` (validation checks) the schedule also owns the stopping rule: when the
     validation score has not risen above its best by ``tol`` for ``patience`` checks during the
     held phase, the decay starts at once (over the same number of steps, capped by
-    ``total_steps``); during the decay the same stall stops training, and so does the end of the
-    decay. So a plateau of the validation score ends in an annealing phase rather than in a stop
+    ``total_steps``); in the second half of the decay (the rate at most half the peak) the same
+    stall stops training, and so does the end of the decay (a stop early in the decay, at nearly
+    the peak rate, lost the annealing's gain on circles). So a plateau of the validation score ends in an annealing phase rather than in a stop
     at the peak rate (a stop before the decay lost clustering quality on circles, see
     BENCHMARKS.md, ABC). Pair it with :class:`BestCheckpoint` and no other stopping rule.
 
@@ -353,7 +354,8 @@ class WarmupCosineSchedule(Callback):
             self.decay_end = min(self.decay_start + length, self.total)
             self.plateau_step = state.step
             self._bad = 0
-        elif (decaying and self._bad >= self.patience) or state.step >= self.decay_end:
+        elif (decaying and self._bad >= self.patience
+              and self.factor(state.step) <= 0.5) or state.step >= self.decay_end:
             state.stop = True
             state.stop_message = ("Validation score stalled during the learning-rate decay. "
                                   "Stopping." if state.step < self.decay_end else
