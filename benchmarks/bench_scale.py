@@ -14,6 +14,14 @@ Reported: sets/s of each (the cluster's per worker), the ratio (target >= 0.8x p
 resident memory of the client and of each worker process (``ru_maxrss``), for each size given.
 
     OMP_WAIT_POLICY=PASSIVE python benchmarks/bench_scale.py --sets 100000 1000000 --workers 2
+
+``--fit``: the other way, the pipeline with ``SGDClassifier(loss="log_loss")`` **fitted** on the
+sets with :func:`skset.distributed.fit` (one epoch; the partitions generated on the workers and
+brought to the client one at a time), beside the same stream of partitions generated and fed to
+:func:`skset.utils.partial_fit` in this process; the sizes in increasing order, the client's peak
+memory after each cluster fit (all cluster fits run before the in-process ones).
+
+    OMP_WAIT_POLICY=PASSIVE python benchmarks/bench_scale.py --fit --sets 10000 100000 --workers 2
 """
 
 import os
@@ -109,11 +117,83 @@ def on_cluster(pipe, n_sets: int, workers: int, out_dir: str) -> tuple[float, li
     return rate, sorted(rss.values())
 
 
+def stream_pipeline():
+    from sklearn.linear_model import SGDClassifier
+    from sklearn.pipeline import Pipeline
+
+    from skset import NystromFeatures, OTKEmbedding
+
+    return Pipeline([("nys", NystromFeatures(random_state=0)), ("otk", OTKEmbedding(random_state=0)),
+                     ("clf", SGDClassifier(loss="log_loss", random_state=0))])
+
+
+def make_labelled_partition(part: int, n: int = PER_PARTITION) -> pd.DataFrame:
+    """:func:`make_partition` with each set's label as a column (constant within the set)."""
+    frame = make_partition(part, n)
+    _, y = make_sets(1000 + part, n)
+    frame["label"] = y[frame["sid"].to_numpy() - part * n]
+    return frame
+
+
+def fit_on_cluster(n_sets: int, workers: int):
+    """``(sets/s, fitted pipeline)`` of ``skset.distributed.fit`` over the generated sets."""
+    import dask.dataframe as dd
+    from distributed import Client, LocalCluster
+
+    import skset.distributed as sd
+
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                      dashboard_address=None, memory_limit="6GiB") as cluster, \
+            Client(cluster) as client:
+        client.run(lambda: __import__("torch").set_num_threads(1))
+        client.submit(make_labelled_partition, 0, 10).result()  # warm-up: imports on a worker
+        ddf = dd.from_map(make_labelled_partition, list(range(n_sets // PER_PARTITION)))
+        t = time.perf_counter()
+        pipe = sd.fit(stream_pipeline(), ddf, by="sid", y="label", classes=[0, 1],
+                      partitioned=True)
+        return n_sets / (time.perf_counter() - t), pipe
+
+
+def fit_in_process(n_sets: int) -> float:
+    """Sets/s of the same stream of partitions made here and fed to utils.partial_fit."""
+    from skset.utils import partial_fit
+
+    pipe, t = stream_pipeline(), time.perf_counter()
+    for part in range(n_sets // PER_PARTITION):
+        sets, y = make_sets(1000 + part, PER_PARTITION)
+        partial_fit(pipe, sets, y, classes=[0, 1])
+    return n_sets / (time.perf_counter() - t)
+
+
+def main_fit(args):
+    import torch
+
+    torch.set_num_threads(1)
+    test_sets, test_y = make_sets(1, 2000)
+    rows = []
+    for n in sorted(args.sets):
+        rate, pipe = fit_on_cluster(n, args.workers)
+        rows.append((n, rate, maxrss_mb(), pipe.score(test_sets, test_y)))
+        print(f"cluster fit of {n:,} sets: {rate:,.0f} sets/s, client peak RSS "
+              f"{rows[-1][2]:.0f} MB, accuracy on 2,000 held-out sets {rows[-1][3]:.3f}",
+              flush=True)
+    print("| sets | distributed.fit (sets/s) | in-process partial_fit, 1 thread (sets/s) | ratio "
+          "| client peak RSS after the cluster fit (MB) | held-out accuracy |")
+    print("|---|---|---|---|---|---|")
+    for n, rate, rss, acc in rows:
+        single = fit_in_process(n)
+        print(f"| {n:,} | {rate:,.0f} | {single:,.0f} | {rate / single:.2f} | {rss:.0f} | "
+              f"{acc:.3f} |", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sets", nargs="+", type=int, default=[100_000])
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--fit", action="store_true", help="fit with skset.distributed.fit")
     args = ap.parse_args()
+    if args.fit:
+        return main_fit(args)
     pipe = fitted_pipeline()
     print(f"pipeline fitted on 2,000 sets; client peak RSS {maxrss_mb():.0f} MB")
     print("| sets | in-process, 1 thread (sets/s) | cluster, "
