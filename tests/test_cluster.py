@@ -907,7 +907,6 @@ def test_learned_kernel_kept_only_above_the_noise(monkeypatch):
     average but not by more than their noise (paired t <= 2), and the learned one when they
     are higher on every instance."""
     import skset.cluster._abc_select as sel
-
     from skset.cluster._abc_select import paired_t
 
     assert paired_t(np.array([0.5, 0.6]), np.array([0.5, 0.6])) == 0.0
@@ -922,10 +921,9 @@ def test_learned_kernel_kept_only_above_the_noise(monkeypatch):
                        instance_size=30, n_validation_instances=4, input_similarity="knn",
                        random_state=0)  # a fixed prior: the three mixes are the only scores
     for learned, kept in ((noisy, "prior"), (clear, "learned")):
-        runs = {"prior": prior, "learned": learned, "prior+learned": prior - 0.1}
-        order = iter(["prior", "learned", "prior+learned"])
+        runs = iter([prior, learned, prior - 0.1])  # prior, learned, prior+learned in turn
         monkeypatch.setattr(sel, "calibrated_scores",
-                            lambda *a, **k: (runs[next(order)], None, 0.5))
+                            lambda *a, _runs=runs, **k: (next(_runs), None, 0.5))
         abc.fit(b.X_seen, b.y_seen)
         assert abc.kernel_mix_ == kept
         assert abc.kernel_scores_["learned"] == pytest.approx(learned.mean())

@@ -295,9 +295,10 @@ class WarmupCosineSchedule(Callback):
     held phase, the decay starts at once (over the same number of steps, capped by
     ``total_steps``); in the second half of the decay (the rate at most half the peak) the same
     stall stops training, and so does the end of the decay (a stop early in the decay, at nearly
-    the peak rate, lost the annealing's gain on circles). So a plateau of the validation score ends in an annealing phase rather than in a stop
-    at the peak rate (a stop before the decay lost clustering quality on circles, see
-    BENCHMARKS.md, ABC). Pair it with :class:`BestCheckpoint` and no other stopping rule.
+    the peak rate, lost the annealing's gain on circles). So a plateau of the validation score
+    ends in an annealing phase rather than in a stop at the peak rate (a stop before the decay
+    lost clustering quality on circles, see BENCHMARKS.md, ABC). Pair it with
+    :class:`BestCheckpoint` and no other stopping rule.
 
     ``smoothing``: the stall is judged on the mean of the last ``smoothing`` validation scores
     (fewer at the start) rather than on each score, so that one lucky check of a noisy score
