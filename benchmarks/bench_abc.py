@@ -319,7 +319,7 @@ def speed(args):
     t_ours, labels = timed(lambda: abc.predict(X), r)
     t_aff, A = timed(lambda: abc.affinity(X), r)
     # the previous code path, for reference: one batch of all instances on all intra-op threads
-    import skset.cluster._abc as skc
+    import skset.cluster._abc_predict as skc  # where predict reads the chunk size
 
     chunk = skc._CPU_CHUNK_PAIRS
     skc._CPU_CHUNK_PAIRS = abc.max_pairs
@@ -360,7 +360,7 @@ def profile(args):
     """Where predict's time goes on a CPU: eigh threading, forward chunk size, chunk budget."""
     from concurrent.futures import ThreadPoolExecutor
 
-    import skset.cluster._abc as skc
+    import skset.cluster._abc_predict as skc  # where predict reads the chunk size
     from skset._sets import pack
     from skset.nn.abc import abc_affinity
     from skset.nn.spectral import normalized_laplacian
