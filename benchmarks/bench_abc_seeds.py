@@ -101,30 +101,30 @@ def train_data(task, seed, quick=False):
     raise ValueError(task)
 
 
-def test_draw(task, draw, n):
+def _draw(task, n, seed, seen):
+    """``n`` instances of ``task`` from ``seed``: of the training classes (``seen``) or of the
+    unseen ones (circles: one source)."""
     if task == "circles":
-        return make_circles_instances(n, POINTS, n_circles=(2, 5), random_state=1000 + draw)
+        return make_circles_instances(n, POINTS, n_circles=(2, 5), random_state=seed)
     if task == "digits":
         b = load_digits_split()
-        return sample_clustering_instances(b.X_unseen, b.y_unseen, n, POINTS, (2, 4),
-                                           random_state=1000 + draw)
-    _, _, Xu, yu = _mnist_split()
-    return sample_clustering_instances(Xu, yu, n, POINTS, (2, 4), random_state=1000 + draw)
+        X, y = (b.X_seen, b.y_seen) if seen else (b.X_unseen, b.y_unseen)
+    else:
+        Xs, ys, Xu, yu = _mnist_split()
+        X, y = (Xs, ys) if seen else (Xu, yu)
+    return sample_clustering_instances(X, y, n, POINTS, (2, 4), random_state=seed)
+
+
+def test_draw(task, draw, n):
+    """Test instances (unseen classes), seeds 1000 + draw."""
+    return _draw(task, n, 1000 + draw, seen=False)
 
 
 def tune_draw(task, draw, n):
     """Instances of the training source for the baseline's gamma (never test classes)."""
-    if task == "circles":
-        return make_circles_instances(n, POINTS, n_circles=(2, 5), random_state=2000 + draw)
-    if task == "digits":
-        b = load_digits_split()
-        return sample_clustering_instances(b.X_seen, b.y_seen, n, POINTS, (2, 4),
-                                           random_state=2000 + draw)
-    Xs, ys, _, _ = _mnist_split()
-    return sample_clustering_instances(Xs, ys, n, POINTS, (2, 4), random_state=2000 + draw)
+    return _draw(task, n, 2000 + draw, seen=True)
 
 
-# --------------------------------------------------------------------------- cache
 def _load_json():
     return json.loads(JSON.read_text()) if JSON.exists() else {}
 
