@@ -229,3 +229,44 @@ def test_fuzz_sinkhorn(B, n, p, log_eps, log_scale, dtype, seed):
         return
     torch.testing.assert_close(P.sum(1).double(), torch.full((B, p), 1.0 / p, dtype=torch.float64),
                                rtol=1e-3, atol=1e-6)
+
+
+@pytest.mark.filterwarnings("ignore")
+@settings(FUZZ, max_examples=max(N_EXAMPLES // 4, 1))
+@given(data=collections(), name=st.sampled_from(["NystromFeatures", "OTKEmbedding",
+                                                 "OTKEmbedding-q2-pos", "pipeline"]))
+def test_fuzz_partial_fit(data, name):
+    """A later ``partial_fit`` chunk (directly, or through :func:`skset.utils.partial_fit` on a
+    Nystrom -> OTK pipeline) gets the same contract as ``transform``: a clear error for NaN/inf
+    (or values too large for float32), otherwise a model that still transforms to finite
+    output. The fitted model of the other tests is not touched (a copy is updated)."""
+    import copy
+
+    from sklearn.pipeline import make_pipeline
+
+    from skset.utils import partial_fit
+
+    X, d, injected, largest = data
+    if name == "pipeline":
+        est = make_pipeline(copy.deepcopy(fitted("NystromFeatures", d)),
+                            copy.deepcopy(fitted("OTKEmbedding", 4)))
+        if d != fitted("NystromFeatures", d).n_features_in_ or est[0].n_components_ != 4:
+            return  # the OTK step was fitted on 4 Nystrom features (n_components=4)
+        update = lambda: partial_fit(est, X)  # noqa: E731
+    else:
+        est = copy.deepcopy(fitted(name, d))
+        update = lambda: est.partial_fit(X)  # noqa: E731
+    try:
+        update()
+    except (ValueError, TypeError) as exc:
+        msg = str(exc)
+        too_large = "too large" in msg and largest > 1e6
+        if injected:
+            assert "NaN" in msg or "infinity" in msg or too_large, f"{name}: {msg}"
+            return
+        assert too_large, f"{name}: unexpected error for finite input (largest {largest:g}): {msg}"
+        return
+    assert not injected, f"{name}: NaN/inf in the input was not refused"
+    out = est.transform(X)
+    out = np.concatenate(list(out)) if isinstance(out, list) or out.dtype == object else out
+    assert np.isfinite(out).all(), f"{name}: non-finite output after partial_fit"
