@@ -10,6 +10,9 @@ the result written to parquet. Beside it, in the same run, the same pipeline on 
 of sets in this process on one thread with :func:`skset.utils.iter_transform` (sets generated
 chunk by chunk with the same generator).
 
+The workers start under :func:`skset.distributed.worker_allocator` (``--dask-malloc``: dask's
+own allocator setting; ``--mmap-only``: the earlier fix, ``MALLOC_MMAP_THRESHOLD_`` alone).
+
 Reported: sets/s of each (the cluster's per worker), the ratio (target >= 0.8x per worker), peak
 resident memory of the client and of each worker process (``ru_maxrss``), for each size given.
 
@@ -42,21 +45,30 @@ D = 16
 PER_PARTITION = 5_000
 
 
-def make_sets(seed: int, n: int):
-    """``n`` sets (10-100 elements, ``D`` features) and their labels, from ``seed``."""
+def _draw(seed: int, n: int):
+    """All the elements of ``n`` sets in one ``(total, D)`` float32 array, the sets' sizes
+    (10-100) and labels: element rows ~ N(0.3 * label, 1), drawn at once."""
     rng = np.random.default_rng(seed)
     sizes = rng.integers(10, 101, n)
     y = rng.integers(0, 2, n)
-    sets = [rng.normal(loc=0.3 * y[i], size=(int(s), D)).astype(np.float32)
-            for i, s in enumerate(sizes)]
-    return sets, y
+    flat = rng.standard_normal((int(sizes.sum()), D), dtype=np.float32)
+    flat += np.repeat(0.3 * y, sizes).astype(np.float32)[:, None]
+    return flat, sizes, y
+
+
+def make_sets(seed: int, n: int):
+    """``n`` sets (10-100 elements, ``D`` features) and their labels, from ``seed``."""
+    flat, sizes, y = _draw(seed, n)
+    ends = np.cumsum(sizes).tolist()
+    return [flat[a:b] for a, b in zip([0, *ends[:-1]], ends)], y
 
 
 def make_partition(part: int, n: int = PER_PARTITION) -> pd.DataFrame:
-    """One partition of the long table: the sets of seed ``1000 + part``, ids unique."""
-    sets, _ = make_sets(1000 + part, n)
-    frame = pd.DataFrame(np.concatenate(sets), columns=[f"f{j}" for j in range(D)])
-    frame.insert(0, "sid", np.repeat(part * n + np.arange(n), [len(s) for s in sets]))
+    """One partition of the long table: the sets of seed ``1000 + part`` (the same as
+    ``make_sets(1000 + part, n)``), ids unique."""
+    flat, sizes, _ = _draw(1000 + part, n)
+    frame = pd.DataFrame(flat, columns=[f"f{j}" for j in range(D)], copy=False)
+    frame.insert(0, "sid", np.repeat(part * n + np.arange(n), sizes))
     return frame
 
 
@@ -130,8 +142,8 @@ def stream_pipeline():
 def make_labelled_partition(part: int, n: int = PER_PARTITION) -> pd.DataFrame:
     """:func:`make_partition` with each set's label as a column (constant within the set)."""
     frame = make_partition(part, n)
-    _, y = make_sets(1000 + part, n)
-    frame["label"] = y[frame["sid"].to_numpy() - part * n]
+    _, sizes, y = _draw(1000 + part, n)
+    frame["label"] = np.repeat(y, sizes)
     return frame
 
 
@@ -193,16 +205,20 @@ def main():
     ap.add_argument("--fit", action="store_true", help="fit with skset.distributed.fit")
     ap.add_argument("--dask-malloc", action="store_true",
                     help="leave the workers' allocator as dask sets it (MALLOC_TRIM_THRESHOLD_ "
-                         "only); by default MALLOC_MMAP_THRESHOLD_=32 MiB is added, see "
-                         "docs/user_guide/scaling.rst")
+                         "only); by default skset.distributed.worker_allocator() is called")
+    ap.add_argument("--mmap-only", action="store_true",
+                    help="the earlier setting: only MALLOC_MMAP_THRESHOLD_=32 MiB added to dask's")
     args = ap.parse_args()
-    if not args.dask_malloc:
+    if args.mmap_only:
         import dask
 
-        # dask's nanny starts workers with MALLOC_TRIM_THRESHOLD_=65536; setting it switches off
-        # glibc's dynamic mmap threshold, so every temporary above 128 KiB is mmap'ed and
-        # unmapped again (page faults on each): the same transform ran ~1.5x slower in a worker
         dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_": 1 << 25})
+    elif not args.dask_malloc:
+        import skset.distributed as sd
+
+        # dask's nanny starts workers with MALLOC_TRIM_THRESHOLD_=65536: temporaries mapped and
+        # unmapped again, page faults on each (see skset.distributed.worker_allocator)
+        sd.worker_allocator()
     if args.fit:
         return main_fit(args)
     pipe = fitted_pipeline()

@@ -9,7 +9,8 @@ pipeline of ``bench_scale.py`` (fitted on 2,000 sets) on its generated sets, one
 * ``stream``: dask's task stream of that 1-worker run (busy time per task kind);
 * ``worker``: the in-process loop (20,000 sets) run in the main process, then as a dask task on
   a 1-worker ``LocalCluster`` (``--mmap N`` adds ``MALLOC_MMAP_THRESHOLD_=N`` to the workers'
-  environment), with the worker's CPU time over wall time;
+  environment, ``--env KEY=VALUE ...`` any other variables), with the worker's CPU time over
+  wall time;
 * ``spawn``: the in-process loop in a fresh ``spawn``-ed process (the pipeline unpickled there);
 * ``thread``: the in-process loop in a ``ThreadPoolExecutor`` thread of the main process.
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import pickle
+import resource
 import sys
 import tempfile
 import time
@@ -42,13 +44,18 @@ def _loop(pipe, n=N_LOOP):
     import torch
 
     torch.set_num_threads(1)
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
     c0, t0 = time.process_time(), time.perf_counter()
     rate = B.in_process(pipe, n)
-    return rate, (time.process_time() - c0) / (time.perf_counter() - t0)
+    wall = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    _loop.last = {"sys": (r1.ru_stime - r0.ru_stime) / wall,
+                  "minor_faults": r1.ru_minflt - r0.ru_minflt}
+    return rate, (time.process_time() - c0) / wall, _loop.last
 
 
 def _loop_unpickled(blob):
-    return _loop(pickle.loads(blob))
+    return _loop(pickle.loads(blob))[:2]
 
 
 def partition(pipe, B):
@@ -124,21 +131,26 @@ def schedulers(pipe, B, stream=False):
                 print(f"  {k}: {v:.2f} s")
 
 
-def worker(pipe, mmap):
+def worker(pipe, mmap, env=()):
     import dask
     from distributed import Client, LocalCluster
 
     if mmap:
         dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_": mmap})
+    for item in env:
+        key, value = item.split("=", 1)
+        dask.config.set({f"distributed.nanny.pre-spawn-environ.{key}": value})
     print("workers' environment:", dask.config.get("distributed.nanny.pre-spawn-environ"))
-    rate, cpu = _loop(pipe)
-    print(f"main process: {rate:.0f} sets/s (CPU/wall {cpu:.2f})")
+    rate, cpu, more = _loop(pipe)
+    print(f"main process: {rate:.0f} sets/s (CPU/wall {cpu:.2f}; system time / wall "
+          f"{more['sys']:.2f}, minor page faults {more['minor_faults']:,})")
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
                       dashboard_address=None) as cluster, Client(cluster) as client:
         fut = client.scatter(pipe)
         for _ in range(2):
-            rate, cpu = client.submit(_loop, fut, pure=False).result()
-            print(f"dask task: {rate:.0f} sets/s (worker CPU/wall {cpu:.2f})")
+            rate, cpu, more = client.submit(_loop, fut, pure=False).result()
+            print(f"dask task: {rate:.0f} sets/s (worker CPU/wall {cpu:.2f}; system time / wall "
+                  f"{more['sys']:.2f}, minor page faults {more['minor_faults']:,})")
 
 
 def main():
@@ -146,6 +158,8 @@ def main():
     ap.add_argument("mode", choices=["partition", "schedulers", "stream", "worker", "spawn",
                                      "thread"])
     ap.add_argument("--mmap", type=int, default=None, metavar="BYTES")
+    ap.add_argument("--env", nargs="+", default=(), metavar="KEY=VALUE",
+                    help="more variables of the workers' environment (worker mode)")
     args = ap.parse_args()
     import bench_scale as B
     import torch
@@ -157,7 +171,7 @@ def main():
     elif args.mode in ("schedulers", "stream"):
         schedulers(pipe, B, stream=args.mode == "stream")
     elif args.mode == "worker":
-        worker(pipe, args.mmap)
+        worker(pipe, args.mmap, args.env)
     elif args.mode == "spawn":
         import multiprocessing as mp
 

@@ -35,7 +35,12 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._frames import sets_from_frame
 
-__all__ = ["fit", "transform"]
+__all__ = ["WORKER_ALLOCATOR", "fit", "transform", "worker_allocator"]
+
+# glibc allocator settings for worker processes (see worker_allocator): one arena, temporaries
+# under 32 MiB from the heap, freed memory above 256 MiB handed back to the system
+WORKER_ALLOCATOR = {"MALLOC_ARENA_MAX": "1", "MALLOC_MMAP_THRESHOLD_": str(32 << 20),
+                    "MALLOC_TRIM_THRESHOLD_": str(256 << 20)}
 
 _METHODS = ("transform", "predict", "predict_proba", "decision_function")
 
@@ -163,6 +168,56 @@ def transform(estimator, data, *, by=None, columns=None, order_by=None, method="
         return dd.from_delayed(parts, meta=meta, verify_meta=False)
     raise TypeError(f"data must be a dask DataFrame or Bag, got {type(data).__name__}; for "
                     "sets in memory call the estimator itself (or skset.utils.iter_transform).")
+
+
+def worker_allocator(**overrides):
+    """Give the dask worker processes started from this process an allocator setting under
+    which skset runs at its in-process speed (Linux, glibc).
+
+    dask's nanny starts each worker with ``MALLOC_TRIM_THRESHOLD_=65536``, to hand freed memory
+    back to the system quickly. That switches off glibc's dynamic mmap threshold, and a worker's
+    task thread allocates from an arena of its own that is trimmed as eagerly: the temporaries of
+    every batch (a few MB each) are mapped and unmapped again, with a page fault per page each
+    time. skset's transform then spends 15-35% of a worker's time in the kernel (measured:
+    ``benchmarks/bench_scale_diagnose.py worker``; see the scaling guide). This sets dask's
+    ``distributed.nanny.pre-spawn-environ`` to :data:`WORKER_ALLOCATOR` (one arena,
+    ``MALLOC_ARENA_MAX=1``; temporaries under 32 MiB from the heap; memory handed back above
+    256 MiB of free space), updated by ``overrides`` (``NAME="value"``; ``NAME=None`` leaves
+    dask's value).
+
+    Call it before creating the cluster (``LocalCluster``, or any nanny started in this
+    process); workers started elsewhere (``dask worker`` on other machines) need the variables in
+    their environment or in their dask configuration. Costs: a worker may hold up to 256 MiB of
+    freed memory instead of returning it, and with several threads per worker the one arena is
+    shared (with one thread per worker, the layout skset's measurements use, nothing).
+    Other platforms ignore the variables.
+
+    Returns
+    -------
+    dask.config.set
+        The configuration change: it stays in force, or, used as a context manager
+        (``with worker_allocator(): ...``), ends with the block.
+
+    Examples
+    --------
+    >>> import skset.distributed as sd
+    >>> from distributed import LocalCluster
+    >>> sd.worker_allocator()  # doctest: +SKIP
+    >>> cluster = LocalCluster(n_workers=2, threads_per_worker=1)  # doctest: +SKIP
+    """
+    import dask
+
+    env = dict(WORKER_ALLOCATOR)
+    for name, value in overrides.items():
+        if not (isinstance(value, (str, int)) or value is None) or isinstance(value, bool):
+            raise TypeError(f"worker_allocator: {name} must be a string, an int or None, got "
+                            f"{type(value).__name__}.")
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = str(value)
+    return dask.config.set({f"distributed.nanny.pre-spawn-environ.{name}": value
+                            for name, value in env.items()})
 
 
 # -- fitting by partitions -------------------------------------------------------------------------

@@ -111,3 +111,30 @@ def test_bad_input(problem):
         sd.transform(pipe, rows, by="sid", method="predict")
     with pytest.raises(Exception, match="not fitted|NotFitted"):
         sd.transform(OTKEmbedding(), ddf, by="sid")
+
+
+def test_worker_allocator_sets_the_nannies_environment():
+    key = "distributed.nanny.pre-spawn-environ"
+    before = dict(dask.config.get(key))
+    with sd.worker_allocator(MALLOC_TRIM_THRESHOLD_=None, MALLOC_ARENA_MAX=2):
+        env = dask.config.get(key)
+        assert env["MALLOC_ARENA_MAX"] == "2"
+        assert env["MALLOC_MMAP_THRESHOLD_"] == sd.WORKER_ALLOCATOR["MALLOC_MMAP_THRESHOLD_"]
+        # None leaves dask's own value
+        assert env.get("MALLOC_TRIM_THRESHOLD_") == before.get("MALLOC_TRIM_THRESHOLD_")
+    assert dict(dask.config.get(key)) == before  # the context manager restores it
+    with pytest.raises(TypeError, match="MALLOC_ARENA_MAX must be"):
+        sd.worker_allocator(MALLOC_ARENA_MAX=1.5)
+
+
+def test_worker_allocator_reaches_worker_processes():
+    pytest.importorskip("distributed")
+    import os
+
+    from distributed import Client, LocalCluster
+
+    with sd.worker_allocator(), LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                              dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        env = client.run(lambda: {k: os.environ.get(k) for k in sd.WORKER_ALLOCATOR})
+    assert list(env.values()) == [sd.WORKER_ALLOCATOR]
