@@ -138,3 +138,81 @@ def test_worker_allocator_reaches_worker_processes():
             Client(cluster) as client:
         env = client.run(lambda: {k: os.environ.get(k) for k in sd.WORKER_ALLOCATOR})
     assert list(env.values()) == [sd.WORKER_ALLOCATOR]
+
+
+def _frame_part(i, rows, groups, marker=None):
+    """Partition ``i`` of a from_map frame: the rows of the sets in ``groups[i]``; with
+    ``marker`` (a path), partition 0 kills its worker process the first time it runs."""
+    import os
+
+    if marker is not None and i == 0 and not os.path.exists(marker):
+        open(marker, "w").close()
+        os._exit(1)  # the worker process dies mid-computation; dask reruns its tasks
+    return rows[rows["sid"].isin(groups[i])]
+
+
+def test_on_two_worker_processes_equals_memory(problem, tmp_path):
+    """On a LocalCluster of 2 worker processes, with partitions that cut sets: a pipeline's
+    predict_proba, OTKEmbedding's transform and a supervised estimator's predict_proba equal the
+    estimators on the sets in memory (1e-5), ids kept; a worker killed mid-computation changes
+    nothing (dask reruns its tasks)."""
+    pytest.importorskip("distributed")
+    import os
+
+    from distributed import Client, LocalCluster
+
+    from skset.neural_network import OTKClassifier
+
+    X, y, pipe, ids, rows = problem
+    emb = pipe[:2]
+    clf = OTKClassifier(n_components=8, n_supports=3, max_iter=3, random_state=0).fit(X, y)
+    cut = dd.from_pandas(rows.sample(frac=1.0, random_state=3), npartitions=4)
+    groups = np.array_split(np.array(ids), 3)
+    marker = str(tmp_path / "killed")
+    with sd.worker_allocator(), LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                              dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        assert len(client.scheduler_info()["workers"]) == 2
+        common = dict(by="sid", columns=list("abc"), order_by="t")
+        proba = sd.transform(pipe, cut, method="predict_proba", **common).compute()
+        out = sd.transform(emb, cut, **common).compute()
+        sup = sd.transform(clf, cut, method="predict_proba", **common).compute()
+        # partition 0 kills its worker the first time: the nanny restarts it, the task reruns
+        pids = set(client.run(os.getpid).values())
+        frame = dd.from_map(_frame_part, range(3), rows=rows, groups=groups, marker=marker)
+        again = sd.transform(pipe, frame, method="predict_proba", partitioned=True,
+                             **common).compute()
+        client.wait_for_workers(2, timeout=60)
+        assert set(client.run(os.getpid).values()) != pids  # a worker process was replaced
+    for got in (proba, out, sup, again):
+        assert sorted(got.index) == sorted(ids)
+    np.testing.assert_allclose(proba.loc[ids].to_numpy(), pipe.predict_proba(X), rtol=1e-5,
+                               atol=1e-5)
+    np.testing.assert_allclose(out.loc[ids].to_numpy(), emb.transform(X), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(sup.loc[ids].to_numpy(), clf.predict_proba(X), rtol=1e-5,
+                               atol=1e-5)
+    np.testing.assert_allclose(again.loc[ids].to_numpy(), proba.loc[ids].to_numpy(), rtol=1e-5,
+                               atol=1e-5)
+
+
+def test_nan_ids_empty_partitions_and_mismatched_columns(problem):
+    X, _, pipe, ids, rows = problem
+    common = dict(by="sid", order_by="t", method="predict_proba")
+    with dask.config.set(scheduler="sync"):
+        # a set id with NaN: a clear error, whether or not the frame is shuffled
+        bad = rows.astype({"sid": object})
+        bad.loc[5, "sid"] = np.nan
+        for partitioned in (False, True):
+            with pytest.raises(ValueError, match="missing values"):
+                sd.transform(pipe, dd.from_pandas(bad, npartitions=2), partitioned=partitioned,
+                             columns=list("abc"), **common).compute()
+        # an empty partition: no rows out of it, the rest as in memory
+        groups = [np.array(ids[:30]), np.array([], dtype=object), np.array(ids[30:])]
+        frame = dd.from_map(_frame_part, range(3), rows=rows, groups=groups)
+        out = sd.transform(pipe, frame, partitioned=True, columns=list("abc"), **common).compute()
+        np.testing.assert_allclose(out.loc[ids].to_numpy(), pipe.predict_proba(X), atol=1e-6)
+        # one set's rows in two partitions with different columns: partition 1 lacks "c"
+        first, second = rows.iloc[:4], rows.iloc[4:].drop(columns="c")
+        mixed = dd.from_map(lambda i: [first, second][i], range(2), enforce_metadata=False)
+        with pytest.raises(ValueError, match="set 's0' has NaN in column 'c'"):
+            sd.transform(pipe, mixed, **common).compute()
