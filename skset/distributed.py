@@ -35,7 +35,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._frames import sets_from_frame
 
-__all__ = ["WORKER_ALLOCATOR", "fit", "transform", "worker_allocator"]
+__all__ = ["fit", "transform", "worker_allocator"]
 
 # glibc allocator settings for worker processes (see worker_allocator): one arena, temporaries
 # under 32 MiB from the heap, freed memory above 256 MiB handed back to the system
@@ -187,16 +187,19 @@ def worker_allocator(**overrides):
 
     Call it before creating the cluster (``LocalCluster``, or any nanny started in this
     process); workers started elsewhere (``dask worker`` on other machines) need the variables in
-    their environment or in their dask configuration. Costs: a worker may hold up to 256 MiB of
-    freed memory instead of returning it, and with several threads per worker the one arena is
-    shared (with one thread per worker, the layout skset's measurements use, nothing).
-    Other platforms ignore the variables.
+    their environment or in their dask configuration. dask's nanny reads a variable of this
+    process's environment before its configuration (and writes its configuration into this
+    process's environment when it starts a worker, so that a second cluster inherits the first
+    one's values): the variables are therefore also set in ``os.environ``. Costs: a worker may
+    hold up to 256 MiB of freed memory instead of returning it, and with several threads per
+    worker the one arena is shared (with one thread per worker, the layout skset's measurements
+    use, nothing). Other platforms ignore the variables.
 
     Returns
     -------
-    dask.config.set
-        The configuration change: it stays in force, or, used as a context manager
-        (``with worker_allocator(): ...``), ends with the block.
+    context manager
+        The change is in force on return; used in a ``with`` block (``with worker_allocator():
+        ...``), the configuration and ``os.environ`` are restored at its end.
 
     Examples
     --------
@@ -205,6 +208,8 @@ def worker_allocator(**overrides):
     >>> sd.worker_allocator()  # doctest: +SKIP
     >>> cluster = LocalCluster(n_workers=2, threads_per_worker=1)  # doctest: +SKIP
     """
+    import os
+
     import dask
 
     env = dict(WORKER_ALLOCATOR)
@@ -216,8 +221,32 @@ def worker_allocator(**overrides):
             env.pop(name, None)
         else:
             env[name] = str(value)
-    return dask.config.set({f"distributed.nanny.pre-spawn-environ.{name}": value
-                            for name, value in env.items()})
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    config = dask.config.set({f"distributed.nanny.pre-spawn-environ.{name}": value
+                              for name, value in env.items()})
+    return _Restore(config, saved)
+
+
+class _Restore:
+    """:func:`worker_allocator`'s result: as a context manager, undoes the change at exit."""
+
+    def __init__(self, config, saved):
+        self._config, self._saved = config, saved
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        import os
+
+        self._config.__exit__(*exc)
+        for name, value in self._saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        return False
 
 
 # -- fitting by partitions -------------------------------------------------------------------------

@@ -113,24 +113,38 @@ def test_bad_input(problem):
         sd.transform(OTKEmbedding(), ddf, by="sid")
 
 
-def test_worker_allocator_sets_the_nannies_environment():
+def test_worker_allocator_sets_the_nannies_environment(monkeypatch):
+    import os
+
+    # a nanny reads this process's environment before its configuration, and a cluster started
+    # earlier in the process leaves dask's values there
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")
     key = "distributed.nanny.pre-spawn-environ"
     before = dict(dask.config.get(key))
     with sd.worker_allocator(MALLOC_TRIM_THRESHOLD_=None, MALLOC_ARENA_MAX=2):
         env = dask.config.get(key)
         assert env["MALLOC_ARENA_MAX"] == "2"
         assert env["MALLOC_MMAP_THRESHOLD_"] == sd.WORKER_ALLOCATOR["MALLOC_MMAP_THRESHOLD_"]
+        assert os.environ["MALLOC_ARENA_MAX"] == "2"
         # None leaves dask's own value
         assert env.get("MALLOC_TRIM_THRESHOLD_") == before.get("MALLOC_TRIM_THRESHOLD_")
+        assert os.environ["MALLOC_TRIM_THRESHOLD_"] == "65536"
+    with sd.worker_allocator():
+        assert os.environ["MALLOC_TRIM_THRESHOLD_"] == sd.WORKER_ALLOCATOR["MALLOC_TRIM_THRESHOLD_"]
+    assert os.environ["MALLOC_TRIM_THRESHOLD_"] == "65536"
     assert dict(dask.config.get(key)) == before  # the context manager restores it
+    assert "MALLOC_ARENA_MAX" not in os.environ or os.environ["MALLOC_ARENA_MAX"] != "2"
     with pytest.raises(TypeError, match="MALLOC_ARENA_MAX must be"):
         sd.worker_allocator(MALLOC_ARENA_MAX=1.5)
 
 
-def test_worker_allocator_reaches_worker_processes():
+def test_worker_allocator_reaches_worker_processes(monkeypatch):
     pytest.importorskip("distributed")
     import os
 
+    # what an earlier cluster of the same process leaves behind (dask's nanny writes its
+    # variables into this process's environment): worker_allocator must win over it
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")
     from distributed import Client, LocalCluster
 
     with sd.worker_allocator(), LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
