@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from bench_suite import Framing, clf, score  # noqa: E402
+from sklearn.model_selection import StratifiedKFold, cross_val_predict  # noqa: E402
 
 from skset import OTKEmbedding  # noqa: E402
 from skset._map_selection import loo_ridge_errors  # noqa: E402
@@ -38,7 +39,8 @@ from skset._map_selection import loo_ridge_errors  # noqa: E402
 EPSILONS = (0.1, 0.5)
 
 
-def targets(y, metric):
+def targets(y):
+    """One-hot targets of the leave-one-out ridge (one column for two classes)."""
     classes, codes = np.unique(y, return_inverse=True)
     onehot = np.eye(len(classes))[codes]
     return onehot[:, 1:] if len(classes) == 2 else onehot
@@ -46,17 +48,11 @@ def targets(y, metric):
 
 def cv_log_loss(Z, y, seed, folds=5):
     """Per-set log-loss of the suite's classifier under stratified k-fold cross-validation."""
-    from sklearn.model_selection import StratifiedKFold  # noqa: PLC0415
-
-    classes = np.unique(y)
     folds = min(folds, int(np.unique(y, return_counts=True)[1].min()))
-    out = np.zeros(len(y))
-    for tr, va in StratifiedKFold(folds, shuffle=True, random_state=seed).split(Z, y):
-        m = clf().fit(Z[tr], y[tr])
-        proba = np.full((len(va), len(classes)), 1e-12)
-        proba[:, np.searchsorted(classes, m.classes_)] = np.maximum(m.predict_proba(Z[va]), 1e-12)
-        out[va] = -np.log(proba[np.arange(len(va)), np.searchsorted(classes, y[va])])
-    return out
+    cv = StratifiedKFold(folds, shuffle=True, random_state=seed)
+    proba = cross_val_predict(clf(), Z, y, cv=cv, method="predict_proba")
+    codes = np.unique(y, return_inverse=True)[1]
+    return -np.log(np.maximum(proba[np.arange(len(y)), codes], 1e-12))
 
 
 def paired_t(errors, incumbent):
@@ -96,7 +92,7 @@ def main():
                 continue
             for seed in args.seeds:
                 F_tr, F_te, _, _ = fr.features(seed)
-                Y = targets(fr.y_tr, None)
+                Y = targets(fr.y_tr)
                 rec = {"dataset": name, "framing": kind, "seed": seed, "n_train": len(F_tr)}
                 base = None
                 for eps in EPSILONS:

@@ -12,11 +12,17 @@ pipeline of ``bench_scale.py`` (fitted on 2,000 sets) on its generated sets, one
   environment, ``--env KEY=VALUE ...`` any other variables), with the worker's CPU time over
   wall time;
 * ``spawn``: the in-process loop in a fresh ``spawn``-ed process (the pipeline unpickled there);
-* ``thread``: the in-process loop in a ``ThreadPoolExecutor`` thread of the main process.
+* ``thread``: the in-process loop in a ``ThreadPoolExecutor`` thread of the main process;
+* ``cpu``: ``distributed.transform`` of 20 partitions on a 2-worker ``LocalCluster`` (under
+  ``skset.distributed.worker_allocator()``), with the CPU time of each process (the client,
+  which holds the scheduler and the nannies, and each worker) over the wall time (psutil).
 
     OMP_WAIT_POLICY=PASSIVE python benchmarks/bench_scale_diagnose.py partition
     OMP_WAIT_POLICY=PASSIVE python benchmarks/bench_scale_diagnose.py worker
     OMP_WAIT_POLICY=PASSIVE python benchmarks/bench_scale_diagnose.py worker --mmap 33554432
+    OMP_WAIT_POLICY=PASSIVE python benchmarks/bench_scale_diagnose.py worker --mmap 33554432 \
+        --env MALLOC_TRIM_THRESHOLD_=268435456 MALLOC_ARENA_MAX=1
+    OMP_WAIT_POLICY=PASSIVE python benchmarks/bench_scale_diagnose.py cpu
 """
 
 from __future__ import annotations
@@ -49,9 +55,8 @@ def _loop(pipe, n=N_LOOP):
     rate = B.in_process(pipe, n)
     wall = time.perf_counter() - t0
     r1 = resource.getrusage(resource.RUSAGE_SELF)
-    _loop.last = {"sys": (r1.ru_stime - r0.ru_stime) / wall,
-                  "minor_faults": r1.ru_minflt - r0.ru_minflt}
-    return rate, (time.process_time() - c0) / wall, _loop.last
+    faults = {"sys": (r1.ru_stime - r0.ru_stime) / wall, "minor_faults": r1.ru_minflt - r0.ru_minflt}
+    return rate, (time.process_time() - c0) / wall, faults
 
 
 def _loop_unpickled(blob):
@@ -153,10 +158,41 @@ def worker(pipe, mmap, env=()):
                   f"{more['sys']:.2f}, minor page faults {more['minor_faults']:,})")
 
 
+def cpu_split(pipe, B, n_parts=20):
+    import tempfile
+
+    import dask.dataframe as dd
+    import psutil
+    from distributed import Client, LocalCluster
+
+    import skset.distributed as sd
+
+    with sd.worker_allocator(), LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                              dashboard_address=None, memory_limit="6GiB") as cluster, \
+            Client(cluster) as client:
+        client.run(lambda: __import__("torch").set_num_threads(1))
+        warm = dd.from_map(B.make_partition, [0, 1], n=50)
+        sd.transform(pipe, warm, by="sid", method="predict_proba", partitioned=True).compute()
+        me = psutil.Process()
+        procs = [me] + me.children(recursive=True)
+        workers = set(client.run(os.getpid).values())
+        lazy = sd.transform(pipe, dd.from_map(B.make_partition, list(range(n_parts))), by="sid",
+                            method="predict_proba", partitioned=True)
+        before = {p.pid: sum(p.cpu_times()[:2]) for p in procs}
+        t = time.perf_counter()
+        lazy.to_parquet(tempfile.mkdtemp())
+        wall = time.perf_counter() - t
+        for p in procs:
+            used = sum(p.cpu_times()[:2]) - before[p.pid]
+            kind = ("worker" if p.pid in workers else
+                    "client (scheduler, nannies)" if p.pid == me.pid else p.name())
+            print(f"{kind}: {used:.2f} s CPU over {wall:.2f} s wall = {used / wall:.2f} of a core")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("mode", choices=["partition", "schedulers", "stream", "worker", "spawn",
-                                     "thread"])
+                                     "thread", "cpu"])
     ap.add_argument("--mmap", type=int, default=None, metavar="BYTES")
     ap.add_argument("--env", nargs="+", default=(), metavar="KEY=VALUE",
                     help="more variables of the workers' environment (worker mode)")
@@ -170,6 +206,8 @@ def main():
         partition(pipe, B)
     elif args.mode in ("schedulers", "stream"):
         schedulers(pipe, B, stream=args.mode == "stream")
+    elif args.mode == "cpu":
+        cpu_split(pipe, B)
     elif args.mode == "worker":
         worker(pipe, args.mmap, args.env)
     elif args.mode == "spawn":

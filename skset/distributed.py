@@ -178,8 +178,8 @@ def worker_allocator(**overrides):
     back to the system quickly. That switches off glibc's dynamic mmap threshold, and a worker's
     task thread allocates from an arena of its own that is trimmed as eagerly: the temporaries of
     every batch (a few MB each) are mapped and unmapped again, with a page fault per page each
-    time. skset's transform then spends 15-35% of a worker's time in the kernel (measured:
-    ``benchmarks/bench_scale_diagnose.py worker``; see the scaling guide). This sets dask's
+    time, and skset's transform spends much of a worker's time in the kernel (the scaling guide
+    has the measurements). This sets dask's
     ``distributed.nanny.pre-spawn-environ`` to :data:`WORKER_ALLOCATOR` (one arena,
     ``MALLOC_ARENA_MAX=1``; temporaries under 32 MiB from the heap; memory handed back above
     256 MiB of free space), updated by ``overrides`` (``NAME="value"``; ``NAME=None`` leaves
@@ -212,6 +212,11 @@ def worker_allocator(**overrides):
 
     import dask
 
+    try:  # its configuration (the nanny's environment) is defined when it is imported
+        import distributed  # noqa: F401
+    except ImportError as exc:
+        raise ImportError("worker_allocator configures the workers of dask.distributed, which is "
+                          "not installed: pip install skset[dask].") from exc
     env = dict(WORKER_ALLOCATOR)
     for name, value in overrides.items():
         if not (isinstance(value, (str, int)) or value is None) or isinstance(value, bool):
@@ -219,8 +224,11 @@ def worker_allocator(**overrides):
                             f"{type(value).__name__}.")
         if value is None:
             env.pop(name, None)
-        else:
-            env[name] = str(value)
+            continue
+        env[name] = str(value)
+        if "\x00" in env[name]:
+            raise ValueError(f"worker_allocator: {name} holds a NUL character, which an "
+                             "environment variable cannot hold.")
     saved = {name: os.environ.get(name) for name in env}
     os.environ.update(env)
     config = dask.config.set({f"distributed.nanny.pre-spawn-environ.{name}": value

@@ -119,6 +119,7 @@ def test_worker_allocator_sets_the_nannies_environment(monkeypatch):
     # a nanny reads this process's environment before its configuration, and a cluster started
     # earlier in the process leaves dask's values there
     monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")
+    pytest.importorskip("distributed")  # defines the nanny's configuration
     key = "distributed.nanny.pre-spawn-environ"
     before = dict(dask.config.get(key))
     with sd.worker_allocator(MALLOC_TRIM_THRESHOLD_=None, MALLOC_ARENA_MAX=2):

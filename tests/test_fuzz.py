@@ -250,7 +250,7 @@ def test_fuzz_partial_fit(data, name):
     if name == "pipeline":
         est = make_pipeline(copy.deepcopy(fitted("NystromFeatures", d)),
                             copy.deepcopy(fitted("OTKEmbedding", 4)))
-        if d != fitted("NystromFeatures", d).n_features_in_ or est[0].n_components_ != 4:
+        if est[0].n_components_ != 4:
             return  # the OTK step was fitted on 4 Nystrom features (n_components=4)
         update = lambda: partial_fit(est, X)  # noqa: E731
     else:
@@ -270,3 +270,35 @@ def test_fuzz_partial_fit(data, name):
     out = est.transform(X)
     out = np.concatenate(list(out)) if isinstance(out, list) or out.dtype == object else out
     assert np.isfinite(out).all(), f"{name}: non-finite output after partial_fit"
+
+
+@settings(FUZZ, max_examples=max(N_EXAMPLES // 4, 1))
+@given(overrides=st.dictionaries(
+    st.sampled_from(["MALLOC_ARENA_MAX", "MALLOC_TRIM_THRESHOLD_", "SKSET_FUZZ_VARIABLE"]),
+    st.one_of(st.none(), st.text(max_size=5), st.integers(-5, 2**40), st.floats(),
+              st.booleans(), st.lists(st.integers(), max_size=2)), max_size=3))
+def test_fuzz_worker_allocator(overrides):
+    """``skset.distributed.worker_allocator``: a value that is not a string, an int or None is a
+    TypeError naming it, a NUL character a ValueError, and nothing changes; otherwise the dask
+    configuration and ``os.environ`` hold the values as strings inside the block and are
+    restored after it."""
+    dask = pytest.importorskip("dask")
+    pytest.importorskip("distributed")  # defines the nanny's configuration
+    sd = pytest.importorskip("skset.distributed")
+
+    key = "distributed.nanny.pre-spawn-environ"
+    config, environ = dict(dask.config.get(key)), dict(os.environ)
+    bad = [k for k, v in overrides.items() if isinstance(v, (bool, float, list))]
+    nul = [k for k, v in overrides.items() if isinstance(v, str) and "\x00" in v]
+    try:
+        with sd.worker_allocator(**overrides):
+            assert not bad and not nul
+            env = dask.config.get(key)
+            for name, value in overrides.items():
+                if value is not None:
+                    assert env[name] == str(value) == os.environ[name]
+    except TypeError as exc:
+        assert bad and "must be a string, an int or None" in str(exc)
+    except ValueError as exc:
+        assert nul and "NUL" in str(exc)
+    assert dict(dask.config.get(key)) == config and dict(os.environ) == environ
