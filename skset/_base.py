@@ -80,6 +80,20 @@ class SksetEstimator(BaseEstimator):
         none says which here)."""
         return self.dtype
 
+    def _check_warm_dtype(self, fitted, how: str = "partial_fit") -> None:
+        """A call that continues the fitted model (``partial_fit``, ``warm_start``) computes in
+        the fitted dtype ``fitted``: a ``dtype`` changed since the fit (``set_params``) is
+        refused here, before anything changes."""
+        self._check_params()
+        now = resolve_dtype(self._compute_dtype())
+        was = resolve_dtype(fitted)
+        if now != was:
+            name = str(was).replace("torch.", "")
+            raise ValueError(
+                f"{type(self).__name__}: dtype={self._compute_dtype()!r} differs from the dtype "
+                f"the model was fitted in ({name!r}); {how} continues the fitted model: set "
+                f"dtype={name!r} back, or call fit to start afresh in the new dtype.")
+
     # -- pickling ---------------------------------------------------------------------------------
     def __getstate__(self):
         state = {k: _to_cpu(v) for k, v in self.__dict__.items()}

@@ -295,13 +295,26 @@ def sets_from_frame(
         r, c = rows[0], cols[0]
         ids = _format_ids(id_columns, not isinstance(by, str))
         kind = "NaN" if np.isnan(X[r, c]) else "infinity"
+        # a pandas row is named by its index label (the same in a partition of a dask frame as
+        # in the whole frame); other frames by position
+        index = getattr(frame, "index", None)
+        where = (f"index {index[perm[r]]!r}" if isinstance(index, _pd_index_types())
+                 else f"row {perm[r]}")
         raise ValueError(
-            f"frame: set {ids[codes[perm[r]]]!r} has {kind} in column {feature_names[c]!r} (row "
-            f"{perm[r]} of the frame; {len(np.unique(rows))} row(s) in all have NaN or infinity); "
+            f"frame: set {ids[codes[perm[r]]]!r} has {kind} in column {feature_names[c]!r} "
+            f"({where} of the frame; {len(np.unique(rows))} row(s) in all have NaN or infinity); "
             "skset needs finite values (drop or impute them first).")
     ends = np.cumsum(counts)
     sets = [X[a:b] for a, b in zip((ends - counts).tolist(), ends.tolist())]
     return sets, _format_ids(id_columns, not isinstance(by, str))
+
+
+def _pd_index_types() -> tuple:
+    """pandas' ``Index`` class, if pandas is imported (a pandas frame has one)."""
+    import sys
+
+    pd = sys.modules.get("pandas")
+    return (pd.Index,) if pd is not None else ()
 
 
 def _check_values(values) -> list[np.ndarray]:

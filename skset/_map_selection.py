@@ -40,11 +40,13 @@ from .nn.nystrom import (
     DEFAULT_KEEP_NORM,
     DEFAULT_NORMALIZE,
     gaussian_kernel,
+    _unit,
     inv_sqrt_psd,
     nystrom_map,
 )
 
-__all__ = ["AUTO_CANDIDATES", "DEFAULT_CHOICE", "select_element_map", "median_scale"]
+__all__ = ["AUTO_CANDIDATES", "DEFAULT_CHOICE", "distinct_rows", "select_element_map",
+           "median_scale", "unit_rows"]
 
 # the fixed choice (used without labels, and first in the search so that it wins ties)
 DEFAULT_CHOICE = {"standardize": True, "normalize": DEFAULT_NORMALIZE, "keep_norm": DEFAULT_KEEP_NORM,
@@ -64,6 +66,33 @@ ALPHAS = np.logspace(-3, 3, 7)
 # a candidate replaces the incumbent (first the fixed choice) only when its leave-one-out errors
 # are lower by more than noise: a paired t statistic over the sampled sets above MIN_T
 MIN_T = 2.0
+
+
+# -- scale-relative thresholds ---------------------------------------------------------------------
+# The element map must not depend on the data's absolute scale (the same data at 1e-13 or 1e30,
+# float64, gives the same choice and the same features): every threshold on raw elements lives
+# here, relative to the data. The sphere projection divides every row of nonzero norm by its norm
+# (skset.nn.nystrom._unit, also the map's own); rows are "the same" when equal to 12 significant
+# digits of the data's largest magnitude; the standardisation's constant-feature test is relative
+# to each feature's magnitude (NystromFeatures.fit), and the pooled features' to their own.
+def unit_rows(x: np.ndarray) -> np.ndarray:
+    """The rows of ``x`` projected on the unit sphere (a zero row stays zero), scale-free."""
+    return _unit(torch.from_numpy(np.ascontiguousarray(x)))[0].numpy()
+
+
+def distinct_rows(x: np.ndarray) -> np.ndarray:
+    """Indices of the first occurrence of each distinct row of ``x`` (in the order of the sorted
+    rows, as ``np.unique``): rows equal to 12 significant digits of ``x``'s largest magnitude
+    are one."""
+    top = float(np.abs(x).max()) if x.size else 0.0
+    top = top if 0.0 < top < np.inf else 1.0
+    _, first = np.unique((x / top).round(12), axis=0, return_index=True)
+    return first
+
+
+def constant_below(spread: np.ndarray, magnitude) -> np.ndarray:
+    """Whether each spread is rounding noise of ``magnitude`` (below ``1e-12`` of it)."""
+    return ~(spread > 1e-12 * magnitude)
 
 
 def loo_ridge_errors(features: np.ndarray, targets: np.ndarray, alphas=ALPHAS) -> np.ndarray:
@@ -248,7 +277,7 @@ def select_element_map(sets, y, *, mean, scale, window: int, n_components: int, 
     # common random numbers: the anchors are the same sampled elements (distinct ones) under every
     # preprocessing, and the distance pairs are drawn alike, so that candidates differ by the
     # preprocessing, not by the draws (and no k-means is run)
-    _, distinct = np.unique(raw.round(12), axis=0, return_index=True)
+    distinct = distinct_rows(raw)
     anchor_pick = rng.choice(distinct, min(n_components, MAX_ANCHORS, len(distinct)), replace=False)
     pair_seed = rng.randint(2**31 - 1)
 
@@ -256,12 +285,8 @@ def select_element_map(sets, y, *, mean, scale, window: int, n_components: int, 
         key = (c["standardize"], c["normalize"])
         if key not in prepared:
             elems = (raw - mean_k) / scale_k if c["standardize"] else raw
-            unit = elems
-            if c["normalize"]:
-                unit = elems / np.maximum(np.linalg.norm(elems, axis=1, keepdims=True), 1e-12)
+            unit = unit_rows(elems) if c["normalize"] else elems
             anchors = unit[anchor_pick]  # the same elements under every preprocessing
-            if c["normalize"]:
-                anchors = anchors / np.maximum(np.linalg.norm(anchors, axis=1, keepdims=True), 1e-12)
             prepared[key] = (torch.as_tensor(elems, dtype=dtype, device="cpu"),
                              torch.as_tensor(anchors, device="cpu"),
                              median_scale(unit, np.random.RandomState(pair_seed)))
@@ -274,8 +299,8 @@ def select_element_map(sets, y, *, mean, scale, window: int, n_components: int, 
                               normalize=c["normalize"], keep_norm=c["keep_norm"])
             sums = torch.zeros(len(counts), psi.shape[1], dtype=torch.float64, device="cpu")
             pooled = (sums.index_add_(0, owner, psi.double()) * inv_counts).numpy()
-        sd = pooled.std(0)
-        pooled = pooled / np.where(sd > 1e-12 * max(1.0, float(sd.max(initial=0.0))), sd, 1.0)
+        sd = pooled.std(0)  # a constant feature (to rounding of the features' magnitude) stays
+        pooled = pooled / np.where(constant_below(sd, np.abs(pooled).max(initial=0.0)), 1.0, sd)
         errors = loo_ridge_errors(pooled, target)
         return errors if np.all(np.isfinite(errors)) else np.full(len(errors), np.inf)
 

@@ -337,7 +337,25 @@ def check_set_labels(y, n_sets: int, *, name: str = "y", multi_output: bool = Fa
                          "target per set.")
     if y.dtype.kind in "fc" and not np.isfinite(y).all():
         raise ValueError(f"{name} contains NaN or infinity.")
+    if y.dtype == object:
+        _check_object_labels(y, name)
     return y
+
+
+def _check_object_labels(y: np.ndarray, name: str) -> None:
+    """Labels of an object array: a ``TypeError`` when strings mix with numbers (they cannot be
+    sorted into classes), a ``ValueError`` for a missing (None, NaN) or infinite one."""
+    flat = y.ravel().tolist()
+    kinds = {"str" if isinstance(v, (str, bytes, np.str_)) else "number"
+             if isinstance(v, (int, float, np.number, bool, np.bool_)) else type(v).__name__
+             for v in flat}
+    if len(kinds) > 1:
+        raise TypeError(f"{name} mixes label types {sorted(kinds)}; every label must be of one "
+                        "kind (all strings, or all numbers).")
+    if "number" in kinds and not np.isfinite(np.asarray(flat, dtype=float)).all():
+        raise ValueError(f"{name} contains NaN or infinity.")
+    if "NoneType" in kinds:
+        raise ValueError(f"{name} contains None; give every set a label.")
 
 
 def pack(

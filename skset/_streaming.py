@@ -136,18 +136,19 @@ def reference_counts(otk, sets, masses, sw, assign, rng) -> np.ndarray:
 
 
 def update_references(otk, X, sample_weight, element_weight):
-    """A later ``OTKEmbedding.partial_fit`` call (see its docstring): returns ``otk``."""
-    otk._check_params()
+    """A later ``OTKEmbedding.partial_fit`` call (see its docstring): returns ``otk``. Every
+    fitted attribute is computed first and set at the end: a refused chunk changes nothing."""
+    otk._check_warm_dtype(otk.references_.dtype)
     sets = otk._check_X(X)
     masses = otk._check_masses(element_weight, sets)
     sw = check_sample_weight(sample_weight, len(sets), type(otk).__name__)
     scale = weight_scale(sample_weight)
     ref_t = torch.as_tensor(otk.references_, device=otk.device_)
     q = ref_t.shape[0]
-    otk.assignments_ = (np.zeros(len(sets), dtype=np.int64) if q == 1
-                        else otk._costs(sets, ref_t, masses).argmin(1))
+    assignments = (np.zeros(len(sets), dtype=np.int64) if q == 1
+                   else otk._costs(sets, ref_t, masses).argmin(1))
     kept, sw = drop_zero_weight(sw)
-    assign = otk.assignments_
+    assign = assignments
     if kept is not None:  # sets of weight 0 take no part
         sets, assign = [sets[i] for i in kept], assign[kept]
         masses = None if masses is None else [masses[i] for i in kept]
@@ -165,13 +166,16 @@ def update_references(otk, X, sample_weight, element_weight):
             elems, w = otk._kmeans_elements(m_sets, rng, kmeans_weights(m_sets, m_masses, m_sw))
             refs[r], counts[r] = minibatch_kmeans_step(
                 refs[r], counts[r], elems, scale * (np.ones(len(elems)) if w is None else w))
-    otk.references_, otk.counts_ = refs.astype(otk.references_.dtype), counts
+    refs = refs.astype(otk.references_.dtype)
     batch = scale * (len(sets) if sw is None else float(sw.sum()))
+    mean = otk.mean_ if hasattr(otk, "mean_") else None
     if otk.center:  # running mean of the embeddings, each chunk's with its call's references
-        mean = otk._mean_embedding(sets, torch.as_tensor(otk.references_, device=otk.device_),
-                                   masses, sw)
-        otk.mean_ = running_mean(otk.mean_, otk.n_samples_seen_, mean, batch).astype(
+        chunk = otk._mean_embedding(sets, torch.as_tensor(refs, device=otk.device_), masses, sw)
+        mean = running_mean(otk.mean_, otk.n_samples_seen_, chunk, batch).astype(
             otk.mean_.dtype)
+    otk.assignments_, otk.references_, otk.counts_ = assignments, refs, counts
+    if mean is not None:
+        otk.mean_ = mean
     otk.n_samples_seen_ += batch
     otk.n_steps_ += 1
     return otk

@@ -45,54 +45,131 @@ WORKER_ALLOCATOR = {"MALLOC_ARENA_MAX": "1", "MALLOC_MMAP_THRESHOLD_": str(32 <<
 _METHODS = ("transform", "predict", "predict_proba", "decision_function")
 
 
-def _output_columns(estimator, method: str) -> tuple[list[str], object]:
-    """Column names and dtype of ``method``'s output."""
-    if method == "transform":
-        names = [str(n) for n in estimator.get_feature_names_out()]
-        dt = getattr(estimator, "dtype_", None)
-        return names, np.float64 if str(dt) in ("torch.float64", "float64") else np.float32
-    if method == "predict":
-        if hasattr(estimator, "classes_"):
-            return ["prediction"], np.asarray(estimator.classes_).dtype
-        n_out = len(getattr(estimator, "y_mean_", [0]))
-        return (["prediction"] if n_out == 1 else [f"prediction_{i}" for i in range(n_out)],
-                np.float64)
+def _probe_set(local) -> np.ndarray:
+    """A set of random elements with the features the estimator was fitted on (enough of them
+    for any k-mer window of its steps): what the output schema is computed from."""
+    d = getattr(local, "n_features_in_", None)
+    if not isinstance(d, (int, np.integer)):
+        raise TypeError(f"{type(local).__name__} has no n_features_in_: the number of features "
+                        "of a set is needed to compute the output's columns.")
+    steps = [s for _, s in local.steps] if hasattr(local, "steps") else [local]
+    window = max([int(w) for w in (getattr(s, "window", 1) for s in steps)
+                  if isinstance(w, (int, np.integer))] + [1])
+    return np.random.default_rng(0).normal(size=(max(8, 2 * window), int(d)))
+
+
+def _as_2d(out, what: str) -> np.ndarray:
+    """``method``'s output as one ``(n_sets, n_columns)`` array: a 1-D output is one column, a
+    list of 2-D arrays (scikit-learn's multi-output ``predict_proba``) is put side by side."""
+    if isinstance(out, list) and out and all(np.ndim(o) == 2 for o in out):
+        return np.hstack([np.asarray(o) for o in out])
+    out = np.asarray(out)
+    if out.ndim == 1:
+        return out[:, None]
+    if out.ndim != 2:
+        raise ValueError(f"{what} returned an array of shape {out.shape}; skset.distributed "
+                         "needs one row per set (a 1-D or 2-D output).")
+    return out
+
+
+def _output_schema(estimator, method: str) -> tuple[list[str], np.dtype]:
+    """Column names and dtype of ``method``'s output, computed from the estimator's actual
+    output on one probe set (:func:`_probe_set`): a binary ``decision_function`` is one column,
+    multi-output predictions one column per output, and the dtype is the output's own."""
+    what = f"{type(estimator).__name__}.{method}"
+    out = getattr(estimator, method)([_probe_set(estimator)])
+    arr = _as_2d(out, what)
+    k = arr.shape[1]
     classes = getattr(estimator, "classes_", None)
-    if classes is None:
-        raise ValueError(f"{type(estimator).__name__} has no classes_: method={method!r} needs a "
-                         "classifier.")
-    prefix = "proba" if method == "predict_proba" else "decision"
-    return [f"{prefix}_{c}" for c in classes], np.float64 if method == "predict_proba" \
-        else np.float32
+    if method == "transform":
+        names = None
+        if hasattr(estimator, "get_feature_names_out"):
+            try:
+                names = [str(n) for n in estimator.get_feature_names_out()]
+            except (AttributeError, TypeError, ValueError):
+                names = None
+        if names is None or len(names) != k:
+            names = [f"x{i}" for i in range(k)]
+    elif method == "predict":
+        names = ["prediction"] if k == 1 else [f"prediction_{i}" for i in range(k)]
+    else:
+        prefix = "proba" if method == "predict_proba" else "decision"
+        if isinstance(out, list):  # one array per output: <prefix>_<output>_<class>
+            per = [np.asarray(c) for c in classes] if isinstance(classes, list) and len(
+                classes) == len(out) else [np.arange(np.shape(o)[1]) for o in out]
+            names = [f"{prefix}_{j}_{c}" for j, cs in enumerate(per) for c in cs]
+            if len(names) != k:
+                names = [f"{prefix}_{i}" for i in range(k)]
+        elif k == 1:  # a binary decision_function: the score of classes_[1]
+            names = [prefix]
+        elif classes is not None and np.ndim(classes) == 1 and len(classes) == k:
+            names = [f"{prefix}_{c}" for c in classes]
+        else:
+            names = [f"{prefix}_{i}" for i in range(k)]
+    return names, arr.dtype
 
 
 def _apply(estimator, sets, ids, index_name, method, names):
     from .utils import iter_transform  # chunks of 1,024 sets: faster than one big call
 
-    out = np.concatenate([np.asarray(o) for o in iter_transform(estimator, sets, method=method)])
-    if out.ndim == 1:
-        out = out[:, None]
+    what = f"{type(estimator).__name__}.{method}"
+    out = np.concatenate([_as_2d(o, what) for o in iter_transform(estimator, sets, method=method)])
+    if out.shape[1] != len(names):
+        raise ValueError(f"{what} returned {out.shape[1]} columns on a partition but "
+                         f"{len(names)} on the probe set the output's columns were computed "
+                         "from.")
     index = pd.Index(ids, name=index_name)
     return pd.DataFrame(out, index=index, columns=names)
 
 
-def _frame_partition(pdf, estimator, by, columns, order_by, method, names, meta):
+def _frame_partition(pdf, estimator, by, columns, order_by, method, names, meta, unique=None):
     if len(pdf) == 0:
         return meta
     sets, ids = sets_from_frame(pdf, by=by, columns=columns, order_by=order_by)
     return _apply(estimator, sets, ids, by, method, names).astype(meta.dtypes.to_dict())
 
 
+def _ids_of(pdf, by) -> np.ndarray:
+    """The distinct set ids of one partition."""
+    return pd.unique(pdf[by].to_numpy()) if len(pdf) else np.empty(0, dtype=object)
+
+
+def _check_unique(parts, by) -> bool:
+    """``partitioned=True``: a ``ValueError`` naming a set whose rows lie in two partitions."""
+    where = {}
+    for i, ids in enumerate(parts):
+        for sid in ids:
+            if sid in where:
+                raise ValueError(
+                    f"partitioned=True, but set {sid!r} has rows in partitions {where[sid]} and "
+                    f"{i}: it would be cut into two sets of the same id. Leave partitioned=False "
+                    f"(the frame is then shuffled on by={by!r}), or repartition it by set.")
+            where[sid] = i
+    return True
+
+
+def _bag_sets(items, part: int, what: str):
+    """``(ids, sets)`` of a Bag partition: every item an ``(id, array)`` pair, or every item an
+    array (its id is then ``part * 2**32 + position``); a ``TypeError`` names the first item
+    that breaks the rule."""
+    pairs = [isinstance(it, tuple) for it in items]
+    if any(pairs):
+        for j, it in enumerate(items):
+            if not (isinstance(it, tuple) and len(it) == 2):
+                kind = (f"a tuple of {len(it)}" + (" ((id, array, label): labels are for fit)"
+                                                   if len(it) == 3 else "")
+                        if isinstance(it, tuple) else f"a {type(it).__name__} among pairs")
+                raise TypeError(f"{what}: item {j} of partition {part} is {kind}; every item of "
+                                "a Bag must be an (id, array) pair, or every item an array.")
+        return [it[0] for it in items], [np.asarray(it[1]) for it in items]
+    return [(part << 32) | j for j in range(len(items))], list(items)
+
+
 def _bag_partition(items, estimator, part, method, names, meta):
     items = list(items)
     if not items:
         return meta
-    if all(isinstance(it, tuple) and len(it) == 2 for it in items):
-        ids = [it[0] for it in items]
-        sets = [np.asarray(it[1]) for it in items]
-    else:  # plain arrays: the id is the partition and the position in it
-        ids = [(part << 32) | j for j in range(len(items))]
-        sets = [np.asarray(it) for it in items]
+    ids, sets = _bag_sets(items, part, "transform")
     return _apply(estimator, sets, ids, meta.index.name, method, names).astype(
         meta.dtypes.to_dict())
 
@@ -113,22 +190,30 @@ def transform(estimator, data, *, by=None, columns=None, order_by=None, method="
         The set-id column of a frame (required for frames).
     columns, order_by : list of str, optional
         The feature columns and the order of rows within a set (see
-        :func:`skset.sets_from_frame`).
+        :func:`skset.sets_from_frame`). By default the columns the estimator was fitted on when
+        they are known (its first step's ``feature_names_in_``, which :func:`fit` records; a
+        ``ValueError`` names those the frame lacks), else every column but ``by`` and
+        ``order_by``.
     method : {"transform", "predict", "predict_proba", "decision_function"}
         What to compute.
     partitioned : bool, default=False
         The frame is already partitioned by set (all rows of a set in one partition): skip the
-        shuffle on ``by``. Wrong when a set straddles two partitions: it is then cut in two sets
-        of the same id.
+        shuffle on ``by``. The id column alone is read first to check it: a set with rows in
+        two partitions raises a ``ValueError`` naming it (at compute time).
 
     Returns
     -------
     dask.dataframe.DataFrame
         One row per set, indexed by set id (for Bag items without ids: ``partition * 2**32 +
-        position``), columns ``<name>0, <name>1, ...`` (``transform``: the estimator's
-        ``get_feature_names_out``), ``prediction`` (``predict``; ``prediction_<i>`` for several
-        regression outputs), ``proba_<class>`` or ``decision_<class>``. Lazy: nothing runs
-        until ``.compute()``, ``.to_parquet(...)``, ``.persist()``.
+        position``). The columns and their dtype are those of the estimator's own output,
+        computed on the client from one probe set of random elements: ``transform``, the
+        estimator's ``get_feature_names_out``; ``predict``, ``prediction`` (``prediction_<i>``
+        for several outputs: multi-output regression, multi-label classification);
+        ``predict_proba`` / ``decision_function``, ``proba_<class>`` / ``decision_<class>``
+        (``decision``, one column, for a binary classifier whose ``decision_function`` is 1-D;
+        ``proba_<output>_<class>`` for a list of arrays, one per output). A float64 model's
+        output stays float64. Lazy: nothing runs until ``.compute()``, ``.to_parquet(...)``,
+        ``.persist()``.
     """
     import dask
     import dask.bag as db
@@ -146,7 +231,6 @@ def transform(estimator, data, *, by=None, columns=None, order_by=None, method="
     if not hasattr(local, method):
         raise TypeError(f"{type(local).__name__} has no {method}().")
     check_is_fitted(local)
-    names, dtype = _output_columns(local, method)
     shared = estimator if local is not estimator else dask.delayed(estimator, pure=True)
 
     if isinstance(data, dd.DataFrame):
@@ -154,13 +238,21 @@ def transform(estimator, data, *, by=None, columns=None, order_by=None, method="
             raise ValueError("by= must name the set-id column of the frame.")
         if by not in data.columns:
             raise ValueError(f"by={by!r} is not a column of the frame.")
+        if columns is None:
+            columns = _fitted_columns(local, data.columns, by)
+        names, dtype = _output_schema(local, method)
         meta = pd.DataFrame({n: pd.Series(dtype=dtype) for n in names},
                             index=pd.Index([], name=by, dtype=data[by].dtype))
-        if not partitioned:
+        unique = None
+        if partitioned:  # every set in one partition: checked on the id column alone
+            unique = dask.delayed(_check_unique)(
+                [dask.delayed(_ids_of)(p, by) for p in data[[by]].to_delayed()], by)
+        else:
             data = data.shuffle(on=by)
         return data.map_partitions(_frame_partition, shared, by, columns, order_by, method,
-                                   names, meta, meta=meta, align_dataframes=False)
+                                   names, meta, unique, meta=meta, align_dataframes=False)
     if isinstance(data, db.Bag):
+        names, dtype = _output_schema(local, method)
         meta = pd.DataFrame({n: pd.Series(dtype=dtype) for n in names},
                             index=pd.Index([], name="set", dtype=object))
         parts = [dask.delayed(_bag_partition)(p, shared, i, method, names, meta)
@@ -168,6 +260,33 @@ def transform(estimator, data, *, by=None, columns=None, order_by=None, method="
         return dd.from_delayed(parts, meta=meta, verify_meta=False)
     raise TypeError(f"data must be a dask DataFrame or Bag, got {type(data).__name__}; for "
                     "sets in memory call the estimator itself (or skset.utils.iter_transform).")
+
+
+def _first_step(estimator):
+    """The first step of a pipeline (``passthrough`` steps left out), or the estimator."""
+    if not hasattr(estimator, "steps"):
+        return estimator
+    steps = [s for _, s in estimator.steps
+             if s is not None and not (isinstance(s, str) and s == "passthrough")]
+    return steps[0] if steps else estimator
+
+
+def _fitted_columns(local, frame_columns, by):
+    """The feature columns a frame's sets are read from when ``columns`` is not given: those the
+    estimator was fitted on (``feature_names_in_``, which :func:`fit` records), or ``None``
+    (every column but ``by`` and ``order_by``)."""
+    fitted = getattr(_first_step(local), "feature_names_in_", None)
+    if fitted is None:
+        return None
+    fitted = [str(c) for c in fitted]
+    missing = [c for c in fitted if c not in frame_columns]
+    if missing:
+        raise ValueError(f"the estimator was fitted on the feature columns {fitted}, and the frame "
+                         f"has no column(s) {missing}; pass columns=[...] to choose others.")
+    if by in fitted:
+        raise ValueError(f"by={by!r} is one of the feature columns the estimator was fitted on "
+                         f"({fitted}); pass columns=[...].")
+    return fitted
 
 
 def worker_allocator(**overrides):
@@ -296,7 +415,17 @@ def _frame_labels(pdf, by, label, ids) -> np.ndarray:
     if len(bad):
         raise ValueError(f"y={label!r} must be constant within each set; set {bad[0]!r} has "
                          f"{int(n.loc[bad[0]])} different values.")
-    return grouped.first().loc[ids].to_numpy()
+    return _no_missing(grouped.first().loc[ids].to_numpy(), ids)
+
+
+def _no_missing(values, ids) -> np.ndarray:
+    """``values`` (one label per set ``ids``) as an array; a ``ValueError`` names the first set
+    whose label is missing (NaN, None)."""
+    missing = np.flatnonzero(pd.isna(np.asarray(values, dtype=object)))
+    if len(missing):
+        raise ValueError(f"y has no value (NaN or None) for set {ids[missing[0]]!r} "
+                         f"({len(missing)} set(s) of this partition); give every set a label.")
+    return np.asarray(values)
 
 
 def _lookup(labels, ids) -> np.ndarray:
@@ -304,24 +433,40 @@ def _lookup(labels, ids) -> np.ndarray:
     missing = pd.Index(ids).difference(labels.index)
     if len(missing):
         raise ValueError(f"y has no label for {len(missing)} set(s), e.g. set {missing[0]!r}.")
-    return labels.loc[ids].to_numpy()
+    return _no_missing(labels.loc[ids].to_numpy(), ids)
 
 
-def _bag_chunk(items, labels):
+def _check_label_series(labels) -> None:
+    """A ``ValueError`` naming a set id that a Series of labels holds twice."""
+    dup = labels.index[labels.index.duplicated()]
+    if len(dup):
+        raise ValueError(f"y holds set {dup[0]!r} {int((labels.index == dup[0]).sum())} times "
+                         f"({len(dup.unique())} duplicated id(s) in all); give one label per "
+                         "set id.")
+
+
+def _bag_chunk(items, labels, part):
     """``(sets, y)`` of a Bag partition: ``(id, array)`` pairs (labels looked up in
-    ``labels``), ``(id, array, label)`` triples, or plain arrays (no labels)."""
-    if all(isinstance(it, tuple) and len(it) == 3 for it in items):
+    ``labels``), ``(id, array, label)`` triples, or plain arrays (no labels); a ``TypeError``
+    names an item that breaks the rule."""
+    if any(isinstance(it, tuple) and len(it) == 3 for it in items):
+        for j, it in enumerate(items):
+            if not (isinstance(it, tuple) and len(it) == 3):
+                raise TypeError(f"fit: item {j} of partition {part} is not an (id, array, "
+                                "label) triple, as the others are; every item of a Bag must be "
+                                "the same kind.")
         if labels is not None:
             raise ValueError("the Bag's items carry their labels ((id, array, label)): leave y "
                              "out.")
-        return [np.asarray(it[1]) for it in items], np.asarray([it[2] for it in items])
-    if all(isinstance(it, tuple) and len(it) == 2 for it in items):
-        sets = [np.asarray(it[1]) for it in items]
-        return sets, None if labels is None else _lookup(labels, [it[0] for it in items])
+        ids = [it[0] for it in items]
+        return [np.asarray(it[1]) for it in items], _no_missing([it[2] for it in items], ids)
+    ids, sets = _bag_sets(items, part, "fit")
+    if any(isinstance(it, tuple) for it in items):
+        return sets, None if labels is None else _lookup(labels, ids)
     if labels is not None:
         raise ValueError("y needs set ids: give the Bag (set_id, array) pairs, or (set_id, "
                          "array, label) triples.")
-    return [np.asarray(it) for it in items], None
+    return sets, None
 
 
 def fit(estimator, data, *, by=None, columns=None, order_by=None, y=None, classes=None,
@@ -353,10 +498,12 @@ def fit(estimator, data, *, by=None, columns=None, order_by=None, y=None, classe
     columns, order_by : list of str, optional
         The feature columns and the order of rows within a set (see
         :func:`skset.sets_from_frame`); by default every column but ``by``, ``order_by`` and a
-        label column ``y``.
+        label column ``y`` (which ``columns`` may not list). The feature columns are recorded
+        as the first step's ``feature_names_in_``: :func:`transform` reads the same ones.
     y : str, pandas.Series, dask Series or None
         The labels, one per set: for a frame, the name of a column that is constant within each
-        set (a set whose rows disagree raises a ``ValueError``), or a Series indexed by set id
+        set (a set whose rows disagree, or whose label is missing, raises a ``ValueError``
+        naming it), or a Series indexed by set id (each id once)
         (a dask Series is computed once: one value per set); for a Bag of pairs, a Series
         indexed by set id. ``None``: unsupervised (or labels in the Bag's triples).
     classes : array-like or None
@@ -373,7 +520,8 @@ def fit(estimator, data, *, by=None, columns=None, order_by=None, y=None, classe
     Returns
     -------
     estimator
-        The estimator given, fitted.
+        The estimator given, fitted. A collection without any set (every partition empty)
+        raises a ``ValueError``, as ``fit([])`` does.
 
     See Also
     --------
@@ -395,15 +543,22 @@ def fit(estimator, data, *, by=None, columns=None, order_by=None, y=None, classe
         if not isinstance(labels, pd.Series):
             raise TypeError("y must be a column name (frames), a pandas or dask Series indexed "
                             f"by set id, or None; got {type(y).__name__}.")
+        _check_label_series(labels)
+    names = None
     if isinstance(data, dd.DataFrame):
         if not isinstance(by, str):
             raise ValueError("by= must name the set-id column of the frame.")
         for name, col in (("by", by), ("y", y if isinstance(y, str) else None)):
             if col is not None and col not in data.columns:
                 raise ValueError(f"{name}={col!r} is not a column of the frame.")
-        if columns is None and isinstance(y, str):
-            skip = {by, y, *([order_by] if isinstance(order_by, str) else order_by or [])}
+        if columns is None:
+            skip = {by, *([y] if isinstance(y, str) else []),
+                    *([order_by] if isinstance(order_by, str) else order_by or [])}
             columns = [c for c in data.columns if c not in skip]
+        elif isinstance(y, str) and y in ([columns] if isinstance(columns, str) else columns):
+            raise ValueError(f"y={y!r} is the label column and is also listed in columns: a "
+                             "label cannot be a feature; leave it out of columns.")
+        names = [columns] if isinstance(columns, str) else list(columns)
         if not partitioned:  # kept on the workers (not with a local scheduler: in this process)
             data = data.shuffle(on=by)
             data = data if _client() is None else data.persist()
@@ -421,13 +576,20 @@ def fit(estimator, data, *, by=None, columns=None, order_by=None, y=None, classe
                              "by set id, or (set_id, array, label) items.")
 
         def chunks():
-            for items in _computed(data.to_delayed()):
+            for part, items in enumerate(_computed(data.to_delayed())):
                 if len(items):
-                    yield _bag_chunk(list(items), labels)
+                    yield _bag_chunk(list(items), labels, part)
     else:
         raise TypeError(f"data must be a dask DataFrame or Bag, got {type(data).__name__}; for "
                         "sets in memory call partial_fit (or skset.utils.partial_fit) per chunk.")
     for _ in range(int(epochs)):
+        n_sets = 0
         for sets, labels_of in chunks():
             partial_fit_chunk(estimator, sets, labels_of, classes=classes)
+            n_sets += len(sets)
+        if n_sets == 0:  # as fit([]) in memory
+            raise ValueError("the collection holds no set (every partition is empty); there is "
+                             "nothing to fit.")
+    if names is not None:  # what transform reads from a frame when columns is not given
+        _first_step(estimator).feature_names_in_ = np.asarray(names, dtype=object)
     return estimator

@@ -11,9 +11,18 @@ from sklearn.cluster import KMeans
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._base import SksetEstimator
-from ._map_selection import DEFAULT_CHOICE, MAX_SETS, median_scale, select_element_map
+from ._map_selection import (
+    DEFAULT_CHOICE,
+    MAX_SETS,
+    constant_below,
+    distinct_rows,
+    median_scale,
+    select_element_map,
+    unit_rows,
+)
 from ._sets import (
     check_finite_output,
+    check_set_labels,
     check_kmer_lengths,
     check_sets,
     kmer_level_shape,
@@ -267,6 +276,41 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         self.relative_bandwidth_ = float(choice["bandwidth"])
         self.selection_scores_ = scores
 
+    @staticmethod
+    def _check_y(y, coll):
+        """``y`` checked as every estimator checks it (:func:`skset._sets.check_set_labels`: one
+        label, or one row of outputs, per set, or per row of a 2-D pool; finite; not mixing
+        strings and numbers), or ``None``. Per-element labels (one 1-D array per set, of its
+        length: an instance of :class:`skset.cluster.ABCClusterer` after this step in a
+        ``Pipeline``) are accepted as they are; like multi-output ``y``, they choose nothing."""
+        if y is None:
+            return None
+        sets = coll.sets
+        if coll.form != "2d" and isinstance(y, (list, tuple)) and len(y) == len(sets) and all(
+                np.ndim(t) == 1 and len(t) == len(s) for t, s in zip(y, sets)) and any(
+                len(s) != 1 for s in sets):
+            return y
+        n = len(sets[0]) if coll.form == "2d" else len(sets)
+        return check_set_labels(y, n, multi_output=True)
+
+    def _check_warm_params(self) -> None:
+        """A later ``partial_fit`` continues the fitted model: refuse, before anything changes,
+        parameters changed since the fit that the fitted anchors cannot follow (the k-mers:
+        ``window``, ``kmer_coding``)."""
+        now = (self.window, self.kmer_coding if self.window > 1 else None)
+        fitted = getattr(self, "_fitted_kmers", None)
+        width = (self.window + (1 if self._coded else 0)) * self.n_features_in_
+        if (fitted is None and width == self.anchors_.shape[1]) or (
+                fitted is not None and tuple(fitted) == now):
+            return
+        was = ("" if fitted is None else f" (fitted with window={fitted[0]}"
+               + (f", kmer_coding={fitted[1]!r}" if fitted[1] else "") + ")")
+        raise ValueError(
+            f"{type(self).__name__}: window={self.window}, kmer_coding={self.kmer_coding!r} "
+            f"give k-mers of {width} values, but the fitted anchors have "
+            f"{self.anchors_.shape[1]}{was}; partial_fit continues the fitted model: set the "
+            "parameters back, or call fit to start afresh.")
+
     def _elements(self, X, *, fitting: bool):
         """Validate X; return the checked collection."""
         if not isinstance(X, (list, tuple, np.ndarray)) and hasattr(X, "__array__"):
@@ -347,14 +391,12 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
             if ew is not None:  # a k-mer weighs the mean of its elements' weights
                 ew = np.concatenate(kmer_weights(np.split(ew, np.cumsum(lengths)[:-1]), window))
         elems, w = sample_elements(elems, ew, self.max_samples, rng)
-        if self.normalize_:
-            elems = elems / np.maximum(np.linalg.norm(elems, axis=1, keepdims=True), 1e-12)
-        return elems, w
+        return (unit_rows(elems) if self.normalize_ else elems), w
 
     def _set_anchors(self, anchors) -> None:
         """``anchors_`` (projected on the sphere with ``normalize_``) and ``normalization_``."""
         if self.normalize_:
-            anchors = anchors / np.maximum(np.linalg.norm(anchors, axis=1, keepdims=True), 1e-12)
+            anchors = unit_rows(anchors)
         np_dtype = np.float64 if self.dtype_ == torch.float64 else np.float32
         self.anchors_ = anchors.astype(np_dtype)
         w = torch.as_tensor(self.anchors_, device="cpu")
@@ -396,11 +438,12 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         np_dtype = np.float64 if self.dtype_ == torch.float64 else np.float32
         coll, sets, window, lengths, raw, ew, scale = self._training_elements(
             X, sample_weight, element_weight, fitting=True)
+        y = self._check_y(y, coll)
         mean, std = weighted_mean_std(raw, ew, keep_dtype=True)
         # a feature is constant when its spread is rounding noise of its own magnitude (relative,
         # so that data of any scale, 1e-30 or 1e30, is standardised alike)
         top = np.abs(raw if ew is None else raw[ew > 0]).max(0)
-        std = np.where(std > 1e-12 * top, std, 1.0)
+        std = np.where(constant_below(std, top), 1.0, std)
         # the choice draws from its own stream: when it picks the fixed choice, the fit is exactly
         # the fit with those values given explicitly
         self._choose_map(coll, sets, window, y, mean, std,
@@ -412,7 +455,8 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
             self.scale_ = np.ones(raw.shape[1], dtype=np_dtype)
         elems, w = self._anchor_elements(raw, ew, window, lengths, rng)
 
-        n_distinct = len(np.unique(elems.round(12), axis=0))
+        first = distinct_rows(elems)  # relative to the elements' scale
+        n_distinct = len(first)
         k = min(self.n_components, n_distinct)
         if k < self.n_components:
             warnings.warn(f"n_components={self.n_components} is larger than the number of distinct "
@@ -422,7 +466,6 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
             km = KMeans(n_clusters=k, n_init=1, random_state=rng.randint(2**31 - 1))
             anchors = km.fit(elems, sample_weight=w).cluster_centers_
         else:
-            _, first = np.unique(elems.round(12), axis=0, return_index=True)
             anchors = elems[rng.choice(np.sort(first), k, replace=False)]
         self.n_components_ = k
 
@@ -448,6 +491,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         self._set_anchors(anchors)
         self.counts_ = scale * center_counts(self.anchors_, elems, w)
         self.n_steps_ = 1
+        self._fitted_kmers = (self.window, self.kmer_coding if self.window > 1 else None)
         return self
 
     def partial_fit(self, X, y=None, sample_weight=None, element_weight=None):
@@ -475,9 +519,11 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         """
         if not hasattr(self, "anchors_"):
             return self.fit(X, y, sample_weight=sample_weight, element_weight=element_weight)
-        self._check_params()
-        _, _, window, lengths, raw, ew, scale = self._training_elements(
+        self._check_warm_dtype(self.anchors_.dtype)
+        self._check_warm_params()
+        coll, _, window, lengths, raw, ew, scale = self._training_elements(
             X, sample_weight, element_weight, fitting=False)
+        self._check_y(y, coll)  # checked as fit checks it, though a later call does not use it
         elems, w = self._anchor_elements(raw, ew, window, lengths,
                                          step_rng(self.random_state, self.n_steps_))
         if self.anchors == "kmeans" and len(elems):

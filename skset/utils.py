@@ -148,7 +148,34 @@ def _partial_fit_steps(estimator) -> list:
     return steps
 
 
-def partial_fit(estimator, X, y=None, *, classes=None):
+def _check_chunk_labels(last, where: str, X, y, classes):
+    """The checks of ``y`` that the final step makes, made before any step is updated: one
+    label per set (:func:`skset._sets.check_set_labels`: length, NaN / infinity, mixed types)
+    and, for a classifier, only classes of ``classes`` (or of its fitted ``classes_``)."""
+    from sklearn.base import is_classifier
+
+    from ._sets import check_set_labels
+
+    try:
+        n_sets = len(X)
+    except TypeError:
+        return y  # not a sized collection: the first step names the problem
+    y = check_set_labels(y, n_sets, multi_output=True)
+    known = classes if classes is not None else getattr(last, "classes_", None)
+    if is_classifier(last) and known is not None and y.ndim == 1 and np.ndim(known) == 1:
+        known = np.asarray(known)
+        try:
+            unknown = [c for c in np.unique(y).tolist() if c not in set(known.tolist())]
+        except TypeError:
+            unknown = []  # unorderable labels: check_set_labels named mixed types already
+        if unknown:
+            raise ValueError(f"{where}: y holds classes {unknown} not in "
+                             f"{'classes=' if classes is not None else 'classes_ '}"
+                             f"{known.tolist()}.")
+    return y
+
+
+def partial_fit(estimator, X, y=None, *, classes=None, sample_weight=None):
     """Feed one chunk of sets into ``estimator.partial_fit``, or through a ``Pipeline``.
 
     For a ``Pipeline``, each step in turn: ``step.partial_fit(Xt, y)`` then ``Xt =
@@ -158,17 +185,24 @@ def partial_fit(estimator, X, y=None, *, classes=None):
     ``SGDClassifier``, ``StandardScaler``...). The first call of a step fits what its ``fit``
     fits from the data on that first chunk (see each ``partial_fit``).
 
+    A refused call changes nothing: ``y`` is checked first (one label per set, finite, and for
+    a classifier only classes of ``classes`` or of its ``classes_``), and when a later step
+    refuses the chunk anyway the earlier steps are put back as they were.
+
     Parameters
     ----------
     estimator : estimator or sklearn.pipeline.Pipeline
         Updated in place.
     X : collection of sets
         One chunk.
-    y : array-like of shape (n_sets,) or None
+    y : array-like of shape (n_sets,) or (n_sets, n_outputs), or None
         Its labels.
     classes : array-like or None
         Every class of the whole stream: required on the first call when the (final) estimator
         is a classifier, passed to its ``partial_fit`` on every call.
+    sample_weight : array-like of shape (n_sets,) or None, default=None
+        Weight of each set, passed to every step's ``partial_fit`` (a ``TypeError`` names a step
+        whose ``partial_fit`` takes none). ``None``: not passed.
 
     Returns
     -------
@@ -191,22 +225,41 @@ def partial_fit(estimator, X, y=None, *, classes=None):
     >>> pipe.predict(X).shape
     (10,)
     """
+    import copy
+    import inspect
+
     from sklearn.base import is_classifier
 
     steps = _partial_fit_steps(estimator)
     name, last = steps[-1]
+    where = f"step {name!r} ({type(last).__name__})" if name else type(last).__name__
     kw = {}
     if is_classifier(last):
         if classes is None and not hasattr(last, "classes_"):
-            where = f"step {name!r} ({type(last).__name__})" if name else type(last).__name__
             raise ValueError(f"{where} is a classifier: pass classes= (every class of the "
                              "whole stream) on the first call, since a chunk may miss some.")
         if classes is not None:
             kw["classes"] = classes
-    Xt = X
-    for _, step in steps[:-1]:
-        Xt = step.partial_fit(Xt, y).transform(Xt)
-    last.partial_fit(Xt, y, **kw)
+    if sample_weight is not None:
+        for n, step in steps:
+            if "sample_weight" not in inspect.signature(step.partial_fit).parameters:
+                at = f"step {n!r} ({type(step).__name__})" if n else type(step).__name__
+                raise TypeError(f"{at}: its partial_fit takes no sample_weight.")
+        kw["sample_weight"] = sample_weight
+    if y is not None:
+        y = _check_chunk_labels(last, where, X, y, classes)
+    weights = {} if sample_weight is None else {"sample_weight": sample_weight}
+    saved = [(step, copy.deepcopy(step.__dict__)) for _, step in steps[:-1]]
+    try:
+        Xt = X
+        for _, step in steps[:-1]:
+            Xt = step.partial_fit(Xt, y, **weights).transform(Xt)
+        last.partial_fit(Xt, y, **kw)
+    except BaseException:
+        for step, state in saved:  # the earlier steps as they were
+            step.__dict__.clear()
+            step.__dict__.update(state)
+        raise
     return estimator
 
 

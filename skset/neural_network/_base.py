@@ -353,6 +353,9 @@ class SetNetworkEstimator(BaseNeuralEstimator):
         """:meth:`fit` (or one epoch of :meth:`partial_fit` with ``incremental``), with the
         per-set side data ``side`` of a subclass that takes some."""
         warm = (incremental or bool(self.warm_start)) and hasattr(self, "module_")
+        if warm:  # the fitted network's dtype, or nothing changes
+            self._check_warm_dtype(self.dtype_, "partial_fit" if incremental else
+                                   "warm_start=True")
         if incremental and not warm and self._is_classifier and classes is None:
             raise ValueError(f"{type(self).__name__}: classes must be passed on the first call "
                              "to partial_fit (every class of the stream).")

@@ -116,8 +116,11 @@ def inv_sqrt_psd(K: torch.Tensor, eigenvalue_floor: float = 1e-4) -> torch.Tenso
 
 
 def _unit(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows projected on the unit sphere, and their norms. Scale-free: every row of nonzero norm
+    is divided by it, whatever its magnitude (no absolute floor, so the same data at 1e-13 or
+    1e13 gives the same directions); a row of norm 0 stays 0."""
     norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
-    return x / norm.clamp_min(1e-12), norm
+    return x / torch.where(norm > 0, norm, torch.ones_like(norm)), norm
 
 
 def nystrom_map(
