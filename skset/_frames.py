@@ -298,8 +298,11 @@ def sets_from_frame(
         # a pandas row is named by its index label (the same in a partition of a dask frame as
         # in the whole frame); other frames by position
         index = getattr(frame, "index", None)
-        where = (f"index {index[perm[r]]!r}" if isinstance(index, _pd_index_types())
-                 else f"row {perm[r]}")
+        if isinstance(index, _pd_index_types()):
+            label = index[perm[r]]
+            where = f"index {label.item() if isinstance(label, np.generic) else label!r}"
+        else:
+            where = f"row {perm[r]}"
         raise ValueError(
             f"frame: set {ids[codes[perm[r]]]!r} has {kind} in column {feature_names[c]!r} "
             f"({where} of the frame; {len(np.unique(rows))} row(s) in all have NaN or infinity); "

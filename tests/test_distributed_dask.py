@@ -233,3 +233,149 @@ def test_nan_ids_empty_partitions_and_mismatched_columns(problem):
         mixed = dd.from_map(lambda i: [first, second][i], range(2), enforce_metadata=False)
         with pytest.raises(ValueError, match="set 's0' has NaN in column 'c'"):
             sd.transform(pipe, mixed, **common).compute()
+
+
+# -- issue 34: the output schema is the estimator's own output; bad Bags, NaN rows, straddling sets
+def _frame(X, ids):
+    rows = pd.DataFrame(np.concatenate(X), columns=list("abc"))
+    rows["sid"] = np.repeat(ids, [len(s) for s in X])
+    return dd.from_pandas(rows.sample(frac=1.0, random_state=3), npartitions=3)
+
+
+def test_d1_binary_decision_function_is_one_column(problem):
+    """D1: a binary scikit-learn classifier's decision_function is (n,): one column, not one per
+    class (was a pandas shape error at compute)."""
+    X, _, pipe, ids, _ = problem
+    with dask.config.set(scheduler="sync"):
+        out = sd.transform(pipe, _frame(X, ids), by="sid", method="decision_function").compute()
+    assert list(out.columns) == ["decision"]
+    np.testing.assert_allclose(out.loc[ids, "decision"].to_numpy(), pipe.decision_function(X),
+                               atol=1e-6)
+
+
+@pytest.mark.parametrize("which", ["ridge", "otk_regressor"])
+def test_d2_multi_output_regression_through_a_pipeline(problem, which):
+    """D2: two regression targets through a Pipeline (which has no y_mean_): two prediction
+    columns equal to predict in memory."""
+    from sklearn.linear_model import Ridge
+
+    from skset.neural_network import OTKRegressor
+
+    X, y, _, ids, _ = problem
+    Y = np.stack([y + np.array([x.mean() for x in X]), -2.0 * y], 1)
+    final = (Ridge(),) if which == "ridge" else ()
+    pipe = make_pipeline(*((OTKEmbedding(n_supports=3, random_state=0),) + final) if final else
+                         (OTKRegressor(n_components=8, n_supports=3, max_iter=2, random_state=0,
+                                       device="cpu"),)).fit(X, Y)
+    with dask.config.set(scheduler="sync"):
+        out = sd.transform(pipe, _frame(X, ids), by="sid", method="predict").compute()
+    assert list(out.columns) == ["prediction_0", "prediction_1"]
+    np.testing.assert_allclose(out.loc[ids].to_numpy(), pipe.predict(X), rtol=1e-5, atol=1e-5)
+
+
+def test_d3_float64_output_stays_float64(problem):
+    """D3: a float64 model's transform, predict and decision_function stay float64, equal to the
+    in-memory result to 1e-10 (were cast to float32, 1e-7 off)."""
+    X, y, _, ids, _ = problem
+    pipe = make_pipeline(OTKEmbedding(n_supports=3, dtype="float64", random_state=0,
+                                      device="cpu"), LogisticRegression()).fit(X, y)
+    with dask.config.set(scheduler="sync"):
+        emb = sd.transform(pipe[:1], _frame(X, ids), by="sid").compute()
+        dec = sd.transform(pipe, _frame(X, ids), by="sid", method="decision_function").compute()
+    assert set(emb.dtypes) == {np.dtype("float64")} and set(dec.dtypes) == {np.dtype("float64")}
+    np.testing.assert_allclose(emb.loc[ids].to_numpy(), pipe[:1].transform(X), rtol=1e-10,
+                               atol=1e-10)
+    np.testing.assert_allclose(dec.loc[ids].to_numpy()[:, 0], pipe.decision_function(X),
+                               rtol=1e-10, atol=1e-10)
+
+
+def test_multi_label_pipeline_predict_and_predict_proba(problem):
+    """A 2-D predict (multi-label, MultiOutputClassifier) is one column per label; its list of
+    predict_proba arrays one column per (label, class)."""
+    from sklearn.multioutput import MultiOutputClassifier
+
+    X, y, _, ids, _ = problem
+    Y = np.stack([y, (np.arange(len(y)) // 2) % 2, 1 - y], 1)
+    pipe = make_pipeline(OTKEmbedding(n_supports=3, random_state=0, device="cpu"),
+                         MultiOutputClassifier(LogisticRegression())).fit(X, Y)
+    with dask.config.set(scheduler="sync"):
+        pred = sd.transform(pipe, _frame(X, ids), by="sid", method="predict").compute()
+        proba = sd.transform(pipe, _frame(X, ids), by="sid", method="predict_proba").compute()
+    assert list(pred.columns) == ["prediction_0", "prediction_1", "prediction_2"]
+    np.testing.assert_array_equal(pred.loc[ids].to_numpy(), pipe.predict(X))
+    assert list(proba.columns) == [f"proba_{j}_{c}" for j in range(3) for c in (0, 1)]
+    np.testing.assert_allclose(proba.loc[ids].to_numpy(), np.hstack(pipe.predict_proba(X)),
+                               atol=1e-6)
+
+
+def test_d4_bag_items_of_mixed_kinds_are_named(problem):
+    """D4: a Bag partition mixing (id, array) pairs and arrays, or holding (id, array, label)
+    triples, gives a TypeError naming the item and the rule (was numpy's inhomogeneous-shape
+    error)."""
+    X, _, pipe, ids, _ = problem
+    emb = pipe[:2]
+    mixed = [(ids[0], X[0]), X[1], (ids[2], X[2])]
+    triples = [(i, x, 0) for i, x in zip(ids[:3], X[:3])]
+    with dask.config.set(scheduler="sync"):
+        with pytest.raises(TypeError, match=r"item 1 of partition 0 .*\(id, array\) pair"):
+            sd.transform(emb, db.from_sequence(mixed, npartitions=1)).compute()
+        with pytest.raises(TypeError, match=r"item 0 of partition 0 is a tuple of 3.*labels "
+                                            r"are for fit"):
+            sd.transform(emb, db.from_sequence(triples, npartitions=1)).compute()
+
+
+def test_d12_nan_row_named_by_its_index_label(problem):
+    """D12: a NaN feature names its row by the frame's index label, the same message as in
+    memory (was the row's position inside the shuffled partition)."""
+    from skset import sets_from_frame
+
+    X, _, pipe, ids, rows = problem
+    bad = rows.copy()
+    bad.loc[37, "b"] = np.nan
+    with pytest.raises(ValueError) as memory:
+        sets_from_frame(bad, by="sid", columns=list("abc"))
+    assert "index 37 of the frame" in str(memory.value)
+    with dask.config.set(scheduler="sync"), pytest.raises(ValueError) as dist:
+        sd.transform(pipe, dd.from_pandas(bad.sample(frac=1.0, random_state=0), npartitions=3),
+                     by="sid", columns=list("abc"), method="predict").compute()
+    assert str(dist.value) == str(memory.value)
+
+
+def test_partitioned_frame_with_a_straddling_set_raises(problem):
+    """partitioned=True on a frame whose sets straddle partitions: a ValueError naming a set
+    (was duplicated ids in the result, silently)."""
+    X, _, pipe, ids, rows = problem
+    ddf = dd.from_pandas(rows.sample(frac=1.0, random_state=0), npartitions=4)
+    with dask.config.set(scheduler="sync"), pytest.raises(
+            ValueError, match=r"partitioned=True, but set 's\d+' has rows in partitions"):
+        sd.transform(pipe, ddf, by="sid", columns=list("abc"), method="predict",
+                     partitioned=True).compute()
+
+
+@pytest.mark.parametrize("labels", ["int", "str"])
+def test_d13_user_guide_recipe_fit_then_transform_on_the_same_frame(labels):
+    """D13: sd.fit(..., y="label") then sd.transform(...) on the same frame: transform reads the
+    columns fit used (recorded as feature_names_in_), not the label column; a frame without
+    them is refused by name."""
+    from sklearn.linear_model import SGDClassifier
+
+    rng = np.random.default_rng(4)
+    n = 40
+    y = np.arange(n) % 2 if labels == "int" else np.where(np.arange(n) % 2, "sick", "well")
+    X = [rng.normal(loc=1.5 * (i % 2), size=(int(rng.integers(3, 8)), 3)) for i in range(n)]
+    ids = [f"p{i}" for i in range(n)]
+    cells = pd.DataFrame(np.concatenate(X), columns=["cd4", "cd8", "cd19"])
+    cells["sample"] = np.repeat(ids, [len(s) for s in X])
+    cells["label"] = np.repeat(y, [len(s) for s in X])
+    ddf = dd.from_pandas(cells, npartitions=2)
+    pipe = make_pipeline(NystromFeatures(n_components=8, random_state=0),
+                         OTKEmbedding(n_supports=3, random_state=0),
+                         SGDClassifier(loss="log_loss", random_state=0))
+    with dask.config.set(scheduler="sync"):
+        sd.fit(pipe, ddf, by="sample", y="label", classes=np.unique(y))
+        assert list(pipe[0].feature_names_in_) == ["cd4", "cd8", "cd19"]
+        out = sd.transform(pipe, ddf, by="sample", method="predict_proba").compute()
+        np.testing.assert_allclose(out.loc[ids].to_numpy(), pipe.predict_proba(X), atol=1e-6)
+        with pytest.raises(ValueError, match=r"fitted on the feature columns .*no column\(s\) "
+                                             r"\['cd19'\]"):
+            sd.transform(pipe, ddf.drop(columns="cd19"), by="sample", method="predict")

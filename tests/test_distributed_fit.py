@@ -182,3 +182,48 @@ def test_utils_partial_fit_rules():
     assert emb[1].n_steps_ == 2 and emb.transform(X).shape == (10, 8)
     for a, b in zip(X, kept):
         np.testing.assert_array_equal(a, b)
+
+
+# -- issue 34 -------------------------------------------------------------------------------------
+def test_d5_no_set_at_all_raises(problem):
+    """D5: an empty Bag or frame raises as fit([]) does (was: the estimator returned unfitted)."""
+    _, _, _, rows = problem
+    empty = dd.from_pandas(rows.iloc[:0], npartitions=1)
+    with dask.config.set(scheduler="sync"):
+        for data, kw in [(db.from_sequence([], npartitions=1), {}),
+                         (empty, dict(by="sid", y="label", columns=list("abc")))]:
+            pipe = _pipe()
+            with pytest.raises(ValueError, match="holds no set"):
+                sd.fit(pipe, data, classes=[0, 1], **kw)
+            assert not hasattr(pipe[0], "anchors_")
+
+
+def test_d6_label_column_listed_in_columns_raises(problem):
+    """D6: the label column may not also be a feature (was silently used as one)."""
+    _, _, _, rows = problem
+    pipe = _pipe()
+    with pytest.raises(ValueError, match="y='label' is the label column and is also listed"):
+        sd.fit(pipe, dd.from_pandas(rows, npartitions=2), by="sid", y="label",
+               columns=["a", "b", "label"], classes=[0, 1])
+    assert not hasattr(pipe[0], "anchors_")
+
+
+def test_d7_duplicated_id_and_missing_label_are_named(problem):
+    """D7: a y Series holding a set id twice names the id (was "y has 16 entries but X holds 15
+    sets"); a NaN label names its set, in a Series and in a label column."""
+    X, y, ids, rows = problem
+    ddf = dd.from_pandas(rows, npartitions=2)
+    labels = pd.Series(y, index=ids)
+    dup = pd.concat([labels, labels.iloc[[5]]])
+    nan = labels.astype(float)
+    nan.iloc[7] = np.nan
+    col = rows.astype({"label": float})
+    col.loc[col["sid"] == "s9", "label"] = np.nan
+    with dask.config.set(scheduler="sync"):
+        with pytest.raises(ValueError, match="y holds set 's5' 2 times"):
+            sd.fit(_pipe(), ddf, by="sid", y=dup, columns=list("abc"), classes=[0, 1])
+        with pytest.raises(ValueError, match="y has no value .* for set 's7'"):
+            sd.fit(_pipe(), ddf, by="sid", y=nan, columns=list("abc"), classes=[0, 1])
+        with pytest.raises(ValueError, match="y has no value .* for set 's9'"):
+            sd.fit(_pipe(), dd.from_pandas(col, npartitions=2), by="sid", y="label",
+                   columns=list("abc"), classes=[0, 1])

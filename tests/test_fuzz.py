@@ -272,6 +272,114 @@ def test_fuzz_partial_fit(data, name):
     assert np.isfinite(out).all(), f"{name}: non-finite output after partial_fit"
 
 
+_PIPES = {}
+
+
+def fitted_pipeline(d: int):
+    """NystromFeatures -> OTKEmbedding -> SGDClassifier fitted by skset.utils.partial_fit on
+    tiny data with ``d`` features (once per module)."""
+    if d not in _PIPES:
+        from sklearn.linear_model import SGDClassifier
+        from sklearn.pipeline import make_pipeline
+
+        from skset.utils import partial_fit
+
+        rng = np.random.default_rng(d)
+        X = [rng.normal(size=(int(n), d)) for n in rng.integers(3, 9, 6)]
+        pipe = make_pipeline(NystromFeatures(n_components=4, random_state=0),
+                             OTKEmbedding(n_supports=3, sinkhorn_iter=100, random_state=0),
+                             SGDClassifier(loss="log_loss", random_state=0))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            partial_fit(pipe, X, np.arange(6) % 3, classes=[0, 1, 2])
+        _PIPES[d] = pipe
+    return _PIPES[d]
+
+
+def _fitted_state(est) -> dict:
+    """Every fitted attribute of ``est`` (of each step of a pipeline) as plain values."""
+    steps = [s for _, s in est.steps] if hasattr(est, "steps") else [est]
+    out = {}
+    for i, step in enumerate(steps):
+        for k, v in vars(step).items():
+            if k.endswith("_") and not k.startswith("_"):
+                if isinstance(v, torch.nn.Module):
+                    v = {n: t.detach().cpu().numpy().copy() for n, t in v.state_dict().items()}
+                out[i, k] = v.copy() if isinstance(v, np.ndarray) else repr(v)
+    return out
+
+
+def _same_state(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(
+        np.array_equal(a[k], b[k], equal_nan=True) if isinstance(a[k], np.ndarray)
+        else a[k] == b[k] for k in a)
+
+
+@pytest.mark.filterwarnings("ignore")
+@settings(FUZZ, max_examples=max(N_EXAMPLES // 40, 1))
+@given(data=collections(), target=st.sampled_from(
+    ["pipeline", "NystromFeatures", "OTKEmbedding", "DeepSetsClassifier", "OTKRegressor"]),
+    bad=st.sampled_from(["none", "y-short", "y-nan", "y-class", "y-mixed", "y-scalar",
+                         "w-short", "w-negative", "dtype", "window"]))
+def test_fuzz_partial_fit_refused_changes_nothing(data, target, bad):
+    """A later ``partial_fit`` (directly, or :func:`skset.utils.partial_fit` through a
+    pipeline) refused for any reason (bad X, y, sample_weight, a dtype or window changed by
+    set_params) raises a ValueError / TypeError and changes no fitted attribute of any step;
+    an accepted one leaves a model that transforms to finite output."""
+    import copy
+
+    from skset.utils import partial_fit
+
+    X, d, injected, largest = data
+    n = len(X)
+    est = copy.deepcopy(fitted_pipeline(d) if target == "pipeline" else fitted(target, d))
+    y = np.arange(n) % 2
+    y = y + 0.5 if "Regressor" in target else y
+    w = None
+    if bad == "y-short":
+        y = y[:-1]
+    elif bad == "y-nan":
+        y = y.astype(float)
+        y[0] = np.nan
+    elif bad == "y-class":
+        y = np.full(n, 7)
+    elif bad == "y-mixed":
+        y = np.array(["a"] + list(y[1:]), dtype=object)
+    elif bad == "y-scalar":
+        y = np.array(1.0)
+    elif bad == "w-short":
+        w = np.ones(n + 1)
+    elif bad == "w-negative":
+        w = -np.ones(n)
+    elif bad == "dtype":
+        est.set_params(**{f"{'nystromfeatures__' if target == 'pipeline' else ''}dtype":
+                          "float64"})
+    elif bad == "window" and target in ("pipeline", "NystromFeatures"):
+        est.set_params(**{f"{'nystromfeatures__' if target == 'pipeline' else ''}window": 2})
+    before = _fitted_state(est)
+    unlabelled = target in ("NystromFeatures", "OTKEmbedding")
+    try:
+        if target == "pipeline":
+            partial_fit(est, X, y, sample_weight=w)
+        elif unlabelled:
+            est.partial_fit(X, None if bad in ("none", "dtype", "window") or bad.startswith("w")
+                            else y, sample_weight=w)
+        else:
+            est.partial_fit(X, y, sample_weight=w)
+    except (ValueError, TypeError) as exc:
+        assert _same_state(before, _fitted_state(est)), f"{target}: refused ({exc}) but changed"
+        return
+    must_refuse = injected or (
+        bad in ("w-short", "w-negative", "dtype")
+        or (bad in ("y-short", "y-nan", "y-mixed", "y-scalar") and target != "OTKEmbedding")
+        or (bad == "y-class" and target in ("pipeline", "DeepSetsClassifier"))
+        or (bad == "window" and target in ("pipeline", "NystromFeatures")))
+    assert not must_refuse, f"{target}: {bad} (NaN/inf injected: {injected}) was accepted"
+    out = est.transform(X) if not hasattr(est, "predict") else est.predict(X)
+    out = np.concatenate(list(out)) if isinstance(out, list) or out.dtype == object else out
+    assert np.isfinite(out.astype(float)).all(), f"{target}: non-finite output"
+
+
 @settings(FUZZ, max_examples=max(N_EXAMPLES // 4, 1))
 @given(overrides=st.dictionaries(
     st.sampled_from(["MALLOC_ARENA_MAX", "MALLOC_TRIM_THRESHOLD_", "SKSET_FUZZ_VARIABLE"]),

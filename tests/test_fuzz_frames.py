@@ -172,3 +172,98 @@ def test_fuzz_sets_from_frame(case):
     np.testing.assert_array_equal(back,
                                   np.column_stack([np.asarray(data[f], dtype=np.float64)
                                                    for f in feats]))
+
+
+# -- skset.distributed.transform: the output is the estimator's own, whatever it returns ----------
+_DIST = {}
+FINALS = ["binary-lr", "multiclass-lr", "ridge-1", "ridge-2", "multi-label", "embedding",
+          "otk-classifier"]
+METHODS = {"binary-lr": ["predict", "predict_proba", "decision_function"],
+           "multiclass-lr": ["predict", "predict_proba", "decision_function"],
+           "ridge-1": ["predict"], "ridge-2": ["predict"],
+           "multi-label": ["predict", "predict_proba"], "embedding": ["transform"],
+           "otk-classifier": ["predict", "predict_proba", "decision_function"]}
+
+
+def _dist_problem(final, dtype):
+    """A pipeline ending in ``final``, fitted on 30 sets of 3 features in ``dtype``, and them."""
+    if (final, dtype) not in _DIST:
+        from sklearn.linear_model import LogisticRegression, Ridge
+        from sklearn.multioutput import MultiOutputClassifier
+        from sklearn.pipeline import make_pipeline
+
+        from skset import OTKEmbedding
+        from skset.neural_network import OTKClassifier
+
+        rng = np.random.default_rng(0)
+        c = np.arange(30) % 3
+        X = [rng.normal(loc=0.8 * k, size=(int(rng.integers(2, 7)), 3)) for k in c]
+        emb = OTKEmbedding(n_supports=2, random_state=0, device="cpu", dtype=dtype)
+        y = {"binary-lr": c % 2, "multiclass-lr": c, "ridge-1": c + 0.5,
+             "ridge-2": np.stack([c + 0.5, -c], 1), "multi-label": np.stack([c % 2, c // 2], 1),
+             "embedding": None, "otk-classifier": c % 2}[final]
+        steps = {"binary-lr": [emb, LogisticRegression()],
+                 "multiclass-lr": [emb, LogisticRegression()], "ridge-1": [emb, Ridge()],
+                 "ridge-2": [emb, Ridge()],
+                 "multi-label": [emb, MultiOutputClassifier(LogisticRegression())],
+                 "embedding": [emb],
+                 "otk-classifier": [OTKClassifier(n_components=4, n_supports=2, max_iter=1,
+                                                  random_state=0, device="cpu", dtype=dtype)]}
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _DIST[final, dtype] = make_pipeline(*steps[final]).fit(X, y), X
+    return _DIST[final, dtype]
+
+
+@settings(FUZZ, max_examples=max(N_EXAMPLES // 200, 1))
+@given(final=st.sampled_from(FINALS), choice=st.integers(0, 2),
+       dtype=st.sampled_from(["float32", "float64"]),
+       container=st.sampled_from(["frame", "frame-partitioned", "bag-pairs", "bag-arrays"]),
+       n_parts=st.integers(1, 4), n_sets=st.integers(1, 12), seed=st.integers(0, 2**31 - 1))
+def test_fuzz_distributed_transform_equals_memory(final, choice, dtype, container, n_parts,
+                                                  n_sets, seed):
+    """``skset.distributed.transform`` on a dask frame or Bag gives the in-memory output of
+    every method of any final step (binary / multi-class / multi-label classifiers, one or two
+    regression outputs, an embedding, a skset network): one column per output column, the
+    output's own dtype (float64 stays float64), the same values (1e-10 in float64)."""
+    import dask
+    import dask.bag as db
+    import dask.dataframe as dd
+
+    import skset.distributed as sd
+
+    pipe, _ = _dist_problem(final, dtype)
+    method = METHODS[final][choice % len(METHODS[final])]
+    rng = np.random.default_rng(seed)
+    X = [rng.normal(size=(int(rng.integers(2, 7)), 3)) for _ in range(n_sets)]
+    ids = [f"s{i}" for i in range(n_sets)]
+    ref = getattr(pipe, method)(X)
+    ref = np.hstack(ref) if isinstance(ref, list) else np.asarray(ref)
+    ref = ref[:, None] if ref.ndim == 1 else ref
+    if container.startswith("frame"):
+        rows = pd.DataFrame(np.concatenate(X), columns=list("abc"))
+        rows["sid"] = np.repeat(ids, [len(x) for x in X])
+        if container == "frame":
+            ddf = dd.from_pandas(rows.sample(frac=1.0, random_state=seed % 1000),
+                                 npartitions=n_parts)
+        else:  # whole sets per partition
+            groups = np.array_split(np.arange(n_sets), min(n_parts, n_sets))
+            ddf = dd.from_map(lambda g: rows[rows["sid"].isin([ids[i] for i in g])], groups)
+        lazy = sd.transform(pipe, ddf, by="sid", method=method,
+                            partitioned=container == "frame-partitioned")
+    else:
+        items = list(zip(ids, X)) if container == "bag-pairs" else X
+        lazy = sd.transform(pipe, db.from_sequence(items, npartitions=min(n_parts, n_sets)),
+                            method=method)
+    with dask.config.set(scheduler="sync"):
+        out = lazy.compute()
+    got = out.loc[ids] if container != "bag-arrays" else out.sort_index()
+    assert got.shape == ref.shape, (got.shape, ref.shape)
+    assert set(got.dtypes) == {ref.dtype}, (set(got.dtypes), ref.dtype)
+    if ref.dtype.kind == "f":
+        tol = 1e-10 if ref.dtype == np.float64 else 1e-5
+        np.testing.assert_allclose(got.to_numpy(), ref, rtol=tol, atol=tol)
+    else:
+        np.testing.assert_array_equal(got.to_numpy(), ref)

@@ -193,6 +193,30 @@ def test_fuzz_nystrom_standardize_rescaling(factor, d, n_sets, offset, dtype, se
     np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
 
 
+@examples(0.005)
+@given(log_factor=st.one_of(st.just(-13), st.integers(-30, 30)), d=st.integers(1, 4),
+       n_sets=st.integers(10, 24), shift=st.floats(0.0, 2.0),
+       preset=st.sampled_from(["auto", "sphere", "raw"]), seed=st.integers(0, 2**31 - 1))
+def test_fuzz_nystrom_auto_map_is_scale_free(log_factor, d, n_sets, shift, preset, seed):
+    """NystromFeatures in float64 with labels: the data times 10**k (k in -30..30) gives the
+    same element map (the "auto" choice, the anchors' number) and the same features to 1e-8:
+    every threshold on raw elements is relative to their scale."""
+    rng = np.random.default_rng(seed)
+    y = np.arange(n_sets) % 2
+    X = [rng.normal(loc=shift * c, size=(int(rng.integers(2, 8)), d)) for c in y]
+    kw = {"auto": {}, "sphere": dict(standardize=False, normalize=True, keep_norm=False),
+          "raw": dict(standardize=False, normalize="auto")}[preset]
+    make = dict(n_components=6, random_state=0, dtype="float64", device="cpu", **kw)
+    ref = NystromFeatures(**make).fit(X, y)
+    Xs = [x * 10.0**log_factor for x in X]
+    got = NystromFeatures(**make).fit(Xs, y)
+    for name in ("standardize_", "normalize_", "keep_norm_", "relative_bandwidth_",
+                 "n_components_"):
+        assert getattr(got, name) == getattr(ref, name), name
+    np.testing.assert_allclose(np.concatenate(got.transform(Xs)),
+                               np.concatenate(ref.transform(X)), rtol=1e-8, atol=1e-8)
+
+
 # ------------------------------------------------------------------------------ malformed input
 def _malformed(kind, d, rng):
     """``(X, keywords)``: a malformed collection and what its error may name."""
@@ -229,8 +253,8 @@ def _malformed(kind, d, rng):
 
 MALFORMED = ["1-D", "4-D", "empty-set", "mixed-dims", "wrong-d", "empty-list", "none",
              "string", "strings", "complex", "ragged", "nan-set"]
-BAD_LABELS = ["y-short", "y-2d-classifier", "y-nan", "w-short", "w-nan", "w-negative",
-              "w-2d", "w-all-zero", "w-string"]
+BAD_LABELS = ["y-short", "y-2d-classifier", "y-nan", "y-inf", "y-scalar", "y-mixed",
+              "w-short", "w-nan", "w-negative", "w-2d", "w-all-zero", "w-string"]
 
 
 def _assert_clear(exc, keywords, what):
@@ -254,13 +278,20 @@ def test_fuzz_malformed_input(name, kind, where, d, seed):
         if kind == "y-short":
             y, keywords = y[:-1], ["y", "sets", "samples", "inconsistent", "length"]
         elif kind == "y-2d-classifier":
-            if "Regressor" in name:
-                return  # multi-output regression is valid
+            if "Regressor" in name or name == "NystromFeatures":
+                # multi-output regression is valid; NystromFeatures takes any y a Pipeline's
+                # final step takes (multi-output, multi-label) and chooses nothing from it
+                return
             y, keywords = np.stack([y, y], 1), ["y", "1-D", "1d", "shape", "multi"]
-        elif kind == "y-nan":
+        elif kind in ("y-nan", "y-inf"):
             y = y.astype(float)
-            y[0] = np.nan
-            keywords = ["NaN", "y", "finite"]
+            y[0] = np.nan if kind == "y-nan" else -np.inf
+            keywords = ["NaN", "infinity", "finite"]
+        elif kind == "y-scalar":
+            y, keywords = np.asarray(y[0]), ["y is a scalar"]
+        elif kind == "y-mixed":  # strings mixed with numbers: cannot be sorted into classes
+            y = np.array(["a"] + list(y[1:]), dtype=object)
+            keywords = ["y mixes label types", "numeric targets"]
         elif kind == "w-short":
             w = np.ones(len(X) - 1)
         elif kind == "w-nan":

@@ -442,3 +442,65 @@ def test_level_shape_in_searches_and_old_models():
     assert old.kmer_coding == "plain"
     np.testing.assert_array_equal(np.concatenate(old.transform(X)),
                                   np.concatenate(nf.transform(X)))
+
+
+# -- issue 34: a given y is checked as every estimator checks it; thresholds relative to the scale
+def _labelled(n=40, seed=0):
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % 2
+    return [rng.normal(loc=0.6 * c, size=(int(rng.integers(4, 10)), 3)) for c in y], y
+
+
+@pytest.mark.parametrize("bad, match", [
+    ("short", "y has 39 entries but X holds 40 sets"),
+    ("nan", "y contains NaN or infinity"),
+    ("inf", "y contains NaN or infinity"),
+    ("scalar", "y is a scalar"),
+    ("3-d", r"y has shape \(40, 1, 2\)"),
+    ("2-d-short", "y has 39 entries but X holds 40 sets"),
+    ("mixed", r"y mixes label types \['number', 'str'\]"),
+])
+def test_d8_nystrom_checks_a_given_y(bad, match):
+    """D8: a y that is given is checked as every estimator checks it (was: silently taken as
+    "no labels"); mixed str/int labels are a TypeError naming y."""
+    X, y = _labelled()
+    yb = {"short": y[:-1], "nan": np.where(y == 1, np.nan, 0.0),
+          "inf": np.where(y == 1, np.inf, 0.0), "scalar": np.array(1.0),
+          "3-d": np.zeros((40, 1, 2)), "2-d-short": np.zeros((39, 2)),
+          "mixed": np.array(["a", 1] * 20, dtype=object)}[bad]
+    with pytest.raises((ValueError, TypeError), match=match) as info:
+        NystromFeatures(n_components=8, random_state=0, device="cpu").fit(X, yb)
+    assert (info.type is TypeError) == (bad == "mixed")
+
+
+def test_d8_valid_y_forms_still_fit():
+    """Multi-output targets and per-element labels (ABCClusterer's instances after this step)
+    remain valid and choose nothing; a 2-D pool takes one label per row."""
+    X, y = _labelled()
+    est = NystromFeatures(n_components=8, random_state=0, device="cpu")
+    assert est.fit(X, np.stack([y, 1 - y], 1)).selection_scores_ is None
+    assert est.fit(X, [np.zeros(len(x)) for x in X]).selection_scores_ is None
+    assert est.fit(X, list(y)).selection_scores_ is not None
+    pool = np.concatenate(X)
+    est.fit(pool, np.arange(len(pool)) % 2)
+    with pytest.raises(ValueError, match="entries but X holds"):
+        est.fit(pool, y)
+
+
+@pytest.mark.parametrize("kw", [{}, dict(standardize=False, normalize=True, keep_norm=False)],
+                         ids=["auto", "sphere"])
+@pytest.mark.parametrize("factor", [1e-13, 1e-6, 1e6, 1e30])
+def test_d9_element_map_does_not_depend_on_the_scale(kw, factor):
+    """D9: the same data times a factor (float64) gives the same choice and the same features
+    (was: at 1e-13 the choice switched and the features moved by 0.8-0.99: absolute thresholds
+    on raw elements)."""
+    X, y = _labelled()
+    make = dict(n_components=8, random_state=0, dtype="float64", device="cpu", **kw)
+    ref = NystromFeatures(**make).fit(X, y)
+    Xs = [x * factor for x in X]
+    got = NystromFeatures(**make).fit(Xs, y)
+    for name in ("standardize_", "normalize_", "keep_norm_", "relative_bandwidth_",
+                 "n_components_"):
+        assert getattr(got, name) == getattr(ref, name), name
+    np.testing.assert_allclose(np.concatenate(got.transform(Xs)),
+                               np.concatenate(ref.transform(X)), rtol=1e-10, atol=1e-10)

@@ -111,3 +111,167 @@ def test_partial_fit_ignores_early_stopping():
     X, y = _data()
     est = _make(OTKClassifier, early_stopping=True).partial_fit(X, y, classes=[0, 1, 2])
     assert est.validation_scores_ == [] and est.n_iter_ == 1
+
+
+# -- issue 34: a refused call changes nothing --------------------------------------------------------
+def _state(est):
+    """Every fitted attribute of ``est`` (and its network's parameters), copied."""
+    import copy
+
+    import torch
+
+    out = {}
+    for k, v in vars(est).items():
+        if k.endswith("_") and not k.startswith("__"):
+            if isinstance(v, torch.nn.Module):
+                out[k] = {n: t.detach().clone() for n, t in v.state_dict().items()}
+            else:
+                out[k] = copy.deepcopy(v)
+    return out
+
+
+def _assert_same(a, b):
+    import torch
+
+    assert a.keys() == b.keys()
+    for k in a:
+        if isinstance(a[k], dict) and all(isinstance(t, torch.Tensor) for t in a[k].values()):
+            for n in a[k]:
+                torch.testing.assert_close(a[k][n], b[k][n], rtol=0, atol=0)
+        elif isinstance(a[k], np.ndarray):
+            np.testing.assert_array_equal(a[k], b[k])
+        elif " at 0x" not in str(a[k]):  # (not an object compared by identity)
+            assert str(a[k]) == str(b[k]), k
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("cls", list(SMALL) + ["OTKEmbedding", "NystromFeatures"],
+                         ids=lambda c: c if isinstance(c, str) else c.__name__)
+def test_d10_partial_fit_after_set_params_dtype_refuses_and_changes_nothing(cls):
+    """D10: after set_params(dtype="float64") on a float32 model, partial_fit refuses up front
+    with a ValueError naming dtype, and the model is unchanged (was a torch RuntimeError with
+    dtype_ switched and OTKEmbedding's references_ already moved)."""
+    from skset import NystromFeatures, OTKEmbedding
+
+    X, y = _data()
+    if cls == "OTKEmbedding":
+        est, y = OTKEmbedding(n_supports=3, random_state=0, device="cpu").fit(X), None
+    elif cls == "NystromFeatures":
+        est, y = NystromFeatures(n_components=8, random_state=0, device="cpu").fit(X), None
+    else:
+        est = _make(cls, max_iter=1)
+        y = _y(cls, y)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            est.fit(X, y)
+    before = _state(est)
+    est.set_params(dtype="float64")
+    with pytest.raises(ValueError, match=r"dtype='float64' differs from the dtype the model was "
+                                         r"fitted in \('float32'\)"):
+        est.partial_fit(X, y) if y is not None else est.partial_fit(X)
+    _assert_same(before, _state(est))
+    est.set_params(dtype="float32")  # back: it continues
+    est.partial_fit(X, y) if y is not None else est.partial_fit(X)
+
+
+def test_d10_nystrom_partial_fit_after_set_params_window_names_it():
+    """D10: NystromFeatures after set_params(window=2): a ValueError naming window (was numpy's
+    broadcast error), the model unchanged."""
+    from skset import NystromFeatures
+
+    X, _ = _data()
+    est = NystromFeatures(n_components=8, random_state=0, device="cpu").fit(X)
+    before = _state(est)
+    est.set_params(window=2)
+    with pytest.raises(ValueError, match=r"window=2, kmer_coding='level_shape' give k-mers of 6 "
+                                         r"values, but the fitted anchors have 2 \(fitted with "
+                                         r"window=1\)"):
+        est.partial_fit(X)
+    _assert_same(before, _state(est))
+
+
+@pytest.mark.parametrize("bad", ["short", "nan", "unknown-class", "mixed-types"])
+def test_d11_utils_partial_fit_refused_by_the_last_step_changes_no_step(bad):
+    """D11: skset.utils.partial_fit(pipeline, X, y) with a y the final step refuses (wrong
+    length, NaN, a class outside classes, str mixed with int) leaves every step as it was (was:
+    the earlier steps updated with the chunk)."""
+    from sklearn.linear_model import SGDClassifier
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from skset import NystromFeatures, OTKEmbedding
+    from skset.utils import partial_fit
+
+    X, y = _data()
+    pipe = make_pipeline(NystromFeatures(n_components=8, random_state=0, device="cpu"),
+                         OTKEmbedding(n_supports=3, random_state=0, device="cpu"),
+                         StandardScaler(), SGDClassifier(loss="log_loss", random_state=0))
+    partial_fit(pipe, X, y, classes=[0, 1, 2])
+    before = [_state(step) for _, step in pipe.steps]
+    yb = {"short": y[:-1], "nan": np.where(np.arange(len(y)) == 3, np.nan, y),
+          "unknown-class": np.where(np.arange(len(y)) == 3, 7, y),
+          "mixed-types": np.array(["a"] + list(y[1:]), dtype=object)}[bad]
+    match = {"short": "y has 47 entries but X holds 48 sets", "nan": "y contains NaN",
+             "unknown-class": r"y holds classes \[7\] not in classes=", "mixed-types":
+             "y mixes label types"}[bad]
+    with pytest.raises((ValueError, TypeError), match=match):
+        partial_fit(pipe, X, yb, classes=[0, 1, 2])
+    for (_, step), state in zip(pipe.steps, before):
+        _assert_same(state, _state(step))
+
+
+def test_d11_a_later_refusal_restores_the_earlier_steps():
+    """D11: when the final step refuses the chunk for a reason not checked up front (here its
+    sample_weight), the earlier steps are put back as they were."""
+    from sklearn.linear_model import SGDClassifier
+    from sklearn.pipeline import make_pipeline
+
+    from skset import NystromFeatures, OTKEmbedding
+    from skset.utils import partial_fit
+
+    X, y = _data()
+    pipe = make_pipeline(NystromFeatures(n_components=8, random_state=0, device="cpu"),
+                         OTKEmbedding(n_supports=3, random_state=0, device="cpu"),
+                         SGDClassifier(loss="log_loss", random_state=0))
+    partial_fit(pipe, X, y, classes=[0, 1, 2])
+    before = [_state(step) for _, step in pipe.steps[:-1]]
+    w = np.ones(len(X))
+    w[2] = np.inf  # the skset steps take it (relative weights); SGDClassifier refuses it
+    with pytest.raises(ValueError):
+        partial_fit(pipe, X, y, sample_weight=w)
+    for (_, step), state in zip(pipe.steps[:-1], before):
+        _assert_same(state, _state(step))
+
+
+def test_d11_utils_partial_fit_takes_sample_weight():
+    """skset.utils.partial_fit passes sample_weight to every step: weight 0 leaves a set out
+    exactly (the same model as without those sets); a step without it is named."""
+    from sklearn.linear_model import SGDClassifier
+    from sklearn.pipeline import make_pipeline
+
+    from skset import NystromFeatures, OTKEmbedding
+    from skset.utils import partial_fit
+
+    X, y = _data()
+    w = (np.arange(len(X)) % 4 != 0).astype(float)
+    kept = [x for x, wi in zip(X, w) if wi > 0]
+
+    def pipe():
+        return make_pipeline(NystromFeatures(n_components=8, random_state=0, device="cpu",
+                                             dtype="float64"),
+                             OTKEmbedding(n_supports=3, random_state=0, device="cpu",
+                                          dtype="float64"))
+
+    a = partial_fit(pipe(), X, sample_weight=w)
+    b = partial_fit(pipe(), kept)
+    np.testing.assert_allclose(a[0].anchors_, b[0].anchors_, atol=1e-10)
+    np.testing.assert_allclose(a.transform(X), b.transform(X), atol=1e-8)
+
+    class NoWeights(SGDClassifier):
+        def partial_fit(self, X, y, classes=None):
+            return super().partial_fit(X, y, classes=classes)
+
+    with pytest.raises(TypeError, match=r"step 'noweights' \(NoWeights\): its partial_fit "
+                                        "takes no sample_weight"):
+        partial_fit(make_pipeline(pipe()[0], pipe()[1], NoWeights()), X, y, classes=[0, 1, 2],
+                    sample_weight=w)
