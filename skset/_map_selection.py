@@ -39,8 +39,8 @@ from .nn.nystrom import (
     DEFAULT_BANDWIDTH,
     DEFAULT_KEEP_NORM,
     DEFAULT_NORMALIZE,
-    gaussian_kernel,
     _unit,
+    gaussian_kernel,
     inv_sqrt_psd,
     nystrom_map,
 )

@@ -22,8 +22,8 @@ from ._map_selection import (
 )
 from ._sets import (
     check_finite_output,
-    check_set_labels,
     check_kmer_lengths,
+    check_set_labels,
     check_sets,
     kmer_level_shape,
     kmer_windows,
