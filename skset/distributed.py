@@ -136,15 +136,17 @@ def _ids_of(pdf, by) -> np.ndarray:
 
 def _check_unique(parts, by) -> bool:
     """``partitioned=True``: a ``ValueError`` naming a set whose rows lie in two partitions."""
-    where = {}
-    for i, ids in enumerate(parts):
-        for sid in ids:
-            if sid in where:
-                raise ValueError(
-                    f"partitioned=True, but set {sid!r} has rows in partitions {where[sid]} and "
-                    f"{i}: it would be cut into two sets of the same id. Leave partitioned=False "
-                    f"(the frame is then shuffled on by={by!r}), or repartition it by set.")
-            where[sid] = i
+    ids = pd.Series(np.concatenate([np.asarray(p, dtype=object) for p in parts]) if parts
+                    else np.empty(0, dtype=object))
+    where = np.repeat(np.arange(len(parts)), [len(p) for p in parts])
+    dup = ids.duplicated(keep=False).to_numpy()
+    if dup.any():
+        sid = ids[dup].iloc[0]
+        first, second = where[dup & (ids == sid).to_numpy()][:2]
+        raise ValueError(
+            f"partitioned=True, but set {sid!r} has rows in partitions {first} and {second}: "
+            f"it would be cut into two sets of the same id. Leave partitioned=False (the frame "
+            f"is then shuffled on by={by!r}), or repartition it by set.")
     return True
 
 

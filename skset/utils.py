@@ -185,9 +185,11 @@ def partial_fit(estimator, X, y=None, *, classes=None, sample_weight=None):
     ``SGDClassifier``, ``StandardScaler``...). The first call of a step fits what its ``fit``
     fits from the data on that first chunk (see each ``partial_fit``).
 
-    A refused call changes nothing: ``y`` is checked first (one label per set, finite, and for
-    a classifier only classes of ``classes`` or of its ``classes_``), and when a later step
-    refuses the chunk anyway the earlier steps are put back as they were.
+    A refused call changes nothing: ``y`` is checked first when the final step is a classifier
+    or a regressor (one label, or one row of outputs, per set; finite; one kind of label; for a
+    classifier only classes of ``classes`` or of its ``classes_``), and when a step refuses the
+    chunk anyway the steps before it are put back as they were (a copy of their state is kept
+    for the call).
 
     Parameters
     ----------
@@ -228,7 +230,7 @@ def partial_fit(estimator, X, y=None, *, classes=None, sample_weight=None):
     import copy
     import inspect
 
-    from sklearn.base import is_classifier
+    from sklearn.base import is_classifier, is_regressor
 
     steps = _partial_fit_steps(estimator)
     name, last = steps[-1]
@@ -246,7 +248,7 @@ def partial_fit(estimator, X, y=None, *, classes=None, sample_weight=None):
                 at = f"step {n!r} ({type(step).__name__})" if n else type(step).__name__
                 raise TypeError(f"{at}: its partial_fit takes no sample_weight.")
         kw["sample_weight"] = sample_weight
-    if y is not None:
+    if y is not None and (is_classifier(last) or is_regressor(last)):  # (others ignore y)
         y = _check_chunk_labels(last, where, X, y, classes)
     weights = {} if sample_weight is None else {"sample_weight": sample_weight}
     saved = [(step, copy.deepcopy(step.__dict__)) for _, step in steps[:-1]]
