@@ -367,8 +367,11 @@ def test_fuzz_sinkhorn_inputs(inputs):
     assert isinstance(P, torch.Tensor) and P.shape == clean.shape
     if kw["method"] == "exp" and not torch.isfinite(P).all():
         # documented (skset.ot): the bare exp-domain solver underflows for small epsilon / wide
-        # similarities (in float16 and float32 first); "auto" falls back to the log domain there
-        P = sinkhorn(sim, mask_arg, **dict(kw, method="auto"))
+        # similarities (in float16 and float32 first); "auto" falls back to the log domain
+        # there, and the clean float64 reference is computed the same way (with "exp" it
+        # underflows too when epsilon is small: K of magnitude 22 at epsilon 0.05)
+        kw = dict(kw, method="auto")
+        P = sinkhorn(sim, mask_arg, **kw)
     assert torch.isfinite(P).all() and (P >= 0).all()
     assert (P[~mask] == 0).all(), "mass on padded elements"
     ref = sinkhorn(clean, mask, **kw)
