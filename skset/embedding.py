@@ -529,7 +529,10 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         moved to the running average, over all the sets seen, of their barycentric targets
         ``p (P^T x)_j``). With ``center``, ``mean_`` becomes the running mean of the raw
         embeddings of all the sets seen, each chunk's taken with the references of its call. A
-        call after :meth:`fit` continues that model; :meth:`fit` starts afresh.
+        call after :meth:`fit` continues that model; :meth:`fit` starts afresh. It computes in
+        the fitted ``dtype``: changed by ``set_params``, it raises a ``ValueError`` naming it
+        before anything changes; every fitted attribute is updated only once the whole chunk
+        has been processed.
 
         Parameters
         ----------

@@ -411,9 +411,14 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         Parameters
         ----------
         X : collection of sets, or ndarray of shape (n_elements, n_features)
-        y : array-like of shape (n_sets,) or None, default=None
+        y : array-like of shape (n_sets,) or (n_sets, n_outputs), or None, default=None
             Labels (classes or continuous targets), used only to choose the ``"auto"``
-            parameters; ``None`` takes the fixed choice.
+            parameters; ``None`` (or multi-output ``y``) takes the fixed choice. A given ``y``
+            is checked as every estimator checks it (one label or row per set, or per row of a
+            2-D pool; finite; strings not mixed with numbers: a ``ValueError`` / ``TypeError``
+            naming ``y``); per-element labels (one 1-D array per set, of its length, as
+            :class:`~skset.ABCClusterer` takes after this step in a ``Pipeline``) are accepted
+            and choose nothing.
         sample_weight : array-like of shape (n_sets,) or None, default=None
             Weight of each set (of each row for a 2-D pool of elements), given to its elements in
             the standardisation, the k-means of the anchors and the median distance that scales
@@ -515,7 +520,12 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
             A chunk; the same number of features as the first.
         y : array-like of shape (n_sets,) or None, default=None
             Labels of the first chunk, used to choose the ``"auto"`` parameters (see
-            :meth:`fit`); ignored by later calls.
+            :meth:`fit`); checked as :meth:`fit` checks them, and otherwise unused, by later
+            calls.
+
+        A later call continues the fitted model in its ``dtype``, ``window`` and
+        ``kmer_coding``: when ``set_params`` changed one of them, it raises a ``ValueError``
+        naming it before anything changes (:meth:`fit` starts afresh with the new values).
         """
         if not hasattr(self, "anchors_"):
             return self.fit(X, y, sample_weight=sample_weight, element_weight=element_weight)
