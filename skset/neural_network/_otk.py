@@ -372,8 +372,9 @@ _DOC_PARAMS = """
         Stopping rule of scikit-learn's MLP (on the training loss, or on the validation score with
         ``early_stopping``).
     early_stopping : bool, default=False
-        Hold out ``validation_fraction`` of the training sets (stratified for classifiers), stop
-        when the validation score stalls and restore the best epoch. The held-out sets take no
+        Hold out ``validation_fraction`` of the training sets (stratified for classifiers;
+        with classes of a single set, every class keeps a training set), stop when the
+        validation score stalls and restore the best epoch. The held-out sets take no
         part in training, including the unsupervised initialisation of the anchors, references
         and head.
     validation_fraction : float, default=0.1
@@ -518,6 +519,15 @@ OTKClassifier.__doc__ = compose_doc(
     the centred, normalised embedding. The model starts from the unsupervised pipeline
     ``NystromFeatures -> OTKEmbedding -> logistic regression`` fitted on the same data, then the
     anchors and references learn from the labels through the differentiable Sinkhorn plans.
+
+    Many classes with few sets each (the paper's SCOP task: 1,195 folds) fit as they are:
+    ``classes_`` comes from all of ``y`` and ``predict_proba`` has a column per class (top-k
+    scores with ``sklearn.metrics.top_k_accuracy_score(..., labels=clf.classes_)``). The head's
+    refits cost two products of the embedding with the ``(n_classes, n_features)`` head per
+    L-BFGS iteration: at most 10 iterations between epochs, from the previous head, up to 100
+    at initialisation and at the end. With ``early_stopping`` and classes of a single set, the
+    validation split keeps every class in training (a singleton is never held out; see the
+    user guide); a class without training sets keeps a column of near-zero probability.
 """,
     _DOC_PARAMS,
     """
