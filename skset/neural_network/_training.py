@@ -162,9 +162,18 @@ def split_validation(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Indices ``(train, validation)`` holding out ``validation_fraction`` of the samples.
 
-    With ``stratify=True`` and labels ``y`` the split keeps the class proportions (as scikit-learn's
-    MLPClassifier does); when a class is too rare for that it falls back to a plain random split.
-    Raises a ValueError when either side would be empty.
+    With ``stratify=True`` and labels ``y`` the split keeps the class proportions: when every
+    class has at least two samples and each part can hold one of every class, it is
+    scikit-learn's stratified ``train_test_split`` (as in scikit-learn's MLPClassifier).
+    Otherwise (many classes with few samples each: a class with a single sample, more classes
+    than the validation part holds) the validation samples come from the classes that have at
+    least two, about ``validation_fraction`` of each (largest remainders, ties broken at
+    random), and never a class's last sample: every class keeps at least one training sample,
+    a class with a single sample stays whole in the training part, and the validation part is
+    smaller than asked when the classes cannot give that many without losing their last
+    training sample. Only when every class has a single sample is it a plain random split
+    (classes then held out entirely). Without ``stratify`` it is a plain random split. Raises a
+    ValueError when either side would be empty.
     """
     from sklearn.model_selection import train_test_split
 
@@ -174,13 +183,36 @@ def split_validation(
         raise ValueError(f"validation_fraction={validation_fraction} leaves an empty training or "
                          f"validation part with {n_samples} sets; use more sets, a different "
                          "validation_fraction, or early_stopping=False.")
-    strat = None
     if stratify and y is not None:
-        _, counts = np.unique(np.asarray(y), return_counts=True)
+        _, inv, counts = np.unique(np.asarray(y), return_inverse=True, return_counts=True)
         if counts.min() >= 2 and n_val >= len(counts) and n_samples - n_val >= len(counts):
-            strat = y
-    tr, va = train_test_split(idx, test_size=n_val, random_state=seed, stratify=strat)
+            tr, va = train_test_split(idx, test_size=n_val, random_state=seed, stratify=y)
+            return np.sort(tr), np.sort(va)
+        room = counts - 1  # a class gives at most all but one of its samples
+        if room.sum() > 0:
+            return _split_keeping_every_class(inv.ravel(), counts, room,
+                                              min(n_val, int(room.sum())), seed)
+    tr, va = train_test_split(idx, test_size=n_val, random_state=seed)
     return np.sort(tr), np.sort(va)
+
+
+def _split_keeping_every_class(inv, counts, room, n_val, seed):
+    """``n_val`` validation samples, about the same fraction of each class, at most ``room[k]``
+    of class ``k`` (largest remainders, ties at random); the rest in training."""
+    rng = np.random.RandomState(seed)
+    ideal = n_val * counts / counts.sum()
+    take = np.minimum(np.floor(ideal).astype(np.int64), room)
+    while (left := n_val - int(take.sum())) > 0:
+        open_ = np.flatnonzero(take < room)
+        order = np.lexsort((rng.random_sample(len(open_)), take[open_] - ideal[open_]))
+        take[open_[order[:left]]] += 1
+    # a random order of each class's samples: the first take[k] of class k are held out
+    perm = rng.permutation(len(inv))
+    order = perm[np.argsort(inv[perm], kind="stable")]
+    rank = np.empty(len(inv), dtype=np.int64)
+    rank[order] = np.arange(len(inv)) - np.repeat(np.cumsum(counts) - counts, counts)
+    held = rank < take[inv]
+    return np.flatnonzero(~held), np.flatnonzero(held)
 
 
 def epoch_batches(
