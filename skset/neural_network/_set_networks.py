@@ -339,10 +339,13 @@ class SetTransformerRegressor(SetRegressorMixin, _SetTransformerBase):
 """,
     )
 
+    _parameter_constraints = {**_SetTransformerBase._parameter_constraints,
+                              "early_stopping": ["auto", Boolean()]}
+
     def __init__(self, hidden_size=64, n_layers=2, n_heads=4, *, n_inducing=16, n_seeds=1,
                  norm="layer", residual="original", point_init="xavier", decoder="mlp",
                  standardize=True, optimizer="adam", learning_rate_init=1e-3, alpha=0.0,
-                 batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4, early_stopping=False,
+                 batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4, early_stopping="auto",
                  validation_fraction=0.1, n_iter_no_change=10, warm_start=False, verbose=0,
                  device="auto", dtype="float32", random_state=None):
         self.hidden_size = hidden_size
@@ -496,9 +499,12 @@ class DeepSetsRegressor(SetRegressorMixin, _DeepSetsBase):
 """,
     )
 
+    _parameter_constraints = {**_DeepSetsBase._parameter_constraints,
+                              "early_stopping": ["auto", Boolean()]}
+
     def __init__(self, hidden_size=64, n_layers=2, *, pooling="sum", norm=None, residual=None,
                  standardize=True, optimizer="adam", learning_rate_init=1e-3, alpha=0.0,
-                 batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4, early_stopping=False,
+                 batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4, early_stopping="auto",
                  validation_fraction=0.1, n_iter_no_change=10, warm_start=False, verbose=0,
                  device="auto", dtype="float32", random_state=None):
         self.hidden_size = hidden_size
