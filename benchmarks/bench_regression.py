@@ -219,7 +219,8 @@ def table(results, before=None):
     b = agg(before) if before else {}
     rows = list(dict.fromkeys(r["row"] for r in results))
     models = [m for m in MODELS if any((r, m) in a for r in rows)]
-    head = ["row", *models, *(f"{m} before" for m in TRAINED if any((r, m) in b for r in rows))]
+    shown_before = [m for m in TRAINED[2:] if any((r, m) in b for r in rows)]
+    head = ["row", *models, *(f"{m} before" for m in shown_before)]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in rows:
         mean = a.get((r, "mean"))
@@ -240,12 +241,43 @@ def table(results, before=None):
                     bad = ratio > 1.05 or (best_pool < 0.99 * mean and ratio >= 1.0)
                     flag = " **x**" if bad else ""
                 cells.append(f"{v:.4f} ({ratio:.2f}){flag}")
-        for m in TRAINED:
-            if any((rr, m) in b for rr in rows):
-                v = b.get((r, m))
-                cells.append("" if v is None else f"{v:.4f} ({v / mean:.2f})")
+        for m in shown_before:
+            v = b.get((r, m))
+            cells.append("" if v is None else f"{v:.4f} ({v / mean:.2f})")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _load_results(path, seeds=None):
+    """The results of a ``--out`` JSON file, or of the lines a run printed (a log, complete or
+    not: the seeds a row finished), restricted to ``seeds`` when given."""
+    if path.endswith(".json"):
+        with open(path) as fh:
+            res = json.load(fh)["results"]
+    else:
+        res = []
+        with open(path) as fh:
+            for line in fh:
+                parts = line.split()
+                if len(parts) < 5 or parts[1] != "seed" or parts[0] not in ROWS:
+                    continue
+                row, seed, name = parts[0], int(parts[2]), parts[3]
+                keys = [name, "pipeline-ridgecv-default"] if name == "pipeline" else [name]
+                for key, v in zip(keys, parts[4:]):
+                    res.append(dict(row=row, seed=seed, model=key, rmse=float(v)))
+    seen, unique = set(), []
+    for r in res:  # the first of repeated (row, seed, model) results
+        if (r["row"], r["seed"], r["model"]) not in seen:
+            seen.add((r["row"], r["seed"], r["model"]))
+            unique.append(r)
+    res = unique
+    # a row counts only the seeds every model of it finished
+    done = {}
+    for r in res:
+        done.setdefault((r["row"], r["seed"]), set()).add(r["model"])
+    full = max((len(m) for m in done.values()), default=0)
+    return [r for r in res if len(done[r["row"], r["seed"]]) == full
+            and (seeds is None or r["seed"] in seeds)]
 
 
 def main():
@@ -270,10 +302,10 @@ def main():
     sys.path.insert(1, here)
     seeds = args.seeds or ([0] if args.quick else [0, 1, 2])
     if args.merge:
-        loaded = []
-        for path in args.merge:
-            with open(path) as fh:
-                loaded.append(json.load(fh)["results"])
+        # comma-joined files are one run split over processes (their results pooled)
+        loaded = [[r for p in path.split(",") for r in _load_results(p, seeds if args.seeds
+                                                                      else None)]
+                  for path in args.merge]
         rest = [r for res in loaded[1:] for r in res if r["model"] in TRAINED]
         print(table(loaded[0], rest or None))
         return

@@ -390,6 +390,36 @@ _DOC_PARAMS = """
         Seeds the unsupervised initialisation, the validation split and the batch order.
 """
 
+_DOC_PARAMS_REGRESSION = _DOC_PARAMS.replace("""    alpha : float, default=1e-3
+        L2 penalty ``alpha/2 ||W||^2`` on the head's weights, added to the mean loss.
+""", """    alpha : float or "auto", default="auto"
+        L2 penalty ``alpha/2 ||W||^2`` on the head's weights, added to the mean loss (on
+        standardised targets). ``"auto"``: chosen when the head is first fitted, on the
+        unsupervised embedding of the training part, by exact leave-one-out (closed form from one
+        SVD) over ``10^-6 ... 10^3`` (19 values) and an infinite penalty (a zero head: the
+        training mean), with the one-standard-error rule (the largest penalty whose
+        leave-one-out error is within one standard error of the paired per-set differences from
+        the lowest); kept for the rest of training (``alpha_``). A target the embedding does not
+        predict then gets the mean, whose zero head also leaves the anchors and references
+        untrained.
+""").replace(
+    """    early_stopping : bool, default=False
+        Hold out ``validation_fraction`` of the training sets (stratified for classifiers), stop
+        when the validation score stalls and restore the best epoch. The held-out sets take no
+        part in training, including the unsupervised initialisation of the anchors, references
+        and head.
+""", """    early_stopping : bool or "auto", default="auto"
+        Hold out ``validation_fraction`` of the training sets, stop when the validation R^2
+        stalls and restore the best epoch, then scale the head (in standardised units: towards
+        the training mean) by a factor in [0, 1] chosen on the held-out sets
+        (``output_shrinkage_``): the least-squares factor, clipped, times ``max(0, 1 - 1/t^2)``
+        with ``t`` its own t-statistic. The held-out sets take no part in training, including
+        the unsupervised initialisation of the anchors, references and head. ``"auto"``: on for
+        fits of 20 to 999 sets, with at least 10 sets held out; off otherwise.
+""")
+assert "alpha : float or \"auto\"" in _DOC_PARAMS_REGRESSION
+assert "early_stopping : bool or \"auto\"" in _DOC_PARAMS_REGRESSION
+
 _DOC_ATTRS = """
     nystrom_ : NystromFeatures or None
         The unsupervised Nystrom map the anchors were initialised from.
@@ -624,12 +654,17 @@ OTKRegressor.__doc__ = compose_doc(
     linear head on standardised targets with the squared loss (refitted in closed form, ridge, by
     the ``"alternating"`` solver).
 """,
-    _DOC_PARAMS,
+    _DOC_PARAMS_REGRESSION,
     """
     Attributes
     ----------
     y_mean_, y_scale_ : ndarray of shape (n_outputs,)
-        Target standardisation.""",
+        Target standardisation.
+    alpha_ : float
+        The head's penalty (``alpha``, or the one ``"auto"`` chose; ``inf``: the mean).
+    output_shrinkage_ : float
+        The factor the output layer was scaled by after a fit with a validation split (1.0
+        without one).""",
     _DOC_ATTRS,
     """
     See Also
