@@ -217,15 +217,18 @@ def table(results, before=None):
 
     a = agg(results)
     b = agg(before) if before else {}
+    seeds_of = {}
+    for r in results:
+        seeds_of.setdefault(r["row"], set()).add(r["seed"])
     rows = list(dict.fromkeys(r["row"] for r in results))
     models = [m for m in MODELS if any((r, m) in a for r in rows)]
     shown_before = [m for m in TRAINED[2:] if any((r, m) in b for r in rows)]
-    head = ["row", *models, *(f"{m} before" for m in shown_before)]
+    head = ["row", "seeds", *models, *(f"{m} before" for m in shown_before)]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in rows:
         mean = a.get((r, "mean"))
         best_pool = min(a.get((r, "ridge-mean"), np.inf), a.get((r, "ridge-meanmax"), np.inf))
-        cells = [r]
+        cells = [r, ",".join(map(str, sorted(seeds_of[r])))]
         for m in models:
             v = a.get((r, m))
             if v is None:
@@ -248,36 +251,45 @@ def table(results, before=None):
     return "\n".join(lines)
 
 
-def _load_results(path, seeds=None):
-    """The results of a ``--out`` JSON file, or of the lines a run printed (a log, complete or
-    not: the seeds a row finished), restricted to ``seeds`` when given."""
-    if path.endswith(".json"):
-        with open(path) as fh:
-            res = json.load(fh)["results"]
-    else:
-        res = []
-        with open(path) as fh:
-            for line in fh:
-                parts = line.split()
-                if len(parts) < 5 or parts[1] != "seed" or parts[0] not in ROWS:
-                    continue
-                row, seed, name = parts[0], int(parts[2]), parts[3]
-                keys = [name, "pipeline-ridgecv-default"] if name == "pipeline" else [name]
-                for key, v in zip(keys, parts[4:]):
-                    res.append(dict(row=row, seed=seed, model=key, rmse=float(v)))
+def _load_results(paths, seeds=None):
+    """The results of ``--out`` JSON files, or of the lines runs printed (logs, complete or
+    not), pooled (``paths`` comma-joined: one run split over processes); a row's seed counts when
+    every model finished it; restricted to ``seeds`` when given."""
+    res = []
+    for path in paths.split(","):
+        part = []
+        if path.endswith(".json"):
+            with open(path) as fh:
+                part = json.load(fh)["results"]
+        else:
+            part = _parse_log(path)
+        # a run goes through the models in MODELS' order: a row's seed is complete when its
+        # last model finished (DeepSetsRegressor, in every run of the default models)
+        done = {(r["row"], r["seed"]) for r in part if r["model"] == MODELS[-1]}
+        if path.endswith(".json"):  # a finished run
+            done = {(r["row"], r["seed"]) for r in part}
+        res += [r for r in part if (r["row"], r["seed"]) in done]
     seen, unique = set(), []
     for r in res:  # the first of repeated (row, seed, model) results
         if (r["row"], r["seed"], r["model"]) not in seen:
             seen.add((r["row"], r["seed"], r["model"]))
             unique.append(r)
-    res = unique
-    # a row counts only the seeds every model of it finished
-    done = {}
-    for r in res:
-        done.setdefault((r["row"], r["seed"]), set()).add(r["model"])
-    full = max((len(m) for m in done.values()), default=0)
-    return [r for r in res if len(done[r["row"], r["seed"]]) == full
-            and (seeds is None or r["seed"] in seeds)]
+    return [r for r in unique if seeds is None or r["seed"] in seeds]
+
+
+def _parse_log(path):
+    """The results in the lines a run printed."""
+    res = []
+    with open(path) as fh:
+        for line in fh:
+            parts = line.split()
+            if len(parts) < 5 or parts[1] != "seed" or parts[0] not in ROWS:
+                continue
+            row, seed, name = parts[0], int(parts[2]), parts[3]
+            keys = [name, "pipeline-ridgecv-default"] if name == "pipeline" else [name]
+            for key, v in zip(keys, parts[4:]):
+                res.append(dict(row=row, seed=seed, model=key, rmse=float(v)))
+    return res
 
 
 def main():
@@ -303,9 +315,7 @@ def main():
     seeds = args.seeds or ([0] if args.quick else [0, 1, 2])
     if args.merge:
         # comma-joined files are one run split over processes (their results pooled)
-        loaded = [[r for p in path.split(",") for r in _load_results(p, seeds if args.seeds
-                                                                      else None)]
-                  for path in args.merge]
+        loaded = [_load_results(path, seeds if args.seeds else None) for path in args.merge]
         rest = [r for res in loaded[1:] for r in res if r["model"] in TRAINED]
         print(table(loaded[0], rest or None))
         return
