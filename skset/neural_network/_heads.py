@@ -1,7 +1,7 @@
 """The linear head of the supervised OTK estimators in closed form: L2-regularised logistic
 regression by L-BFGS, ridge regression by its normal equations (its penalty chosen by exact
-leave-one-out), and the alternating solver's
-callback that refits the head between epochs while Adam trains the rest of the network."""
+leave-one-out from one SVD), and the alternating solver's callback that refits the head between
+epochs while Adam trains the rest of the network."""
 
 from __future__ import annotations
 
