@@ -53,6 +53,8 @@ ROWS = ["maxreg", "normalvar", "mi",
           for s in ("0", "0.25", "1")]]
 MODELS = ["mean", "ridge-mean", "ridge-meanmax", "pipeline", "pipeline-ridgecv-default",
           "OTKRegressor", "SetTransformerRegressor", "DeepSetsRegressor"]
+#: variants of a default model (not run unless named in --models)
+VARIANTS = {"OTKRegressor-no-validation": ("OTKRegressor", {"early_stopping": False})}
 TRAINED = ["pipeline", "pipeline-ridgecv-default", "OTKRegressor", "SetTransformerRegressor",
            "DeepSetsRegressor"]
 
@@ -176,7 +178,8 @@ def run_model(name, X, y, Xt, seed):
         Z, Zt = emb.transform(X), emb.transform(Xt)
         return {"pipeline": RidgeCV(alphas=ALPHAS).fit(Z, y).predict(Zt),
                 "pipeline-ridgecv-default": RidgeCV().fit(Z, y).predict(Zt)}
-    est = getattr(skset, name)(random_state=seed)
+    cls, kw = VARIANTS.get(name, (name, {}))
+    est = getattr(skset, cls)(random_state=seed, **kw)
     return {name: est.fit(X, y).predict(Xt)}
 
 
@@ -221,7 +224,7 @@ def table(results, before=None):
     for r in results:
         seeds_of.setdefault(r["row"], set()).add(r["seed"])
     rows = list(dict.fromkeys(r["row"] for r in results))
-    models = [m for m in MODELS if any((r, m) in a for r in rows)]
+    models = [m for m in [*MODELS, *VARIANTS] if any((r, m) in a for r in rows)]
     shown_before = [m for m in TRAINED[2:] if any((r, m) in b for r in rows)]
     head = ["row", "seeds", *models, *(f"{m} before" for m in shown_before)]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
@@ -238,7 +241,7 @@ def table(results, before=None):
             else:
                 ratio = v / mean
                 flag = ""
-                if m in TRAINED[2:] or m == "pipeline":
+                if m in TRAINED[2:] or m == "pipeline" or m in VARIANTS:
                     # the bar: at most 1.05x the mean, and below it where pooled ridge is
                     # (by more than 1%)
                     bad = ratio > 1.05 or (best_pool < 0.99 * mean and ratio >= 1.0)
@@ -247,6 +250,19 @@ def table(results, before=None):
         for m in shown_before:
             v = b.get((r, m))
             cells.append("" if v is None else f"{v:.4f} ({v / mean:.2f})")
+        lines.append("| " + " | ".join(cells) + " |")
+    # the worst seed: each seed's RMSE over that seed's mean predictor's
+    per = {(r["row"], r["seed"], r["model"]): r["rmse"] for r in results}
+    worst_models = [m for m in TRAINED if m != "pipeline-ridgecv-default"
+                    and any((r, m) in a for r in rows)]
+    lines += ["", "Worst seed (RMSE / the same seed's mean predictor's):", "",
+              "| row | " + " | ".join(worst_models) + " |", "|" + " --- |" * (1 + len(worst_models))]
+    for r in rows:
+        cells = [r]
+        for m in worst_models:
+            ratios = [per[r, sd, m] / per[r, sd, "mean"] for sd in sorted(seeds_of[r])
+                      if (r, sd, m) in per and (r, sd, "mean") in per]
+            cells.append(f"{max(ratios):.2f}" if ratios else "")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -264,8 +280,10 @@ def _load_results(paths, seeds=None):
         else:
             part = _parse_log(path)
         # a run goes through the models in MODELS' order: a row's seed is complete when its
-        # last model finished (DeepSetsRegressor, in every run of the default models)
-        done = {(r["row"], r["seed"]) for r in part if r["model"] == MODELS[-1]}
+        # last model finished (DeepSetsRegressor in every run of the default models; a variant
+        # in a run of the mean and that variant)
+        done = {(r["row"], r["seed"]) for r in part
+                if r["model"] == MODELS[-1] or r["model"] in VARIANTS}
         if path.endswith(".json"):  # a finished run
             done = {(r["row"], r["seed"]) for r in part}
         res += [r for r in part if (r["row"], r["seed"]) in done]
@@ -296,7 +314,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="one seed, smaller rows")
     ap.add_argument("--rows", nargs="+", default=ROWS, choices=ROWS)
-    ap.add_argument("--models", nargs="+", default=MODELS, choices=MODELS)
+    ap.add_argument("--models", nargs="+", default=MODELS, choices=MODELS + list(VARIANTS))
     ap.add_argument("--seeds", type=int, nargs="+", default=None)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default=None, help="write the results (JSON) here")
