@@ -80,6 +80,10 @@ def test_permutation_and_padding_invariance(est):
 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
 def test_determinism_clone_pickle(est):
+    if not hasattr(est, "predict_proba"):
+        # two epochs on 24 sets: the validated output shrinkage of early_stopping="auto" may be
+        # 0 (the training mean) for every seed; the seeds must change the network itself
+        est = clone(est).set_params(early_stopping=False)
     X, _, _ = _data()
     a, b = _fit(est), _fit(est)
     np.testing.assert_array_equal(_out(a, X), _out(b, X))
@@ -318,7 +322,9 @@ def test_set_transformer_decoder_and_point_init():
 @pytest.mark.parametrize("cls", [SetTransformerRegressor, DeepSetsRegressor])
 def test_standardize_makes_fits_invariant_to_feature_scale(cls):
     X, _, yr = _data()
-    kw = dict(hidden_size=8, max_iter=3, batch_size=8, random_state=0, dtype="float64")
+    # early_stopping=False: a 3-epoch fit's validated shrinkage may be 0 (the mean) in both
+    kw = dict(hidden_size=8, max_iter=3, batch_size=8, random_state=0, dtype="float64",
+              early_stopping=False)
     if cls is SetTransformerRegressor:
         kw["n_heads"] = 2
     a = cls(**kw).fit(X, yr)

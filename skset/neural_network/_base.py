@@ -110,10 +110,12 @@ class BaseNeuralEstimator(SksetEstimator):
         self.n_iter_ = int(self.n_iter_) + (units if max_units is None else min(units, max_units))
         return result
 
-    def _standard_callbacks(self, validation=None, callbacks=()) -> list[Callback]:
-        """:func:`standard_callbacks` with this estimator's ``early_stopping``, ``tol`` and
-        ``n_iter_no_change``."""
-        return standard_callbacks(validation, callbacks, early_stopping=bool(self.early_stopping),
+    def _standard_callbacks(self, validation=None, callbacks=(),
+                            early_stopping=None) -> list[Callback]:
+        """:func:`standard_callbacks` with this estimator's ``early_stopping`` (or the resolved
+        value given), ``tol`` and ``n_iter_no_change``."""
+        early = bool(self.early_stopping) if early_stopping is None else bool(early_stopping)
+        return standard_callbacks(validation, callbacks, early_stopping=early,
                                   tol=self.tol, n_iter_no_change=self.n_iter_no_change)
 
     def _persist_module(self, name: str) -> torch.nn.Module:
@@ -373,9 +375,10 @@ class SetNetworkEstimator(BaseNeuralEstimator):
         n = len(sets)
         # sets of weight 0 take no part (as if removed): the split and the batches see the others
         pool = np.arange(n) if sw is None else np.flatnonzero(sw > 0)
-        early = bool(self.early_stopping) and not incremental
+        fraction = self._validation_split(len(pool)) if not incremental else None
+        early = fraction is not None
         if early:
-            tr, va = split_validation(len(pool), self.validation_fraction,
+            tr, va = split_validation(len(pool), fraction,
                                       y=targets[pool] if self._is_classifier else None,
                                       stratify=self._is_classifier, seed=seed)
             tr, va = pool[tr], pool[va]
@@ -430,13 +433,23 @@ class SetNetworkEstimator(BaseNeuralEstimator):
         if incremental:  # one epoch, no stopping rule
             callbacks, max_iter = [*setup.callbacks, EpochPrinter()], 1
         else:
-            callbacks = self._standard_callbacks(validation, setup.callbacks)
+            callbacks = self._standard_callbacks(validation, setup.callbacks, early)
             max_iter = self.max_iter
         self._train(loss_fn, batches, callbacks, max_iter=max_iter, parameters=setup.parameters,
                     warn_convergence=not incremental,
                     # warnings point at the user's fit call (through fit and _fit)
                     **{"stacklevel": 5, **setup.overrides})
+        self._after_training(data)
         return self
+
+    def _validation_split(self, n_sets: int) -> float | None:
+        """The fraction of the ``n_sets`` training sets held out for early stopping, or None for
+        no validation split (``early_stopping=False``)."""
+        return float(self.validation_fraction) if self.early_stopping else None
+
+    def _after_training(self, data: FitData) -> None:
+        """Work after training (``data.validation``: the validation split, None without one;
+        with one, the best epoch is restored); default none."""
 
     @property
     def _n_outputs_fitted(self) -> int:
@@ -562,10 +575,75 @@ class SetClassifierMixin(ClassifierMixin):
         return self.classes_[logits.argmax(1).cpu().numpy()]
 
 
+#: ``early_stopping="auto"`` holds out a validation split when a fit has this many sets or more
+#: and fewer than ``AUTO_VALIDATION_MAX``; the split holds at least ``AUTO_VALIDATION_MIN_SETS``.
+AUTO_VALIDATION_MIN, AUTO_VALIDATION_MAX, AUTO_VALIDATION_MIN_SETS = 20, 1000, 10
+
+
+def validated_shrinkage(out: torch.Tensor, target: torch.Tensor,
+                        weight: torch.Tensor | None = None) -> float:
+    """The factor ``c`` in ``[0, 1]`` that multiplies the standardised predictions ``out`` of the
+    validation sets (``0``: the training mean), from their targets ``target`` (both
+    ``(n, n_outputs)``, standardised; weighted by ``weight``).
+
+    ``c_hat = <out, target> / <out, out>`` (the least-squares factor, clipped to ``[0, 1]``) is
+    shrunk further by its own noise: ``c = c_hat * max(0, 1 - 1 / t^2)`` with ``t^2 = c_hat^2
+    <out, out> / s^2`` and ``s^2`` the residual mean square of ``c_hat * out`` on the ``n - 1``
+    degrees of freedom left (a positive-part James-Stein factor): a validation score that could be
+    chance gives a factor near 0, a clear one a factor near ``c_hat``.
+    """
+    out, target = out.double().reshape(out.shape[0], -1), target.double().reshape(out.shape[0], -1)
+    w = (torch.ones(out.shape[0], 1, dtype=out.dtype, device=out.device) if weight is None
+         else weight.double().reshape(-1, 1) * out.shape[0] / weight.double().sum())
+    ff = float((w * out * out).sum())
+    if not ff > 0:
+        return 0.0
+    c = min(max(float((w * out * target).sum()) / ff, 0.0), 1.0)
+    if c == 0.0:
+        return 0.0
+    n = out.numel()
+    s2 = float((w * (target - c * out).square()).sum()) / max(n - 1, 1)
+    t2 = c * c * ff / max(s2, 1e-300)
+    return c * max(0.0, 1.0 - 1.0 / t2)
+
+
 class SetRegressorMixin(RegressorMixin):
-    """Standardised numeric targets: mean squared error, R^2 for validation, ``predict``."""
+    """Standardised numeric targets: mean squared error, R^2 for validation, ``predict``.
+
+    With ``early_stopping="auto"`` (the regressors' default) a fit of 20 to 999 sets holds out a
+    validation split (``validation_fraction``, at least 10 sets), keeps the epoch of the best
+    validation R^2, then multiplies the network's output (in standardised units: towards the
+    training mean) by the factor :func:`validated_shrinkage` chooses on the validation sets
+    (``output_shrinkage_``).
+    """
 
     _is_classifier = False
+
+    def _validation_split(self, n_sets):
+        if self.early_stopping == "auto":
+            if not AUTO_VALIDATION_MIN <= n_sets < AUTO_VALIDATION_MAX:
+                return None
+            return max(float(self.validation_fraction), AUTO_VALIDATION_MIN_SETS / n_sets)
+        return super()._validation_split(n_sets)
+
+    def _output_layer(self, module) -> torch.nn.Linear:
+        """The last linear layer of the network (what the output shrinkage scales)."""
+        return module.decoder[-1]
+
+    def _after_training(self, data):
+        self.output_shrinkage_ = 1.0
+        if data.validation is None:
+            return
+        val_sets, Y_va = data.subset(data.validation)
+        out = self._predict_batches(val_sets, lambda m, X_, M_, *S_: m(X_, M_, *S_),
+                                    side=data.side_of(data.validation))
+        c = validated_shrinkage(out, Y_va, data.weights_of(data.validation))
+        layer = self._output_layer(self.module_)
+        with torch.no_grad():
+            layer.weight.mul_(c)
+            if layer.bias is not None:
+                layer.bias.mul_(c)
+        self.output_shrinkage_ = c
 
     def _encode_targets(self, y, n_sets, first_fit, sample_weight=None, classes=None):
         return encode_regression_targets(self, y, n_sets, first_fit, sample_weight)

@@ -19,7 +19,7 @@ from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils.validation import check_is_fitted
 
 from .._sets import kmer_windows, pack_weights
-from .._validation import POSITIVE, POSITIVE_INT, Boolean, Integer
+from .._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, Boolean, Integer
 from .._weighting import element_masses, kmer_weights
 from ..embedding import OTKEmbedding
 from ..kernel_approximation import NystromFeatures
@@ -32,7 +32,7 @@ from ._base import (
     TrainingSetup,
     compose_doc,
 )
-from ._heads import AlternatingHead, fit_logistic_head, fit_ridge_head
+from ._heads import AlternatingHead, fit_logistic_head, fit_ridge_head, ridge_loo_alpha
 from ._training import TRAINING_PARAMS, ReduceLROnPlateau
 
 __all__ = ["OTKClassifier", "OTKRegressor"]
@@ -195,11 +195,13 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
         return _OTKNetwork(nystrom, otk, self.window, center, True, n_outputs)
 
     def _refit_head(self, module: _OTKNetwork, sets, targets: torch.Tensor,
-                    weight: torch.Tensor | None = None, masses=None) -> None:
+                    weight: torch.Tensor | None = None, masses=None, first: bool = False) -> None:
+        """Fit the head in closed form on the current embedding of ``sets`` (``first``: the fit
+        at initialisation, where a regressor chooses its ``"auto"`` penalty)."""
         was_training = module.training
         Z = self._predict_batches(sets, lambda m, X, M, *W: m.embed(X, M, *W), module,
                                   side=masses)
-        self._fit_head(module.head, Z, targets, weight)
+        self._fit_head(module.head, Z, targets, weight, first=first)
         module.train(was_training)
 
     # -- training (hooks of SetNetworkEstimator.fit) --------------------------------------------
@@ -217,7 +219,7 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
         with torch.no_grad():
             module.head.weight.zero_()
             module.head.bias.zero_()
-        self._refit_head(module, tr_sets, Y_tr, W_tr, S_tr)
+        self._refit_head(module, tr_sets, Y_tr, W_tr, S_tr, first=True)
         return module
 
     @staticmethod
@@ -243,9 +245,11 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
                 lambda state: state.validation_loss if early else state.epoch_loss,
                 patience=5, factor=0.5, tol=self.tol))
         penalty = None
-        if not alternating and self.alpha > 0:
+        # a regressor's chosen penalty may be infinite (the mean): a large finite one for Adam
+        alpha = min(self._head_alpha(), 1e6)
+        if not alternating and alpha > 0:
             def penalty(module, loss):  # alpha is the head's L2 penalty (not Adam's decay)
-                return loss + 0.5 * float(self.alpha) * module.head.weight.square().sum()
+                return loss + 0.5 * alpha * module.head.weight.square().sum()
         # the alternating solver fits the head in closed form between epochs: Adam leaves it be
         parameters = [p for name, p in self.module_.named_parameters()
                       if not (alternating and not data.incremental and name.startswith("head."))]
@@ -393,6 +397,36 @@ _DOC_PARAMS = """
         Seeds the unsupervised initialisation, the validation split and the batch order.
 """
 
+_DOC_PARAMS_REGRESSION = _DOC_PARAMS.replace("""    alpha : float, default=1e-3
+        L2 penalty ``alpha/2 ||W||^2`` on the head's weights, added to the mean loss.
+""", """    alpha : float or "auto", default="auto"
+        L2 penalty ``alpha/2 ||W||^2`` on the head's weights, added to the mean loss (on
+        standardised targets). ``"auto"``: chosen when the head is first fitted, on the
+        unsupervised embedding of the training part, by exact leave-one-out (closed form from one
+        SVD) over ``10^-6 ... 10^3`` (19 values) and an infinite penalty (a zero head: the
+        training mean), with the one-standard-error rule (the largest penalty whose
+        leave-one-out error is within one standard error of the paired per-set differences from
+        the lowest); kept for the rest of training (``alpha_``). A target the embedding does not
+        predict then gets the mean, whose zero head also leaves the anchors and references
+        untrained.
+""").replace(
+    """    early_stopping : bool, default=False
+        Hold out ``validation_fraction`` of the training sets (stratified for classifiers), stop
+        when the validation score stalls and restore the best epoch. The held-out sets take no
+        part in training, including the unsupervised initialisation of the anchors, references
+        and head.
+""", """    early_stopping : bool or "auto", default="auto"
+        Hold out ``validation_fraction`` of the training sets, stop when the validation R^2
+        stalls and restore the best epoch, then scale the head (in standardised units: towards
+        the training mean) by a factor in [0, 1] chosen on the held-out sets
+        (``output_shrinkage_``): the least-squares factor, clipped, times ``max(0, 1 - 1/t^2)``
+        with ``t`` its own t-statistic. The held-out sets take no part in training, including
+        the unsupervised initialisation of the anchors, references and head. ``"auto"``: on for
+        fits of 20 to 999 sets, with at least 10 sets held out; off otherwise.
+""")
+assert "alpha : float or \"auto\"" in _DOC_PARAMS_REGRESSION
+assert "early_stopping : bool or \"auto\"" in _DOC_PARAMS_REGRESSION
+
 _DOC_ATTRS = """
     nystrom_ : NystromFeatures or None
         The unsupervised Nystrom map the anchors were initialised from.
@@ -478,7 +512,10 @@ class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
         self.dtype = dtype
         self.random_state = random_state
 
-    def _fit_head(self, head, Z, targets, weight=None):
+    def _head_alpha(self) -> float:
+        return float(self.alpha)
+
+    def _fit_head(self, head, Z, targets, weight=None, first=False):
         # Between the epochs of the alternating solver (AlternatingHead freezes the head for
         # Adam: requires_grad is off) the head starts from the previous epoch's, near the new
         # solution: at most 10 L-BFGS iterations to a looser tolerance, since the embedding
@@ -562,8 +599,8 @@ class OTKRegressor(SetRegressorMixin, _BaseSupervisedOTK):
                  standardize="auto", normalize="auto", keep_norm="auto", n_supports=10,
                  n_references=1, epsilon=0.5, sinkhorn_iter=10, position_sigma=None,
                  position_mode="plan", reg_m=None, fit_method="kmeans", solver="alternating",
-                 learning_rate="adaptive", learning_rate_init=0.01, alpha=1e-3, batch_size=64,
-                 max_elements=131_072, max_iter=50, tol=1e-4, early_stopping=False,
+                 learning_rate="adaptive", learning_rate_init=0.01, alpha="auto", batch_size=64,
+                 max_elements=131_072, max_iter=50, tol=1e-4, early_stopping="auto",
                  validation_fraction=0.1, n_iter_no_change=10, warm_start=False, verbose=0,
                  device="auto", dtype="float32", random_state=None):
         self.n_components = n_components
@@ -606,8 +643,21 @@ class OTKRegressor(SetRegressorMixin, _BaseSupervisedOTK):
     def _sample_loss(out, target):
         return 0.5 * F.mse_loss(out, target.reshape(out.shape), reduction="none").sum(1)
 
-    def _fit_head(self, head, Z, targets, weight=None):
-        fit_ridge_head(head, Z, targets, float(self.alpha), weight)
+    _parameter_constraints = {**_BaseSupervisedOTK._parameter_constraints,
+                              "alpha": ["auto", NON_NEGATIVE],
+                              "early_stopping": ["auto", Boolean()]}
+
+    def _head_alpha(self) -> float:
+        return float(self.alpha_)
+
+    def _fit_head(self, head, Z, targets, weight=None, first=False):
+        if first or not hasattr(self, "alpha_"):
+            self.alpha_ = (ridge_loo_alpha(Z, targets, weight=weight) if self.alpha == "auto"
+                           else float(self.alpha))
+        fit_ridge_head(head, Z, targets, self.alpha_, weight)
+
+    def _output_layer(self, module):
+        return module.head
 
     def predict(self, X, element_weight=None) -> np.ndarray:
         return self._predict(X, element_weight)
@@ -628,12 +678,17 @@ OTKRegressor.__doc__ = compose_doc(
     linear head on standardised targets with the squared loss (refitted in closed form, ridge, by
     the ``"alternating"`` solver).
 """,
-    _DOC_PARAMS,
+    _DOC_PARAMS_REGRESSION,
     """
     Attributes
     ----------
     y_mean_, y_scale_ : ndarray of shape (n_outputs,)
-        Target standardisation.""",
+        Target standardisation.
+    alpha_ : float
+        The head's penalty (``alpha``, or the one ``"auto"`` chose; ``inf``: the mean).
+    output_shrinkage_ : float
+        The factor the output layer was scaled by after a fit with a validation split (1.0
+        without one).""",
     _DOC_ATTRS,
     """
     See Also

@@ -82,6 +82,9 @@ _REGRESSION_NOTE = """
 
 _REGRESSION_ATTRS = """    y_mean_, y_scale_ : ndarray of shape (n_outputs,)
         The target standardisation (weighted by ``sample_weight``).
+    output_shrinkage_ : float
+        The factor the output layer was scaled by after a fit with a validation split (1.0
+        without one).
 """
 
 _TRAINING_DOC = """
@@ -139,6 +142,22 @@ _TRAINING_DOC = """
     dtype_ : torch.dtype
         Resolved compute dtype (``dtype``).
 """
+
+
+_REGRESSION_TRAINING_DOC = _TRAINING_DOC.replace("""    early_stopping : bool, default=False
+        Hold out ``validation_fraction`` of the sets (stratified for classifiers), stop when the
+        validation score (accuracy or R^2) stalls and restore the best weights.
+""", """    early_stopping : bool or "auto", default="auto"
+        Hold out ``validation_fraction`` of the sets, stop when the validation R^2 stalls and
+        restore the best weights, then scale the network's output (standardised: towards the
+        training mean) by a factor in [0, 1] chosen on the held-out sets (``output_shrinkage_``):
+        the least-squares factor, clipped, times ``max(0, 1 - 1/t^2)`` with ``t`` its own
+        t-statistic, so that a validation fit that could be chance gives a factor near 0 (a
+        pure-noise target then predicts the training mean) and a clear one a factor near the
+        least-squares one. ``"auto"``: on for fits of 20 to 999 sets, with at least 10 sets held
+        out; off for fewer (nothing to hold out) or more (measured in BENCHMARKS.md, regression).
+""")
+assert _REGRESSION_TRAINING_DOC != _TRAINING_DOC
 
 
 class _SetTransformerBase(_BaseSetNetwork):
@@ -326,7 +345,7 @@ class SetTransformerRegressor(SetRegressorMixin, _SetTransformerBase):
         """Set Transformer regressor (and Set Transformer++), one (multi-output) target per set.
 """,
         _REGRESSION_NOTE,
-        _ST_DOC, _TRAINING_DOC, _REGRESSION_ATTRS, _ST_REFS,
+        _ST_DOC, _REGRESSION_TRAINING_DOC, _REGRESSION_ATTRS, _ST_REFS,
         """
     Examples
     --------
@@ -339,10 +358,13 @@ class SetTransformerRegressor(SetRegressorMixin, _SetTransformerBase):
 """,
     )
 
+    _parameter_constraints = {**_SetTransformerBase._parameter_constraints,
+                              "early_stopping": ["auto", Boolean()]}
+
     def __init__(self, hidden_size=64, n_layers=2, n_heads=4, *, n_inducing=16, n_seeds=1,
                  norm="layer", residual="original", point_init="xavier", decoder="mlp",
                  standardize=True, optimizer="adam", learning_rate_init=1e-3, alpha=0.0,
-                 batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4, early_stopping=False,
+                 batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4, early_stopping="auto",
                  validation_fraction=0.1, n_iter_no_change=10, warm_start=False, verbose=0,
                  device="auto", dtype="float32", random_state=None):
         self.hidden_size = hidden_size
@@ -483,7 +505,7 @@ class DeepSetsRegressor(SetRegressorMixin, _DeepSetsBase):
         """Deep Sets regressor (and Deep Sets++), one (multi-output) target per set.
 """,
         _REGRESSION_NOTE,
-        _DS_DOC, _TRAINING_DOC, _REGRESSION_ATTRS, _DS_REFS,
+        _DS_DOC, _REGRESSION_TRAINING_DOC, _REGRESSION_ATTRS, _DS_REFS,
         """
     Examples
     --------
@@ -496,9 +518,12 @@ class DeepSetsRegressor(SetRegressorMixin, _DeepSetsBase):
 """,
     )
 
+    _parameter_constraints = {**_DeepSetsBase._parameter_constraints,
+                              "early_stopping": ["auto", Boolean()]}
+
     def __init__(self, hidden_size=64, n_layers=2, *, pooling="sum", norm=None, residual=None,
                  standardize=True, optimizer="adam", learning_rate_init=1e-3, alpha=0.0,
-                 batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4, early_stopping=False,
+                 batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4, early_stopping="auto",
                  validation_fraction=0.1, n_iter_no_change=10, warm_start=False, verbose=0,
                  device="auto", dtype="float32", random_state=None):
         self.hidden_size = hidden_size
