@@ -22,7 +22,7 @@ Scores: the macro mean over the 10 labels of the ROC AUC and of the average prec
 
 Run: OMP_WAIT_POLICY=PASSIVE nice -n 10 python benchmarks/bench_multilabel.py [--seeds 0]
      [--n-train 600] [--n-test 1000] [--out benchmarks/results/multilabel.md]
-(one seed takes about 4 minutes on 2 shared cores, most of it the three networks' fits.)
+(two seeds took 359 s on 2 shared cores, most of it the three networks' fits.)
 """
 
 from __future__ import annotations

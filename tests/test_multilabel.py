@@ -348,3 +348,18 @@ def test_attention_weights_of_a_multilabel_model(fitted):
     for s, w in zip(X[60:63], weights):
         assert w["pool"].shape == (2, 1, len(s))
         np.testing.assert_allclose(w["pool"].sum(-1), 1.0, rtol=1e-5)
+
+
+def test_user_guide_example_runs():
+    """The code block of the user guide's multi-label section runs as written."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "user_guide" / "index.rst").read_text()
+    section = text[text.index("Multi-label targets\n====="):]
+    code = re.search(r"\.\. code-block:: python\n\n(.*?)\n\n(?=\S)", section, re.S).group(1)
+    namespace = {}
+    exec(compile(code.replace("\n    ", "\n").strip(), "index.rst", "exec"), namespace)
+    clf, X = namespace["clf"], namespace["X"]
+    assert clf.classes_.tolist() == [0, 1, 2]
+    assert clf.predict_proba(X[60:]).shape == clf.predict(X[60:]).shape == (20, 3)

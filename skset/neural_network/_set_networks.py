@@ -463,6 +463,13 @@ class DeepSetsClassifier(SetClassifierMixin, _DeepSetsBase):
     >>> clf = DeepSetsClassifier(hidden_size=16, max_iter=5, random_state=0).fit(X, y)
     >>> clf.classes_.tolist()
     ['a', 'b']
+
+    Multi-label: ``y`` an indicator matrix, one column per label.
+
+    >>> Y = np.column_stack([np.arange(40) % 2, np.arange(40) % 3 == 0]).astype(int)
+    >>> clf = DeepSetsClassifier(hidden_size=16, max_iter=5, random_state=0).fit(X, Y)
+    >>> clf.classes_.tolist(), clf.predict(X[:3]).shape, clf.predict_proba(X[:3]).shape
+    ([0, 1], (3, 2), (3, 2))
 """,
     )
 
