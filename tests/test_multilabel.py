@@ -363,3 +363,25 @@ def test_user_guide_example_runs():
     clf, X = namespace["clf"], namespace["X"]
     assert clf.classes_.tolist() == [0, 1, 2]
     assert clf.predict_proba(X[60:]).shape == clf.predict(X[60:]).shape == (20, 3)
+
+
+def test_single_label_class_weight_is_sample_weight_in_the_loss():
+    """Without the weighted standardisation (standardize=False), class_weight={c: w} trains
+    exactly as sample_weight w on the sets of class c: the weights enter only the loss."""
+    X, Y = _task(40)
+    y = Y[:, 0]
+    kw = dict(standardize=False, max_iter=5)
+    a = FACTORIES["ds"](class_weight={1: 3.0}, **kw).fit(X, y)
+    b = FACTORIES["ds"](**kw).fit(X, y, sample_weight=np.where(y == 1, 3.0, 1.0))
+    np.testing.assert_allclose(a.predict_proba(X), b.predict_proba(X), rtol=1e-5, atol=1e-7)
+    c = FACTORIES["ds"](**kw).fit(X, y)
+    assert not np.allclose(a.predict_proba(X), c.predict_proba(X))
+
+
+def test_otk_single_label_class_weight_reaches_the_head():
+    X, Y = _task(40)
+    y = Y[:, 0]
+    plain = FACTORIES["otk"](max_iter=1).fit(X, y)
+    weighted = FACTORIES["otk"](max_iter=1, class_weight={1: 5.0}).fit(X, y)
+    # the positive class weighs more: its predicted probability rises on average
+    assert weighted.predict_proba(X)[:, 1].mean() > plain.predict_proba(X)[:, 1].mean()
