@@ -534,7 +534,9 @@ OTKClassifier.__doc__ = compose_doc(
     """
     With multi-label targets the ``"alternating"`` solver's head is one L2-regularised logistic
     regression per label (its binary cross-entropy, with ``class_weight``'s positive weights,
-    plus ``alpha/2 ||w_l||^2``), all labels fitted at once by L-BFGS on one weight matrix.
+    plus ``alpha/2 ||w_l||^2``), all labels fitted at once by L-BFGS on one weight matrix. The
+    ``"auto"`` element map then keeps its fixed choice (the paper's map), as without labels: its
+    rule scores candidates with one target per set.
 """,
     _DOC_PARAMS.replace(_ALPHA_DOC, _ALPHA_DOC + CLASS_WEIGHT_DOC),
     """
