@@ -103,6 +103,15 @@ def _encode(v: Any, where: str):
 
 
 _TUPLE = "__tuple__"
+_DICT = "__dict__"  # JSON keys are strings only: a dict parameter is stored as its items
+
+
+def _json_hook(d: dict):
+    if set(d) == {_TUPLE}:
+        return tuple(d[_TUPLE])
+    if set(d) == {_DICT}:
+        return {k: v for k, v in d[_DICT]}
+    return d
 
 
 def _json_param(name: str, value, cls_name: str):
@@ -124,12 +133,20 @@ def _json_param(name: str, value, cls_name: str):
         return {_TUPLE: [_json_param(name, x, cls_name) for x in value]}
     if isinstance(value, list):
         return [_json_param(name, x, cls_name) for x in value]
+    if isinstance(value, np.ndarray) and value.ndim == 1:  # e.g. class_weight: one per class
+        return [_json_param(name, x, cls_name) for x in value.tolist()]
+    if isinstance(value, np.str_):
+        return str(value)
+    if isinstance(value, dict):  # e.g. class_weight={class: weight}
+        return {_DICT: [[_json_param(name, k, cls_name), _json_param(name, v, cls_name)]
+                        for k, v in value.items()]}
     if name == "random_state":
         warnings.warn(f"{cls_name}: random_state={type(value).__name__} cannot be saved; it is "
                       "stored as None (only a refit uses it).", UserWarning, stacklevel=4)
         return None
     raise TypeError(f"{cls_name}: parameter {name} of type {type(value).__name__} cannot be "
-                    "saved (only None, bool, int, float, str and lists of them).")
+                    "saved (only None, bool, int, float, str, lists, 1-D arrays and dicts of "
+                    "them).")
 
 
 def _encode_estimator(est) -> dict:
@@ -235,8 +252,7 @@ def _decode_estimator(v: dict, where: str):
                          f"(known: {', '.join(sorted(allowed))}).")
     cls = allowed[cls_name]
     try:
-        params = json.loads(_str(v, "params", where),
-                            object_hook=lambda d: tuple(d[_TUPLE]) if set(d) == {_TUPLE} else d)
+        params = json.loads(_str(v, "params", where), object_hook=_json_hook)
     except json.JSONDecodeError as exc:
         raise _FormatError(f"{where}: the parameters are not valid JSON ({exc}).") from None
     if not isinstance(params, dict):

@@ -52,11 +52,12 @@ class NetworkServing(nn.Module):
     """Standardisation, set network, head and output transform of a set-to-target estimator."""
 
     def __init__(self, net: nn.Module, head: nn.Module, mean, scale, *, classifier: bool,
-                 y_mean=None, y_scale=None, squeeze: bool = False):
+                 y_mean=None, y_scale=None, squeeze: bool = False, multilabel: bool = False):
         super().__init__()
         self.net = net
         self.head = head
         self.classifier = bool(classifier)
+        self.multilabel = bool(multilabel)
         self.squeeze = bool(squeeze)
         dtype = next(net.parameters()).dtype
         self.standardize = mean is not None
@@ -73,6 +74,8 @@ class NetworkServing(nn.Module):
             x = (x - self.mean) / self.scale
         z = self.net.embed(x, mask)
         out = self.head(z)
+        if self.classifier and self.multilabel:  # one sigmoid per label; predict: logit > 0
+            return out, torch.sigmoid(out), (out > 0).to(torch.int64), z
         if self.classifier:
             return out, torch.softmax(out, dim=1), out.argmax(dim=1), z
         pred = out * self.y_scale + self.y_mean
@@ -109,6 +112,7 @@ class OTKEmbeddingServing(nn.Module):
 def network_serving(estimator, net, head, mean, scale) -> NetworkServing:
     """The :class:`NetworkServing` of a fitted classifier or regressor."""
     if hasattr(estimator, "classes_"):
-        return NetworkServing(net, head, mean, scale, classifier=True)
+        return NetworkServing(net, head, mean, scale, classifier=True,
+                              multilabel=getattr(estimator, "_multilabel", False))
     return NetworkServing(net, head, mean, scale, classifier=False, y_mean=estimator.y_mean_,
                            y_scale=estimator.y_scale_, squeeze=estimator._y_ndim == 1)

@@ -13,7 +13,10 @@ Outputs (names of the ONNX outputs, in order):
 
 * classifiers (Set Transformer, Deep Sets, supervised OTK): ``decision_function`` ``(B, C)``,
   ``predict_proba`` ``(B, C)``, ``predict_index`` ``(B,)`` (int64, the label is
-  ``classes_[predict_index]``) and ``transform`` ``(B, n_features_out)``;
+  ``classes_[predict_index]``) and ``transform`` ``(B, n_features_out)``; fitted on multi-label
+  targets: ``decision_function`` ``(B, L)``, ``predict_proba`` ``(B, L)`` (the sigmoid of each
+  label's logit), ``predict`` ``(B, L)`` (int64, the 0/1 indicator of logit > 0) and
+  ``transform``;
 * regressors: ``predict`` ``(B,)`` or ``(B, n_outputs)`` (like the estimator's) and ``transform``;
 * :class:`~skset.OTKEmbedding`: ``transform`` ``(B, n_references * n_supports * d)``;
 * :class:`~skset.NystromFeatures`: ``transform`` ``(B, n - window + 1, n_components_)`` and

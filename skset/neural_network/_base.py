@@ -34,6 +34,7 @@ from .._torch import (
     make_generator,
 )
 from .._validation import check_sample_weight
+from ._multilabel import mean_average_precision, multilabel_indicator
 from ._training import (
     BestCheckpoint,
     Callback,
@@ -298,8 +299,12 @@ class SetNetworkEstimator(BaseNeuralEstimator):
         ----------
         X : list of array-like of shape (n_i, n_features), or ndarray (n_sets, n, n_features)
             The training sets; sizes may differ.
-        y : array-like of shape (n_sets,) (or (n_sets, n_outputs) for regressors)
-            One target per set.
+        y : array-like of shape (n_sets,), or (n_sets, n_outputs) for regressors, or \
+(n_sets, n_labels) for classifiers
+            One target per set. Classifiers also take a multi-label indicator matrix (array,
+            list of lists or sparse matrix of 0 and 1, scikit-learn's ``"multilabel-indicator"``
+            target): one sigmoid output and binary cross-entropy per label, ``classes_ =
+            arange(n_labels)`` (see the class docstring).
         sample_weight : array-like of shape (n_sets,), float or None, default=None
             Non-negative weight of each set (scikit-learn's semantics). The loss of a batch is
             the weighted mean ``sum_i w_i l_i / sum_i w_i`` of its sets' losses (as in
@@ -337,11 +342,14 @@ class SetNetworkEstimator(BaseNeuralEstimator):
         ----------
         X : list of array-like of shape (n_i, n_features), or ndarray (n_sets, n, n_features)
             A chunk of training sets.
-        y : array-like of shape (n_sets,) (or (n_sets, n_outputs) for regressors)
+        y : array-like of shape (n_sets,) (or (n_sets, n_outputs) for regressors, (n_sets, \
+n_labels) multi-label indicators for classifiers)
             Their targets.
         classes : array-like of shape (n_classes,), default=None
             Classifiers: every class of the whole stream, required on the first call (a chunk
-            may miss some), ignored after it. Regressors: not used.
+            may miss some), ignored after it; not needed for a multi-label ``y``, whose width
+            fixes the labels (``arange(n_labels)``, the only value accepted). Regressors: not
+            used.
         sample_weight : array-like of shape (n_sets,), float or None, default=None
             As in :meth:`fit`.
 
@@ -358,7 +366,8 @@ class SetNetworkEstimator(BaseNeuralEstimator):
         if warm:  # the fitted network's dtype, or nothing changes
             self._check_warm_dtype(self.dtype_, "partial_fit" if incremental else
                                    "warm_start=True")
-        if incremental and not warm and self._is_classifier and classes is None:
+        if (incremental and not warm and self._is_classifier and classes is None
+                and multilabel_indicator(y) is None):  # multi-label: y's width fixes the labels
             raise ValueError(f"{type(self).__name__}: classes must be passed on the first call "
                              "to partial_fit (every class of the stream).")
         seed, rng = self._start_fit(warm)
@@ -384,7 +393,8 @@ class SetNetworkEstimator(BaseNeuralEstimator):
             tr, va = pool[tr], pool[va]
         else:
             tr, va = pool, None
-        tdtype = torch.long if self._is_classifier else self.dtype_
+        # class codes are integers; regression targets and multi-label indicators are floats
+        tdtype = torch.long if targets.dtype.kind in "iu" else self.dtype_
         weighted = sw is not None and not np.all(sw[pool] == sw[pool[0]])
         data = FitData(
             sets=sets, targets=torch.as_tensor(targets, dtype=tdtype, device=self.device_),
@@ -476,6 +486,8 @@ class SetNetworkEstimator(BaseNeuralEstimator):
     # -- serving (skset.export) ----------------------------------------------------------------
     @property
     def _serving_outputs(self) -> tuple[str, ...]:
+        if self._is_classifier and getattr(self, "_multilabel", False):
+            return ("decision_function", "predict_proba", "predict", "transform")
         if self._is_classifier:
             return ("decision_function", "predict_proba", "predict_index", "transform")
         return ("predict", "transform")
@@ -525,9 +537,20 @@ class SetNetworkEstimator(BaseNeuralEstimator):
 
 
 class SetClassifierMixin(ClassifierMixin):
-    """Classes: cross-entropy on the logits, accuracy for validation, ``predict*``."""
+    """Classes: cross-entropy on the logits, accuracy for validation, ``predict*``.
+
+    Multi-label targets (an indicator matrix, see :func:`multilabel_indicator`): one logit per
+    label, the binary cross-entropy of each label summed over the labels (``MLPClassifier``'s
+    loss), the mean per-label average precision for validation; ``predict`` thresholds each
+    label's probability at 0.5. ``class_weight_`` (from the estimator's ``class_weight``) weighs
+    the classes, or the positives of each label.
+    """
 
     _is_classifier = True
+
+    @property
+    def _is_multilabel(self) -> bool:
+        return bool(getattr(self, "_multilabel", False))
 
     def _encode_targets(self, y, n_sets, first_fit, sample_weight=None, classes=None):
         return encode_class_targets(self, y, n_sets, first_fit, classes)
@@ -540,9 +563,35 @@ class SetClassifierMixin(ClassifierMixin):
     def _sample_loss(out, target):
         return F.cross_entropy(out, target, reduction="none")
 
+    def _class_weight_tensor(self, out) -> torch.Tensor | None:
+        cw = getattr(self, "class_weight_", None)  # absent in models saved before class_weight
+        return None if cw is None else torch.as_tensor(cw, dtype=out.dtype, device=out.device)
+
+    def _task_loss(self, out, target, weight=None):
+        """The mean loss of a batch, weighted by the sets' ``weight`` when given: the
+        cross-entropy, with ``class_weight_`` each set's loss times its class's weight (the
+        weighted mean of scikit-learn's class weights: they multiply the sample weights);
+        multi-label, the per-label binary cross-entropies summed over the labels, a positive of
+        label ``l`` weighing ``class_weight_[l]`` (``pos_weight``)."""
+        cw = self._class_weight_tensor(out)
+        if self._is_multilabel:
+            per_set = F.binary_cross_entropy_with_logits(
+                out, target.to(out.dtype), pos_weight=cw, reduction="none").sum(1)
+            if weight is None:
+                return per_set.mean()
+            return (weight * per_set).sum() / weight.sum()
+        if cw is None:
+            return super()._task_loss(out, target, weight)
+        w = cw[target] if weight is None else weight * cw[target]
+        return (w * F.cross_entropy(out, target, reduction="none")).sum() / w.sum()
+
     @staticmethod
     def _val_score(out, target, weight=None):
-        """Accuracy, weighted by ``weight`` when given."""
+        """Accuracy, weighted by ``weight`` when given; multi-label (``target`` the 2-D
+        indicator matrix, class codes being 1-D), the mean per-label average precision
+        (:func:`mean_average_precision`)."""
+        if target.dim() == 2:
+            return mean_average_precision(out, target, weight)
         correct = (out.argmax(1) == target).double()
         if weight is None:
             return float(correct.mean())
@@ -550,15 +599,18 @@ class SetClassifierMixin(ClassifierMixin):
         return float((weight * correct).sum() / weight.sum())
 
     def decision_function(self, X) -> np.ndarray:
-        """The network's logits, ``(n_sets, n_classes)``."""
+        """The network's logits, ``(n_sets, n_classes)`` (multi-label: ``(n_sets, n_labels)``,
+        one logit per label)."""
         return self._decision_function(X)
 
     def predict_proba(self, X) -> np.ndarray:
-        """Class probabilities, ``(n_sets, n_classes)``, rows summing to 1."""
+        """Class probabilities, ``(n_sets, n_classes)``, rows summing to 1 (multi-label:
+        ``(n_sets, n_labels)``, the probability of each label, the sigmoid of its logit)."""
         return self._predict_proba(X)
 
     def predict(self, X) -> np.ndarray:
-        """The most probable class of each set."""
+        """The most probable class of each set (multi-label: the indicator matrix ``(n_sets,
+        n_labels)`` of the labels of probability above 0.5, in the dtype of the ``y`` fitted)."""
         return self._predict(X)
 
     # the bodies, with the per-set side data of an estimator that takes some
@@ -567,12 +619,21 @@ class SetClassifierMixin(ClassifierMixin):
 
     def _predict_proba(self, X, side=None) -> np.ndarray:
         logits = self._raw_outputs(*self._predict_inputs(X, side)).double()
+        if self._is_multilabel:
+            return torch.sigmoid(logits).cpu().numpy()
         p = torch.softmax(logits, dim=1).cpu().numpy()
         return p / p.sum(1, keepdims=True)
 
     def _predict(self, X, side=None) -> np.ndarray:
         logits = self._raw_outputs(*self._predict_inputs(X, side))
+        if self._is_multilabel:  # probability > 0.5 exactly when the logit is > 0
+            return (logits > 0).cpu().numpy().astype(self._y_dtype)
         return self.classes_[logits.argmax(1).cpu().numpy()]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_label = True
+        return tags
 
 
 #: ``early_stopping="auto"`` holds out a validation split when a fit has this many sets or more

@@ -293,3 +293,48 @@ class AlternatingHead(Callback):
         state.module.head.requires_grad_(True)
         if not self.validated:
             self._refit(state.module)
+
+
+# multi-label targets: one sigmoid per label (OTKClassifier with an indicator matrix y)
+__all__.append("fit_multilabel_logistic_head")
+
+
+def fit_multilabel_logistic_head(head: torch.nn.Linear, Z: torch.Tensor, Y: torch.Tensor,
+                                 alpha: float, max_iter: int = 100,
+                                 weight: torch.Tensor | None = None,
+                                 pos_weight: torch.Tensor | None = None) -> None:
+    """One L2-regularised logistic regression per label, all at once, from the current head.
+
+    Minimises ``mean_i sum_l BCE(z_i . w_l + b_l, Y_il) + alpha/2 ||W||^2`` by L-BFGS over the
+    whole ``(L, D)`` weight matrix and the ``(L,)`` biases: the objective is a sum of the labels'
+    independent problems, so this is each label's regularised logistic regression, solved
+    together in batched matrix products (one L-BFGS, one line search). ``Y`` is the 0/1
+    indicator matrix ``(n, L)``; with ``weight`` ``(n,)`` the mean over the sets is the weighted
+    mean ``sum_i w_i (.) / sum_i w_i``; ``pos_weight`` ``(L,)`` multiplies the loss of each
+    label's positives (``BCEWithLogitsLoss``'s ``pos_weight``).
+    """
+    Z = Z.double()
+    Y = Y.to(Z).reshape(Z.shape[0], -1)
+    if weight is not None:
+        weight = weight.to(Z)
+    if pos_weight is not None:
+        pos_weight = pos_weight.to(Z)
+    W = head.weight.detach().double().clone().requires_grad_()
+    b = head.bias.detach().double().clone().requires_grad_()
+    opt = torch.optim.LBFGS([W, b], lr=1.0, max_iter=max_iter, tolerance_grad=1e-7,
+                            tolerance_change=1e-10, history_size=20, line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        per_set = F.binary_cross_entropy_with_logits(Z @ W.T + b, Y, pos_weight=pos_weight,
+                                                     reduction="none").sum(1)
+        bce = per_set.mean() if weight is None else (weight * per_set).sum() / weight.sum()
+        loss = bce + 0.5 * alpha * W.square().sum()
+        loss.backward()
+        return loss
+
+    with torch.enable_grad():
+        opt.step(closure)
+    with torch.no_grad():
+        head.weight.copy_(W.detach().to(head.weight.dtype))
+        head.bias.copy_(b.detach().to(head.bias.dtype))

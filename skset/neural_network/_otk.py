@@ -32,7 +32,14 @@ from ._base import (
     TrainingSetup,
     compose_doc,
 )
-from ._heads import AlternatingHead, fit_logistic_head, fit_ridge_head, ridge_loo_alpha
+from ._heads import (
+    AlternatingHead,
+    fit_logistic_head,
+    fit_multilabel_logistic_head,
+    fit_ridge_head,
+    ridge_loo_alpha,
+)
+from ._multilabel import CLASS_WEIGHT_DOC, MULTILABEL_DOC, with_class_weight
 from ._training import TRAINING_PARAMS, ReduceLROnPlateau
 
 __all__ = ["OTKClassifier", "OTKRegressor"]
@@ -303,6 +310,10 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
         return self._transform(X, element_weight)
 
 
+_ALPHA_DOC = """
+    alpha : float, default=1e-3
+        L2 penalty ``alpha/2 ||W||^2`` on the head's weights, added to the mean loss."""
+
 _DOC_PARAMS = """
     Parameters
     ----------
@@ -473,14 +484,17 @@ def _with_element_weight(summary: str) -> str:
 
 
 class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
+    _parameter_constraints = with_class_weight(_BaseSupervisedOTK._parameter_constraints)
+
     def __init__(self, n_components=DEFAULT_N_COMPONENTS, *, bandwidth="auto", window=1,
                  standardize="auto", normalize="auto", keep_norm="auto", n_supports=10,
                  n_references=1, epsilon=0.5, sinkhorn_iter=10, position_sigma=None,
                  position_mode="plan", reg_m=None, fit_method="kmeans", solver="alternating",
-                 learning_rate="adaptive", learning_rate_init=0.01, alpha=1e-3, batch_size=64,
-                 max_elements=131_072, max_iter=50, tol=1e-4, early_stopping=False,
-                 validation_fraction=0.1, n_iter_no_change=10, warm_start=False, verbose=0,
-                 device="auto", dtype="float32", random_state=None):
+                 learning_rate="adaptive", learning_rate_init=0.01, alpha=1e-3,
+                 class_weight=None, batch_size=64, max_elements=131_072, max_iter=50, tol=1e-4,
+                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=10,
+                 warm_start=False, verbose=0, device="auto", dtype="float32",
+                 random_state=None):
         self.n_components = n_components
         self.bandwidth = bandwidth
         self.window = window
@@ -499,6 +513,7 @@ class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
         self.learning_rate = learning_rate
         self.learning_rate_init = learning_rate_init
         self.alpha = alpha
+        self.class_weight = class_weight
         self.batch_size = batch_size
         self.max_elements = max_elements
         self.max_iter = max_iter
@@ -516,6 +531,13 @@ class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
         return float(self.alpha)
 
     def _fit_head(self, head, Z, targets, weight=None, first=False):
+        cw = self._class_weight_tensor(Z)
+        if self._is_multilabel:  # per-label logistic regressions, one (D, L) weight matrix
+            fit_multilabel_logistic_head(head, Z, targets, float(self.alpha), weight=weight,
+                                         pos_weight=cw)
+            return
+        if cw is not None:  # class weights multiply the sets' weights (as in the loss)
+            weight = cw[targets] if weight is None else weight * cw[targets]
         # Between the epochs of the alternating solver (AlternatingHead freezes the head for
         # Adam: requires_grad is off) the head starts from the previous epoch's, near the new
         # solution: at most 10 L-BFGS iterations to a looser tolerance, since the embedding
@@ -542,10 +564,14 @@ class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
                                     sample_weight=sample_weight))
 
     decision_function.__doc__ = _with_element_weight(
-        """The network's logits, ``(n_sets, n_classes)``.""")
+        """The network's logits, ``(n_sets, n_classes)`` (multi-label: ``(n_sets, n_labels)``,
+        one logit per label).""")
     predict_proba.__doc__ = _with_element_weight(
-        """Class probabilities, ``(n_sets, n_classes)``, rows summing to 1.""")
-    predict.__doc__ = _with_element_weight("""The most probable class of each set.""")
+        """Class probabilities, ``(n_sets, n_classes)``, rows summing to 1 (multi-label:
+        ``(n_sets, n_labels)``, the probability of each label, the sigmoid of its logit).""")
+    predict.__doc__ = _with_element_weight(
+        """The most probable class of each set (multi-label: the indicator matrix ``(n_sets,
+        n_labels)`` of the labels of probability above 0.5, in the dtype of the ``y`` fitted).""")
 
 
 OTKClassifier.__doc__ = compose_doc(
@@ -566,12 +592,23 @@ OTKClassifier.__doc__ = compose_doc(
     validation split keeps every class in training (a singleton is never held out; see the
     user guide); a class without training sets keeps a column of near-zero probability.
 """,
-    _DOC_PARAMS,
+    MULTILABEL_DOC,
+    """
+    With multi-label targets the ``"alternating"`` solver's head is one L2-regularised logistic
+    regression per label (its binary cross-entropy, with ``class_weight``'s positive weights,
+    plus ``alpha/2 ||w_l||^2``), all labels fitted at once by L-BFGS on one weight matrix. The
+    ``"auto"`` element map then keeps its fixed choice (the paper's map), as without labels: its
+    rule scores candidates with one target per set.
+""",
+    _DOC_PARAMS.replace(_ALPHA_DOC, _ALPHA_DOC + CLASS_WEIGHT_DOC),
     """
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
-        Class labels.""",
+        Class labels (multi-label: ``arange(n_labels)``).
+    class_weight_ : ndarray of shape (n_classes,) or None
+        The class weights of ``class_weight`` (multi-label: the weight of each label's
+        positives); None without.""",
     _DOC_ATTRS,
     """
     See Also

@@ -22,6 +22,7 @@ from ._base import (
     TrainingSetup,
     compose_doc,
 )
+from ._multilabel import CLASS_WEIGHT_DOC, MULTILABEL_DOC, with_class_weight
 from ._training import TRAINING_PARAMS
 
 __all__ = [
@@ -75,6 +76,10 @@ class _BaseSetNetwork(SetNetworkEstimator):
     def _untrained_module(self):
         return self._build_module(self.n_features_in_, self._n_outputs_fitted)
 
+
+_ALPHA_DOC = """
+    alpha : float, default=0.0
+        Weight decay / L2 penalty."""
 
 _REGRESSION_NOTE = """
     Targets are standardised internally; predictions are returned on the original scale.
@@ -283,14 +288,19 @@ _ST_REFS = """
 
 
 class SetTransformerClassifier(SetClassifierMixin, _SetTransformerBase):
+    _parameter_constraints = with_class_weight(_SetTransformerBase._parameter_constraints)
     __doc__ = compose_doc(
-        """Set Transformer classifier (and Set Transformer++), one label per set.
+        """Set Transformer classifier (and Set Transformer++), one label per set, or several.
 
     Sets of any sizes are padded into length-sorted batches with a mask; attention never looks
     at padding and set norm never counts it, so a set's prediction does not depend on its batch.
 """,
-        _ST_DOC, _TRAINING_DOC,
+        MULTILABEL_DOC, _ST_DOC, _TRAINING_DOC.replace(_ALPHA_DOC, _ALPHA_DOC + CLASS_WEIGHT_DOC),
         """    classes_ : ndarray of shape (n_classes,)
+        Class labels (multi-label: ``arange(n_labels)``).
+    class_weight_ : ndarray of shape (n_classes,) or None
+        The class weights of ``class_weight`` (multi-label: the weight of each label's
+        positives); None without.
 """,
         _ST_REFS,
         """
@@ -310,9 +320,9 @@ class SetTransformerClassifier(SetClassifierMixin, _SetTransformerBase):
     def __init__(self, hidden_size=64, n_layers=2, n_heads=4, *, n_inducing=16, n_seeds=1,
                  norm="layer", residual="original", point_init="xavier", decoder="mlp",
                  standardize=True, optimizer="adam", learning_rate_init=1e-3, alpha=0.0,
-                 batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4, early_stopping=False,
-                 validation_fraction=0.1, n_iter_no_change=10, warm_start=False, verbose=0,
-                 device="auto", dtype="float32", random_state=None):
+                 class_weight=None, batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4,
+                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=10,
+                 warm_start=False, verbose=0, device="auto", dtype="float32", random_state=None):
         self.hidden_size = hidden_size
         self.n_layers = n_layers
         self.n_heads = n_heads
@@ -326,6 +336,7 @@ class SetTransformerClassifier(SetClassifierMixin, _SetTransformerBase):
         self.optimizer = optimizer
         self.learning_rate_init = learning_rate_init
         self.alpha = alpha
+        self.class_weight = class_weight
         self.batch_size = batch_size
         self.max_elements = max_elements
         self.max_iter = max_iter
@@ -451,11 +462,16 @@ _DS_REFS = """
 
 
 class DeepSetsClassifier(SetClassifierMixin, _DeepSetsBase):
+    _parameter_constraints = with_class_weight(_DeepSetsBase._parameter_constraints)
     __doc__ = compose_doc(
-        """Deep Sets classifier (and Deep Sets++), one label per set.
+        """Deep Sets classifier (and Deep Sets++), one label per set, or several.
 """,
-        _DS_DOC, _TRAINING_DOC,
+        MULTILABEL_DOC, _DS_DOC, _TRAINING_DOC.replace(_ALPHA_DOC, _ALPHA_DOC + CLASS_WEIGHT_DOC),
         """    classes_ : ndarray of shape (n_classes,)
+        Class labels (multi-label: ``arange(n_labels)``).
+    class_weight_ : ndarray of shape (n_classes,) or None
+        The class weights of ``class_weight`` (multi-label: the weight of each label's
+        positives); None without.
 """,
         _DS_REFS,
         """
@@ -469,14 +485,21 @@ class DeepSetsClassifier(SetClassifierMixin, _DeepSetsBase):
     >>> clf = DeepSetsClassifier(hidden_size=16, max_iter=5, random_state=0).fit(X, y)
     >>> clf.classes_.tolist()
     ['a', 'b']
+
+    Multi-label: ``y`` an indicator matrix, one column per label.
+
+    >>> Y = np.column_stack([np.arange(40) % 2, np.arange(40) % 3 == 0]).astype(int)
+    >>> clf = DeepSetsClassifier(hidden_size=16, max_iter=5, random_state=0).fit(X, Y)
+    >>> clf.classes_.tolist(), clf.predict(X[:3]).shape, clf.predict_proba(X[:3]).shape
+    ([0, 1], (3, 2), (3, 2))
 """,
     )
 
     def __init__(self, hidden_size=64, n_layers=2, *, pooling="sum", norm=None, residual=None,
                  standardize=True, optimizer="adam", learning_rate_init=1e-3, alpha=0.0,
-                 batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4, early_stopping=False,
-                 validation_fraction=0.1, n_iter_no_change=10, warm_start=False, verbose=0,
-                 device="auto", dtype="float32", random_state=None):
+                 class_weight=None, batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4,
+                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=10,
+                 warm_start=False, verbose=0, device="auto", dtype="float32", random_state=None):
         self.hidden_size = hidden_size
         self.n_layers = n_layers
         self.pooling = pooling
@@ -486,6 +509,7 @@ class DeepSetsClassifier(SetClassifierMixin, _DeepSetsBase):
         self.optimizer = optimizer
         self.learning_rate_init = learning_rate_init
         self.alpha = alpha
+        self.class_weight = class_weight
         self.batch_size = batch_size
         self.max_elements = max_elements
         self.max_iter = max_iter

@@ -15,8 +15,8 @@ parameters and keeps the history. Helpers:
   classifiers) for early stopping;
 * :func:`epoch_batches` - length-bucketed batches of set indices for one epoch, shuffled with a
   ``torch.Generator`` (never the global RNG);
-* :func:`encode_class_targets`, :func:`encode_regression_targets` - targets of classifiers and
-  regressors.
+* :func:`encode_class_targets`, :func:`encode_regression_targets` - targets of classifiers
+  (single-label, or multi-label indicator matrices: :mod:`._multilabel`) and regressors.
 
 The ``sample_weight`` of a ``fit`` is checked by :func:`skset._validation.check_sample_weight` and
 enters the weighted statistics of :mod:`skset._weighting`.
@@ -55,6 +55,7 @@ from ._callbacks import (
     TrainingState,
     Validation,
 )
+from ._multilabel import class_weights, encode_multilabel_targets, multilabel_indicator
 
 __all__ = [
     "encode_class_targets",
@@ -172,7 +173,9 @@ def split_validation(
     a class with a single sample stays whole in the training part, and the validation part is
     smaller than asked when the classes cannot give that many without losing their last
     training sample. Only when every class has a single sample is it a plain random split
-    (classes then held out entirely). Without ``stratify`` it is a plain random split. Raises a
+    (classes then held out entirely). A 2-D ``y`` (a multi-label indicator matrix) is
+    stratified on its label sets (each distinct row a class), by the same rule. Without
+    ``stratify`` it is a plain random split. Raises a
     ValueError when either side would be empty.
     """
     from sklearn.model_selection import train_test_split
@@ -184,7 +187,12 @@ def split_validation(
                          f"validation part with {n_samples} sets; use more sets, a different "
                          "validation_fraction, or early_stopping=False.")
     if stratify and y is not None:
-        _, inv, counts = np.unique(np.asarray(y), return_inverse=True, return_counts=True)
+        y = np.asarray(y)
+        # multi-label targets (an indicator matrix): stratified on the label sets, each distinct
+        # row one stratum (scikit-learn's own rule for 2-D y)
+        y = np.unique(y.reshape(len(y), -1), axis=0, return_inverse=True)[1].ravel() \
+            if y.ndim == 2 else y
+        _, inv, counts = np.unique(y, return_inverse=True, return_counts=True)
         if counts.min() >= 2 and n_val >= len(counts) and n_samples - n_val >= len(counts):
             tr, va = train_test_split(idx, test_size=n_val, random_state=seed, stratify=y)
             return np.sort(tr), np.sort(va)
@@ -424,9 +432,26 @@ def encode_class_targets(est, y, n_sets: int, first_fit: bool,
 
     Shared by every set classifier. A later (``warm_start``, ``partial_fit``) fit may only use
     known classes. Returns ``(codes, n_classes)``.
+
+    A multi-label ``y`` (:func:`multilabel_indicator`) gives the float64 indicator matrix
+    ``(n_sets, n_labels)`` instead, and ``classes_ = arange(n_labels)`` (as ``MLPClassifier``);
+    ``est._multilabel`` records which. The first fit also sets ``est.class_weight_`` from the
+    estimator's ``class_weight`` (:func:`class_weights`).
     """
     from .._sets import check_set_labels
 
+    name = type(est).__name__
+    Y = multilabel_indicator(y)
+    if Y is not None:
+        return encode_multilabel_targets(est, Y, n_sets, first_fit, classes)
+    if not first_fit and getattr(est, "_multilabel", False):
+        raise ValueError(f"{name} was fitted on multi-label targets (an indicator matrix of "
+                         f"{len(est.classes_)} labels); y here is not one (warm_start=True or "
+                         "partial_fit).")
+    if np.ndim(y) == 2 and np.shape(y)[1] > 1:
+        raise ValueError(f"y has shape {np.shape(y)}; expected ({n_sets},) class labels, or a "
+                         f"multi-label indicator matrix ({n_sets}, n_labels) of 0 and 1 only "
+                         "(multi-output targets of other values are not supported).")
     y = check_set_labels(y, n_sets)
     if first_fit and classes is not None:
         classes = np.unique(np.asarray(classes))
@@ -435,16 +460,21 @@ def encode_class_targets(est, y, n_sets: int, first_fit: bool,
             raise ValueError(f"y holds classes {unknown.tolist()} not in classes="
                              f"{classes.tolist()}.")
         if len(classes) < 2:
-            raise ValueError(f"{type(est).__name__} needs at least 2 classes; got "
+            raise ValueError(f"{name} needs at least 2 classes; got "
                              f"classes={classes.tolist()}.")
         est.classes_ = classes
-        return np.searchsorted(classes, y).astype(np.int64), len(classes)
+        est._multilabel = False
+        enc = np.searchsorted(classes, y).astype(np.int64)
+        est.class_weight_ = class_weights(est, enc)
+        return enc, len(classes)
     if first_fit:
         classes, enc = np.unique(y, return_inverse=True)
         if len(classes) < 2:
-            raise ValueError(f"{type(est).__name__} needs at least 2 classes in y; got "
+            raise ValueError(f"{name} needs at least 2 classes in y; got "
                              f"only {classes.tolist()}.")
         est.classes_ = classes
+        est._multilabel = False
+        est.class_weight_ = class_weights(est, enc.astype(np.int64))
     else:
         unknown = np.setdiff1d(np.unique(y), est.classes_)
         if len(unknown):

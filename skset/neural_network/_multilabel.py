@@ -1,0 +1,218 @@
+"""Multi-label targets and class weights of the set classifiers.
+
+A ``y`` that scikit-learn's ``type_of_target`` calls ``"multilabel-indicator"`` (a 2-D array, list
+of lists or sparse matrix of 0 and 1) trains one sigmoid output per label (see
+:class:`skset.neural_network._base.SetClassifierMixin`). This module holds what that needs beside
+the mixin: reading such a ``y`` (:func:`multilabel_indicator`) and encoding it on the first and
+later fits, the ``class_weight`` parameter (its specification, :func:`with_class_weight`, the
+weights it gives, :func:`class_weights`), the validation score (:func:`mean_average_precision`)
+and the docstring paragraphs the three classifiers share.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import torch
+
+from .._validation import Satisfies
+
+__all__ = ["multilabel_indicator", "encode_multilabel_targets", "class_weights",
+           "mean_average_precision", "CLASS_WEIGHT", "with_class_weight", "CLASS_WEIGHT_DOC",
+           "MULTILABEL_DOC"]
+
+
+def _positive_weights(v) -> bool:
+    values = list(v.values()) if isinstance(v, dict) else v
+    if isinstance(values, str):
+        return False
+    arr = np.asarray(values, dtype=np.float64)
+    return arr.ndim == 1 and arr.size >= 1 and bool(np.all(np.isfinite(arr) & (arr > 0)))
+
+
+#: ``class_weight`` of the set classifiers (see :func:`class_weights`)
+CLASS_WEIGHT = [None, "balanced", Satisfies(
+    _positive_weights, "a dict {class: weight} or an array of one weight per class, the weights "
+    "positive and finite")]
+
+
+def with_class_weight(table: dict) -> dict:
+    """A classifier's ``_parameter_constraints``: ``table`` with ``class_weight`` after
+    ``alpha`` (the order of the classifiers' signatures)."""
+    out = {}
+    for k, v in table.items():
+        out[k] = v
+        if k == "alpha":
+            out["class_weight"] = CLASS_WEIGHT
+    return out
+
+
+def multilabel_indicator(y) -> np.ndarray | None:
+    """The dense indicator matrix ``(n_sets, n_labels)`` of a multi-label ``y``, or None.
+
+    ``y`` is multi-label when scikit-learn's ``type_of_target(y)`` is ``"multilabel-indicator"``
+    (a 2-D array, list of lists or sparse matrix of 0 and 1 with two columns or more), the rule
+    of ``MLPClassifier``; anything else (1-D labels, a single column) is single-label.
+    """
+    from scipy import sparse
+    from sklearn.utils.multiclass import type_of_target
+
+    if isinstance(y, torch.Tensor):
+        y = y.detach().cpu().numpy()
+    if y is None or isinstance(y, str):
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            kind = type_of_target(y)
+    except (TypeError, ValueError):
+        return None
+    if kind != "multilabel-indicator":
+        return None
+    return y.toarray() if sparse.issparse(y) else np.asarray(y)
+
+
+def encode_multilabel_targets(est, Y: np.ndarray, n_sets: int, first_fit: bool,
+                              classes) -> tuple[np.ndarray, int]:
+    """The float64 indicator matrix ``Y`` checked against ``n_sets`` and against the first fit
+    (its number of labels); the first fit sets ``classes_ = arange(n_labels)``, ``_multilabel``,
+    ``_y_dtype`` (the dtype ``predict`` returns) and ``class_weight_``. Returns ``(Y,
+    n_labels)``."""
+    name = type(est).__name__
+    n_labels = Y.shape[1]
+    if Y.shape[0] != n_sets:
+        raise ValueError(f"y has {Y.shape[0]} rows but X holds {n_sets} sets; give one row of "
+                         "labels per set.")
+    values = np.unique(Y)
+    if not np.isin(values, (0, 1)).all():  # type_of_target admits any two integer values
+        raise ValueError(f"y has shape {Y.shape} with the values {values.tolist()}; a multi-label "
+                         "indicator matrix holds 0 (label absent) and 1 (label present) only.")
+    if first_fit:
+        if classes is not None and not np.array_equal(np.asarray(classes).ravel(),
+                                                      np.arange(n_labels)):
+            raise ValueError(f"{name}: y is a multi-label indicator matrix of {n_labels} labels, "
+                             f"whose classes are arange({n_labels}); classes={classes!r} differs "
+                             "(leave classes=None: the width of y fixes the labels).")
+        est.classes_ = np.arange(n_labels)
+        est._multilabel = True
+        est._y_dtype = Y.dtype.name  # predict returns the indicator in y's dtype
+        Y = Y.astype(np.float64)
+        est.class_weight_ = class_weights(est, Y)
+        return Y, n_labels
+    if not getattr(est, "_multilabel", False):
+        raise ValueError(f"{name} was fitted on single-label targets (classes "
+                         f"{np.asarray(est.classes_).tolist()}); y here is a multi-label "
+                         f"indicator matrix of shape {Y.shape} (warm_start=True or partial_fit).")
+    if n_labels != len(est.classes_):
+        raise ValueError(f"y has {n_labels} labels but the first fit had {len(est.classes_)} "
+                         "(warm_start=True or partial_fit).")
+    return Y.astype(np.float64), n_labels
+
+
+def class_weights(est, targets: np.ndarray) -> np.ndarray | None:
+    """The class weights of ``est.class_weight`` for the encoded targets of a first fit, float64
+    ``(len(est.classes_),)``, or None for ``class_weight=None`` (every set weighs the same).
+
+    Single-label (``targets`` integer codes): the weight of each class, multiplying the sets'
+    ``sample_weight`` in the cross-entropy; ``"balanced"`` is scikit-learn's
+    ``n_sets / (n_classes * count_c)`` (1 for a class absent from ``y``). Multi-label (``targets``
+    the 0/1 indicator matrix): the weight of a positive of each label in its binary
+    cross-entropy (``pos_weight`` of ``BCEWithLogitsLoss``; negatives weigh 1); ``"balanced"`` is
+    ``n_neg / n_pos`` of each label (1 for a label that is always 0 or always 1). A dict maps a
+    class (a label index for multi-label) to its weight, missing ones weigh 1; an array gives one
+    weight per entry of ``classes_``, in that order.
+    """
+    cw = getattr(est, "class_weight", None)
+    if cw is None:
+        return None
+    name, classes = type(est).__name__, np.asarray(est.classes_)
+    n = len(classes)
+    if isinstance(cw, str):  # "balanced" (the parameter check admits no other string)
+        if targets.ndim == 2:
+            pos = targets.sum(0)
+            neg = targets.shape[0] - pos
+            return np.where((pos > 0) & (neg > 0), neg / np.maximum(pos, 1), 1.0)
+        counts = np.bincount(targets, minlength=n).astype(np.float64)
+        return np.where(counts > 0, len(targets) / (n * np.maximum(counts, 1)), 1.0)
+    if isinstance(cw, dict):
+        known = classes.tolist()
+        unknown = [k for k in cw if k not in known]
+        if unknown:
+            raise ValueError(f"{name}: class_weight has keys {unknown!r} that are not classes "
+                             f"({known}).")
+        out = np.ones(n)
+        for k, v in cw.items():
+            out[known.index(k)] = float(v)
+        return out
+    out = np.asarray(cw, dtype=np.float64).ravel()
+    if len(out) != n:
+        what = "labels" if targets.ndim == 2 else "classes"
+        raise ValueError(f"{name}: class_weight has {len(out)} weights but y has {n} {what} "
+                         f"(one weight per entry of classes_ = {classes.tolist()}).")
+    return out
+
+
+def mean_average_precision(scores: torch.Tensor, targets: torch.Tensor,
+                           weight: torch.Tensor | None = None) -> float:
+    """The mean over labels of the average precision of ``scores`` ``(n, L)`` for the 0/1
+    ``targets`` ``(n, L)``, each set weighted by ``weight`` ``(n,)`` when given.
+
+    Per label it is scikit-learn's ``average_precision_score`` (precision at each distinct
+    score, tied scores one threshold, weighted by the recall gained there), computed for all
+    labels at once. Labels without a positive set (of positive weight) have no average
+    precision and are left out of the mean; 0.0 when no label has one.
+    """
+    scores, targets = scores.double(), targets.double()
+    w = torch.ones_like(scores[:, :1]) if weight is None else weight.double().reshape(-1, 1)
+    order = torch.argsort(scores, dim=0, descending=True, stable=True)
+    s = torch.gather(scores, 0, order)
+    wy = torch.gather(targets * w, 0, order)
+    wn = torch.gather((1 - targets) * w, 0, order)
+    tp, fp = wy.cumsum(0), wn.cumsum(0)
+    # the last row of each run of tied scores is a threshold
+    end = torch.ones_like(s, dtype=torch.bool)
+    end[:-1] = s[:-1] != s[1:]
+    precision = tp / torch.where(tp + fp > 0, tp + fp, 1.0)
+    tp_end = torch.where(end, tp, 0.0)
+    prev = torch.cat([torch.zeros_like(tp[:1]), tp_end.cummax(0).values[:-1]])
+    total = tp[-1]
+    gain = torch.where(end, tp - prev, 0.0)
+    ap = (gain * precision).sum(0) / torch.where(total > 0, total, 1.0)
+    has = total > 0
+    return float(ap[has].mean()) if bool(has.any()) else 0.0
+
+
+#: the ``class_weight`` entry of the classifiers' parameter tables (after ``alpha``)
+CLASS_WEIGHT_DOC = """
+    class_weight : None, "balanced", dict or array-like, default=None
+        Weights of the classes in the loss. Single-label: each set's cross-entropy is multiplied
+        by its class's weight (scikit-learn's meaning: the weight multiplies ``sample_weight``);
+        ``"balanced"`` gives class ``c`` the weight ``n_sets / (n_classes * count_c)``.
+        Multi-label (``y`` an indicator matrix): the weight of a positive of each label in its
+        binary cross-entropy, negatives weighing 1 (``pos_weight`` of torch's
+        ``BCEWithLogitsLoss``); ``"balanced"`` gives label ``l`` the weight ``n_neg_l / n_pos_l``,
+        so that positives and negatives of every label weigh the same in total (1 for a label
+        that is always 0 or always 1), for rare labels that the plain loss would let the model
+        predict as always absent. A dict maps a class (a label index ``0 .. n_labels - 1`` for
+        multi-label) to its weight, classes it omits weighing 1; an array gives one positive
+        weight per entry of ``classes_``, in that order. The weights come from the ``y`` of the
+        first fit (the first chunk of ``partial_fit``) and are kept in ``class_weight_``."""
+
+#: the multi-label paragraph of the classifiers' docstrings
+MULTILABEL_DOC = """
+    Multi-label targets: ``y`` may be an indicator matrix ``(n_sets, n_labels)`` of 0 and 1 (an
+    array, a list of lists or a sparse matrix: scikit-learn's ``"multilabel-indicator"``, as
+    ``MLPClassifier`` takes it), each set carrying any number of labels. The network then has
+    one output per label, trained with the binary cross-entropy of each label summed over the
+    labels; ``classes_`` is ``arange(n_labels)``, ``decision_function`` returns the logits and
+    ``predict_proba`` the probability of each label ``(n_sets, n_labels)`` (rows do not sum to
+    1), and ``predict`` the indicator matrix of the labels of probability above 0.5, in the
+    dtype of ``y``. With ``early_stopping`` the validation score is the mean over labels of the
+    average precision of the held-out sets (labels without a positive held-out set left out):
+    it ranks without a threshold and is not swamped by the true negatives of rare labels, where
+    the subset accuracy that ``MLPClassifier`` uses is near 0 with many labels and blind to
+    gains short of a whole label set. The held-out sets are stratified on the label sets when
+    every label set occurs at least twice, drawn at random otherwise. ``class_weight`` weighs
+    the positives of rare labels.
+"""
