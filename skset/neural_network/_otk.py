@@ -422,8 +422,9 @@ _DOC_PARAMS_REGRESSION = _DOC_PARAMS.replace("""    alpha : float, default=1e-3
         untrained.
 """).replace(
     """    early_stopping : bool, default=False
-        Hold out ``validation_fraction`` of the training sets (stratified for classifiers), stop
-        when the validation score stalls and restore the best epoch. The held-out sets take no
+        Hold out ``validation_fraction`` of the training sets (stratified for classifiers;
+        with classes of a single set, every class keeps a training set), stop when the
+        validation score stalls and restore the best epoch. The held-out sets take no
         part in training, including the unsupervised initialisation of the anchors, references
         and head.
 """, """    early_stopping : bool or "auto", default="auto"
