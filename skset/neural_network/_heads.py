@@ -9,10 +9,11 @@ import math
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from ._callbacks import Callback
 
-__all__ = ["fit_logistic_head", "fit_ridge_head", "ridge_loo_errors", "ridge_loo_alpha",
+__all__ = ["fit_logistic_head", "fit_multilabel_logistic_head", "fit_ridge_head", "ridge_loo_errors", "ridge_loo_alpha",
            "RIDGE_ALPHAS", "AlternatingHead"]
 
 
