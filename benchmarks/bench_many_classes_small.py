@@ -2,8 +2,8 @@
 
 900 sets of 5-30 elements x 8 features (each class's sets around one random prototype; the
 first ``n_classes`` sets cover every class, the rest are drawn at random: 1-9 sets per class,
-3 on average, at 300 classes), ``max_iter=3``, the alternating solver. Run it against two source trees to compare
-them (the fit time is printed with the number of classes):
+3 on average, at 300 classes), ``max_iter=3``, the alternating solver. Run it against two
+source trees to compare them (the fit time is printed with the number of classes):
 
     PYTHONPATH=$PWD OMP_WAIT_POLICY=PASSIVE nice -n 10 python benchmarks/bench_many_classes_small.py 300
     PYTHONPATH=$PWD OMP_WAIT_POLICY=PASSIVE nice -n 10 python benchmarks/bench_many_classes_small.py 10
