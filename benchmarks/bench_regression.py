@@ -54,7 +54,8 @@ ROWS = ["maxreg", "normalvar", "mi",
 MODELS = ["mean", "ridge-mean", "ridge-meanmax", "pipeline", "pipeline-ridgecv-default",
           "OTKRegressor", "SetTransformerRegressor", "DeepSetsRegressor"]
 #: variants of a default model (not run unless named in --models)
-VARIANTS = {"OTKRegressor-no-validation": ("OTKRegressor", {"early_stopping": False})}
+VARIANTS = {"OTKRegressor-no-validation": ("OTKRegressor", {"early_stopping": False}),
+            "OTKRegressor-validation": ("OTKRegressor", {"early_stopping": "auto"})}
 TRAINED = ["pipeline", "pipeline-ridgecv-default", "OTKRegressor", "SetTransformerRegressor",
            "DeepSetsRegressor"]
 
@@ -253,7 +254,7 @@ def table(results, before=None):
         lines.append("| " + " | ".join(cells) + " |")
     # the worst seed: each seed's RMSE over that seed's mean predictor's
     per = {(r["row"], r["seed"], r["model"]): r["rmse"] for r in results}
-    worst_models = [m for m in TRAINED if m != "pipeline-ridgecv-default"
+    worst_models = [m for m in [*TRAINED, *VARIANTS] if m != "pipeline-ridgecv-default"
                     and any((r, m) in a for r in rows)]
     lines += ["", "Worst seed (RMSE / the same seed's mean predictor's):", "",
               "| row | " + " | ".join(worst_models) + " |", "|" + " --- |" * (1 + len(worst_models))]

@@ -147,7 +147,10 @@ def test_pure_noise_target_predicts_near_the_training_mean(cls):
     X, y, Xt, yt = _problem(None)
     est = cls(random_state=0, device="cpu")
     assert _rmse_ratio(est, X, y, Xt, yt) <= 1.05
-    assert est.output_shrinkage_ < 1.0  # the validation split was used
+    if cls is OTKRegressor:  # no split by default: the chosen penalty guards it
+        assert est.output_shrinkage_ == 1.0 and est.alpha_ >= 1.0
+    else:
+        assert est.output_shrinkage_ < 1.0  # the validation split was used
     # the same model without the validation split or (OTK) the chosen penalty overfits the noise
     old = dict(early_stopping=False, **({"alpha": 1e-3} if cls is OTKRegressor else {}))
     assert _rmse_ratio(cls(random_state=0, device="cpu", **old), X, y, Xt, yt) > 1.05
@@ -161,11 +164,18 @@ def test_clear_signal_beats_the_mean(cls):
     assert est.output_shrinkage_ > 0.5
 
 
+def test_otk_regressor_auto_validation_split():
+    X, y, Xt, yt = _problem(None)
+    est = OTKRegressor(early_stopping="auto", random_state=0, device="cpu")
+    assert _rmse_ratio(est, X, y, Xt, yt) <= 1.05
+    assert est.validation_scores_ and est.output_shrinkage_ < 1.0
+
+
 @pytest.mark.parametrize("cls", REGRESSORS)
 def test_multi_output_and_zero_weights(cls):
     X, y, Xt, _ = _problem(True, n_train=40, n_test=5)
     Y = np.stack([y, -2.0 * y + 1.0], axis=1)
-    kw = dict(random_state=0, device="cpu", max_iter=5)
+    kw = dict(random_state=0, device="cpu", max_iter=5, early_stopping="auto")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         est = cls(**kw).fit(X, Y)

@@ -671,7 +671,8 @@ def validated_shrinkage(out: torch.Tensor, target: torch.Tensor,
 class SetRegressorMixin(RegressorMixin):
     """Standardised numeric targets: mean squared error, R^2 for validation, ``predict``.
 
-    With ``early_stopping="auto"`` (the regressors' default) a fit of 20 to 999 sets holds out a
+    With ``early_stopping="auto"`` (the Set Transformer and Deep Sets regressors' default) a fit
+    of 20 to 999 sets holds out a
     validation split (``validation_fraction``, at least 10 sets), keeps the epoch of the best
     validation R^2, then multiplies the network's output (in standardised units: towards the
     training mean) by the factor :func:`validated_shrinkage` chooses on the validation sets
