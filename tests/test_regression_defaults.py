@@ -16,13 +16,13 @@ import torch
 from sklearn.linear_model import Ridge
 
 from skset import DeepSetsRegressor, OTKRegressor, SetTransformerRegressor
-from skset.neural_network._base import validated_shrinkage
 from skset.neural_network._heads import (
     RIDGE_ALPHAS,
     fit_ridge_head,
     ridge_loo_alpha,
     ridge_loo_errors,
 )
+from skset.neural_network._tasks import validated_shrinkage
 
 REGRESSORS = [OTKRegressor, SetTransformerRegressor, DeepSetsRegressor]
 

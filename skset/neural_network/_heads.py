@@ -13,8 +13,8 @@ import torch.nn.functional as F
 
 from ._callbacks import Callback
 
-__all__ = ["fit_logistic_head", "fit_multilabel_logistic_head", "fit_ridge_head", "ridge_loo_errors", "ridge_loo_alpha",
-           "RIDGE_ALPHAS", "AlternatingHead"]
+__all__ = ["fit_logistic_head", "fit_multilabel_logistic_head", "fit_ridge_head",
+           "ridge_loo_errors", "ridge_loo_alpha", "RIDGE_ALPHAS", "AlternatingHead"]
 
 
 def fit_logistic_head(head: torch.nn.Linear, Z: torch.Tensor, y: torch.Tensor, alpha: float,

@@ -25,13 +25,7 @@ from ..embedding import OTKEmbedding
 from ..kernel_approximation import NystromFeatures
 from ..nn.nystrom import DEFAULT_N_COMPONENTS, NystromLayer, kmer_unfold
 from ..nn.otk import POSITION_MODES, OTKLayer, normalize_rows
-from ._base import (
-    SetClassifierMixin,
-    SetNetworkEstimator,
-    SetRegressorMixin,
-    TrainingSetup,
-    compose_doc,
-)
+from ._base import SetNetworkEstimator, TrainingSetup, compose_doc
 from ._heads import (
     AlternatingHead,
     fit_logistic_head,
@@ -40,27 +34,20 @@ from ._heads import (
     ridge_loo_alpha,
 )
 from ._multilabel import CLASS_WEIGHT_DOC, MULTILABEL_DOC, with_class_weight
+from ._otk_docs import (
+    _ALPHA_DOC,
+    _DOC_ATTRS,
+    _DOC_PARAMS,
+    _DOC_PARAMS_REGRESSION,
+    _DOC_REFS,
+    _ELEMENT_WEIGHT_DOC,
+    _ELEMENT_WEIGHT_FIT_DOC,
+    _with_element_weight,
+)
+from ._tasks import SetClassifierMixin, SetRegressorMixin
 from ._training import TRAINING_PARAMS, ReduceLROnPlateau
 
 __all__ = ["OTKClassifier", "OTKRegressor"]
-
-_ELEMENT_WEIGHT_FIT_DOC = """
-        element_weight : list of 1-D arrays, 2-D array (n_sets, n) or None, default=None
-            Mass of each element of each set (one array per set, of the set's length;
-            non-negative, finite, not all zero; normalised per set): the set's measure in the
-            transport plans of the OTK layer, in training and in the unsupervised initialisation
-            (``NystromFeatures`` and ``OTKEmbedding`` fitted with it: in their k-means each set
-            keeps its total weight, shared among its elements by mass). With ``window > 1`` a
-            k-mer's mass is the mean of the masses of its ``window`` elements. Give the masses
-            of the sets you predict to ``predict``, ``predict_proba``, ``decision_function``,
-            ``transform`` and ``score`` too (``None`` there means uniform). Uniform masses are
-            exactly ``None``. With ``window=1``, an element of mass 0 is an element removed from
-            the plans (the Nystrom map is per element), except that it still counts in the
-            positions ``i/n`` of ``position_sigma``. Validation errors name the set."""
-
-_ELEMENT_WEIGHT_DOC = """
-        element_weight : list of 1-D arrays, 2-D array (n_sets, n) or None, default=None
-            Mass of each element of each set of ``X`` (see :meth:`fit`); ``None``: uniform."""
 
 # The paper's CKN element map for its supervised models (Appendix D.3): k-mers standardised,
 # projected on the unit sphere, norm kept, bandwidth 0.5. The supervised models' "auto" map starts
@@ -308,183 +295,6 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
         X : collection of sets""" + _ELEMENT_WEIGHT_DOC + """
         """
         return self._transform(X, element_weight)
-
-
-_ALPHA_DOC = """
-    alpha : float, default=1e-3
-        L2 penalty ``alpha/2 ||W||^2`` on the head's weights, added to the mean loss."""
-
-_DOC_PARAMS = """
-    Parameters
-    ----------
-    n_components : int or None, default=128
-        Nystrom anchors ``k`` of the Gaussian kernel on elements (k-mers). ``None`` or 0: no
-        Nystrom layer, the OTK layer works on the (k-mers of the) raw elements.
-    bandwidth : float or "auto", default="auto"
-        Gaussian kernel bandwidth ``sigma`` of the element map, as in :class:`NystromFeatures`
-        (relative to the data's scale; an explicit value with ``normalize=True`` is absolute, on
-        the unit sphere: the paper's supervised models use 0.5 there, Appendix D.3).
-    standardize, normalize, keep_norm : bool or "auto", default="auto"
-        The element map's preprocessing, as in :class:`NystromFeatures`. ``"auto"`` chooses them
-        (and an ``"auto"`` bandwidth) from the training part of the data and its labels, by the
-        same rule as :class:`NystromFeatures` (the validation split of ``early_stopping`` stays
-        unseen). ``standardize=True, normalize=True, keep_norm=True, bandwidth=0.5`` is the
-        paper's CKN map. ``nystrom_`` holds the map fitted at initialisation, with the choice in
-        its ``standardize_``, ``normalize_``, ``keep_norm_`` and ``relative_bandwidth_``.
-    window : int, default=1
-        k-mer width: consecutive elements concatenated before the kernel (10 for proteins in the
-        paper). Sets are read as sequences then.
-    n_supports : int, default=10
-        Supports per reference ``p``.
-    n_references : int, default=1
-        References ``q``; the embedding has ``q * p * k`` features.
-    epsilon : float, default=0.5
-        Entropic regularisation ``epsilon`` of the transport plans.
-    sinkhorn_iter : int, default=10
-        Sinkhorn iterations, a fixed count (differentiated through), as in the paper's supervised
-        models (10; Appendix D.3). The unsupervised initialisation uses the same fixed count.
-    position_sigma : float or None, default=None
-        Positional weights ``S = exp(-(i/n - j/p)^2 / sigma_pos^2)`` for sequences; None ignores
-        order.
-    position_mode : {"plan", "kernel", "similarity"}, default="plan"
-        How ``S`` enters: ``"plan"`` multiplies the plan by ``S`` (the paper, Appendix B.3);
-        ``"kernel"`` runs Sinkhorn on ``exp(K / epsilon) * S`` and multiplies the plan by ``S``;
-        ``"similarity"`` runs it on ``exp(K * S / epsilon)`` and multiplies the plan by ``S`` (the
-        authors' code). See :mod:`skset.nn.otk`. :class:`OTKEmbedding` defaults to
-        ``"kernel"`` (chosen on the unsupervised real-data suite); the supervised models keep the
-        paper's ``"plan"``, with which their benchmarks were measured.
-    reg_m : float or None, default=None
-        Unbalanced transport, as in :class:`OTKEmbedding`: strength :math:`\\rho` of a KL
-        penalty that replaces the exact set-side marginal (POT's ``reg_m``, in the units of
-        ``epsilon``; the reference side stays exact). Elements of low similarity to every
-        support send less than their mass, which makes the embedding robust to outlying
-        elements; smaller is more relaxed. Used by the unsupervised initialisation and the
-        trained layer alike. ``None``: balanced, every element sends exactly its mass (its
-        ``element_weight`` in ``fit`` / ``predict``, uniform by default).
-    fit_method : {"kmeans", "wasserstein"}, default="kmeans"
-        How :class:`OTKEmbedding` fits the initial references.
-    solver : {"alternating", "adam"}, default="alternating"
-        ``"alternating"`` is the paper's scheme: before each epoch the linear head is refitted on
-        the current embedding (L-BFGS for the logistic loss, closed-form ridge for regression),
-        then Adam updates the anchors and references with the head fixed. ``"adam"``: Adam on all
-        parameters jointly (the head starts from the fit on the unsupervised embedding). With
-        ``partial_fit``, ``"alternating"`` holds for the first call only: later calls train the
-        head with Adam too, as ``"adam"`` does (a head refitted on each chunk alone would forget
-        the other chunks).
-    max_iter : int, default=50
-        Epochs.
-    batch_size : int, default=64
-        Most sets per training batch (batches are cut by length, under ``max_elements``).
-    learning_rate_init : float, default=0.01
-        Adam's learning rate (0.01 in the paper).
-    learning_rate : {"adaptive", "constant"}, default="adaptive"
-        ``"adaptive"`` halves the learning rate each time the validation loss (the training loss
-        without ``early_stopping``) has not decreased by more than ``tol`` (relative to its best
-        value in this ``fit``) for 5 consecutive epochs, as in the paper.
-    alpha : float, default=1e-3
-        L2 penalty ``alpha/2 ||W||^2`` on the head's weights, added to the mean loss.
-    tol, n_iter_no_change : float, int, default=1e-4, 10
-        Stopping rule of scikit-learn's MLP (on the training loss, or on the validation score with
-        ``early_stopping``).
-    early_stopping : bool, default=False
-        Hold out ``validation_fraction`` of the training sets (stratified for classifiers;
-        with classes of a single set, every class keeps a training set), stop when the
-        validation score stalls and restore the best epoch. The held-out sets take no
-        part in training, including the unsupervised initialisation of the anchors, references
-        and head.
-    validation_fraction : float, default=0.1
-        Held-out fraction for ``early_stopping``.
-    warm_start : bool, default=False
-        Continue training the fitted model (no new initialisation) on the next ``fit``.
-    verbose : int, default=0
-        ``>= 1`` prints one line per epoch.
-    max_elements : int, default=131072
-        Budget of padded elements per batch (memory bound).
-    device : str, default="auto"
-        Torch device; ``"auto"`` uses CUDA when available.
-    dtype : {"float32", "float64"}, default="float32"
-        Compute dtype.
-    random_state : int, RandomState or None, default=None
-        Seeds the unsupervised initialisation, the validation split and the batch order.
-"""
-
-_DOC_PARAMS_REGRESSION = _DOC_PARAMS.replace("""    alpha : float, default=1e-3
-        L2 penalty ``alpha/2 ||W||^2`` on the head's weights, added to the mean loss.
-""", """    alpha : float or "auto", default="auto"
-        L2 penalty ``alpha/2 ||W||^2`` on the head's weights, added to the mean loss (on
-        standardised targets). ``"auto"``: chosen when the head is first fitted, on the
-        unsupervised embedding of the training part, by exact leave-one-out (closed form from one
-        SVD) over ``10^-6 ... 10^3`` (19 values) and an infinite penalty (a zero head: the
-        training mean), with the one-standard-error rule (the largest penalty whose
-        leave-one-out error is within one standard error of the paired per-set differences from
-        the lowest); kept for the rest of training (``alpha_``). A target the embedding does not
-        predict then gets the mean, whose zero head also leaves the anchors and references
-        untrained.
-""").replace(
-    """    early_stopping : bool, default=False
-        Hold out ``validation_fraction`` of the training sets (stratified for classifiers;
-        with classes of a single set, every class keeps a training set), stop when the
-        validation score stalls and restore the best epoch. The held-out sets take no
-        part in training, including the unsupervised initialisation of the anchors, references
-        and head.
-""", """    early_stopping : bool or "auto", default=False
-        Hold out ``validation_fraction`` of the training sets, stop when the validation R^2
-        stalls and restore the best epoch, then scale the head (in standardised units: towards
-        the training mean) by a factor in [0, 1] chosen on the held-out sets
-        (``output_shrinkage_``): the least-squares factor, clipped, times ``max(0, 1 - 1/t^2)``
-        with ``t`` its own t-statistic. The held-out sets take no part in training, including
-        the unsupervised initialisation of the anchors, references and head. ``"auto"``: on for
-        fits of 20 to 999 sets, with at least 10 sets held out; off otherwise (the default of
-        the Set Transformer and Deep Sets regressors). The default ``False`` leaves the guard to
-        the penalty ``alpha="auto"`` chooses on every training set: on the regression rows of
-        BENCHMARKS.md a split of 10 held-out sets shrank weak signals to the mean.
-""")
-assert "alpha : float or \"auto\"" in _DOC_PARAMS_REGRESSION
-assert "early_stopping : bool or \"auto\", default=False" in _DOC_PARAMS_REGRESSION
-
-_DOC_ATTRS = """
-    nystrom_ : NystromFeatures or None
-        The unsupervised Nystrom map the anchors were initialised from.
-    embedding_ : OTKEmbedding
-        The unsupervised embedding the references were initialised from.
-    module_ : torch.nn.Module
-        The trained network (``module_.nystrom``, ``module_.otk``, ``module_.head``).
-    loss_curve_ : list of float
-        Mean training loss per epoch.
-    validation_scores_ : list of float
-        Validation score per epoch (with ``early_stopping``).
-    best_validation_score_ : float or None
-        Best validation score (with ``early_stopping``).
-    learning_rates_ : list of float
-        Adam's learning rate at the end of each epoch.
-    n_iter_ : int
-        Epochs run (summed over warm starts).
-    n_features_in_ : int
-        Features per element.
-    device_ : torch.device
-        Resolved device.
-    dtype_ : torch.dtype
-        Resolved compute dtype (``dtype``).
-"""
-
-_DOC_REFS = """
-    References
-    ----------
-    .. [1] G. Mialon, D. Chen, A. d'Aspremont, J. Mairal. A Trainable Optimal Transport Embedding
-       for Feature Aggregation and its Relationship to Attention. ICLR 2021 (Section 2.2,
-       Appendix D.3).
-    .. [2] J. Mairal. End-to-end kernel learning with supervised convolutional kernel networks.
-       NeurIPS 2016.
-"""
-
-
-def _with_element_weight(summary: str) -> str:
-    return summary + """
-
-        Parameters
-        ----------
-        X : collection of sets""" + _ELEMENT_WEIGHT_DOC + """
-        """
 
 
 class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):

@@ -15,14 +15,9 @@ from .._validation import POSITIVE_INT, Boolean, Integer
 from .._weighting import weighted_mean_std
 from ..nn.attention import SetTransformer
 from ..nn.deep_sets import DeepSets
-from ._base import (
-    SetClassifierMixin,
-    SetNetworkEstimator,
-    SetRegressorMixin,
-    TrainingSetup,
-    compose_doc,
-)
+from ._base import SetNetworkEstimator, TrainingSetup, compose_doc
 from ._multilabel import CLASS_WEIGHT_DOC, MULTILABEL_DOC, with_class_weight
+from ._tasks import SetClassifierMixin, SetRegressorMixin
 from ._training import TRAINING_PARAMS
 
 __all__ = [
