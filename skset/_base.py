@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator
 
+from ._threads import SCOPED_METHODS, scoped, set_work_size
 from ._torch import _to_cpu, _to_device, random_streams, resolve_device, resolve_dtype
 from ._validation import InvalidParameterError, check_params
 
@@ -45,6 +46,27 @@ class SksetEstimator(BaseEstimator):
     #: puts it on the parameters' device when training resumes, and Adam's ``step`` counters must
     #: stay on the CPU)
     _cpu_attributes = frozenset({"_optimizer_state"})
+
+    def __init_subclass__(cls, **kwargs):
+        """Run every public method that computes (``fit``, ``transform``, ``predict``...) under
+        skset's thread policy (:mod:`skset._threads`, ``skset.set_config(n_threads=...)``)."""
+        super().__init_subclass__(**kwargs)
+        for name in SCOPED_METHODS:
+            method = cls.__dict__.get(name)
+            if callable(method) and not getattr(method, "_skset_scoped", False):
+                setattr(cls, name, scoped(method))
+
+    def _thread_work(self, method: str, X) -> float | None:
+        """The size of a call for the thread policy: elements x width of ``X`` (the sets'
+        features, or the network's ``hidden_size`` when larger); for a training call
+        (``fit``, ``partial_fit`` with a ``batch_size``), the share of one batch: the work
+        between two synchronisations of the threads."""
+        work = set_work_size(X, getattr(self, "hidden_size", None))
+        batch = getattr(self, "batch_size", None)
+        if (work is not None and method in ("fit", "partial_fit") and isinstance(batch, int)
+                and hasattr(X, "__len__") and len(X) > batch):
+            work *= batch / len(X)
+        return work
 
     # -- parameters -------------------------------------------------------------------------------
     def _check_params(self) -> None:

@@ -18,7 +18,23 @@ def _compile_from_env() -> bool:
     return os.environ.get("SKSET_COMPILE", "0").strip().lower() in ("1", "true", "yes", "on")
 
 
-_config = {"compile": _compile_from_env()}
+def _check_n_threads(value, source="n_threads"):
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{source} must be 'auto' or a positive integer, got {value!r}")
+    return int(value)
+
+
+def _n_threads_from_env():
+    """The default of ``n_threads``: ``SKSET_NUM_THREADS`` when set, else ``"auto"``."""
+    value = os.environ.get("SKSET_NUM_THREADS", "").strip()
+    return _check_n_threads(value, "SKSET_NUM_THREADS") if value else "auto"
+
+
+_config = {"compile": _compile_from_env(), "n_threads": _n_threads_from_env()}
 _lock = threading.Lock()
 
 
@@ -34,7 +50,7 @@ def get_config() -> dict:
     Returns
     -------
     config : dict
-        ``{"compile": bool}``; see :func:`set_config`.
+        ``{"compile": bool, "n_threads": "auto" or int}``; see :func:`set_config`.
 
     Examples
     --------
@@ -45,7 +61,7 @@ def get_config() -> dict:
     return dict(_config)
 
 
-def set_config(compile=None) -> None:
+def set_config(compile=None, n_threads=None) -> None:
     """Set skset's global settings; ``None`` leaves a setting as it is.
 
     Parameters
@@ -64,21 +80,53 @@ def set_config(compile=None) -> None:
         C++ compiler, an unsupported platform) skset warns once (:class:`skset.CompileWarning`)
         and runs the eager code. Default ``False``, or ``True`` when the environment variable
         ``SKSET_COMPILE=1`` is set at import.
+    n_threads : "auto" or int, default=None
+        Threads of skset's own calls (every ``fit``, ``transform``, ``predict``... of a skset
+        estimator). Inside such a call, numpy's, scipy's and scikit-learn's thread pools (k-means,
+        distances, small linear algebra) run on one thread, so their results do not depend on this
+        setting, and torch runs on:
+
+        * ``"auto"`` (the default): one thread for a call of less than ``2**21`` elements x width
+          (elements of the input sets times their features, or the network's width), where
+          threads cannot pay off; otherwise the usable cores: the process's CPU affinity
+          (``os.sched_getaffinity``) capped by its cgroup CPU quota, and at most torch's own count
+          (``torch.set_num_threads``, ``OMP_NUM_THREADS``, :func:`skset.utils.limit_threads`).
+          When no thread variable is set in the environment (``OMP_NUM_THREADS``,
+          ``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS``...), skset also adapts to other work on
+          the machine (CPU pressure in ``/proc/pressure/cpu``, else the load average): while
+          other processes keep the cores busy, numpy's and scipy's BLAS pools stay on one
+          thread between skset's calls too (a scikit-learn model after skset in a pipeline
+          makes many small BLAS calls, whose threads wait for each other on a busy machine);
+          once the machine is idle again they get their previous counts back. Torch's count
+          follows the size rule only, never the load: the fits and transforms of
+          ``NystromFeatures`` and ``OTKEmbedding`` are bit-identical whatever the number of
+          threads, the training of neural networks is not.
+        * an int ``k``: torch runs skset's calls on ``k`` threads whatever their size and the
+          load; the pools outside skset's calls are left alone.
+
+        Default ``"auto"``, or the value of the environment variable ``SKSET_NUM_THREADS`` at
+        import. Measured in ``benchmarks/results/threads.md``.
 
     Examples
     --------
     >>> import skset
     >>> skset.set_config(compile=False)
     >>> skset.get_config()
-    {'compile': False}
+    {'compile': False, 'n_threads': 'auto'}
     """
     with _lock:
         if compile is not None:
-            _config["compile"] = _check_compile(compile)
+            compile = _check_compile(compile)
+        if n_threads is not None:
+            n_threads = _check_n_threads(n_threads)
+        if compile is not None:
+            _config["compile"] = compile
+        if n_threads is not None:
+            _config["n_threads"] = n_threads
 
 
 @contextmanager
-def config_context(*, compile=None):
+def config_context(*, compile=None, n_threads=None):
     """Context manager that sets skset's global settings (see :func:`set_config`) and restores
     the previous values on exit.
 
@@ -92,7 +140,7 @@ def config_context(*, compile=None):
     False
     """
     old = get_config()
-    set_config(compile=compile)
+    set_config(compile=compile, n_threads=n_threads)
     try:
         yield
     finally:

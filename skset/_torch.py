@@ -9,6 +9,8 @@ import numpy as np
 import torch
 from sklearn.utils import check_random_state
 
+from ._threads import usable_cores
+
 __all__ = [
     "resolve_device",
     "resolve_dtype",
@@ -89,14 +91,25 @@ def map_on_threads(fn, items, device: torch.device | str = "cpu") -> list:
     small matrices is slower on 2 OpenMP threads than on 1; BENCHMARKS.md, ABC), and a chunk's
     activations stay in cache. The total number of busy threads stays ``torch.get_num_threads()`` (so
     :func:`skset.utils.limit_threads` still bounds it), and the calling thread's setting is
-    restored afterwards. On other devices the items run one after the other.
+    restored afterwards. On other devices the items run one after the other. Each item runs on
+    one intra-op thread, as on one thread, so the results do not depend on the number of
+    threads. The threads meet only at the end of the map: on a machine busy with other processes
+    they still pay off, unlike the many small calls of a BLAS pool (the S1 transform of
+    ``benchmarks/bench_threads.py`` beside two busy processes, load average about 20: 0.90 s on
+    two threads, 1.52 s on one).
 
     Gradient mode is thread-local in torch: ``fn`` must enter ``torch.no_grad()`` itself.
     """
     items = list(items)
     n = torch.get_num_threads()
-    if torch.device(device).type != "cpu" or n <= 1 or len(items) <= 1:
+    if torch.device(device).type != "cpu" or n <= 1:
         return [fn(item) for item in items]
+    if len(items) <= 1:  # one intra-op thread as well: the same rounding as on the threads
+        torch.set_num_threads(1)
+        try:
+            return [fn(item) for item in items]
+        finally:
+            torch.set_num_threads(n)
     try:
         with ThreadPoolExecutor(min(n, len(items)), initializer=torch.set_num_threads,
                                 initargs=(1,)) as pool:
@@ -109,10 +122,13 @@ def map_on_threads(fn, items, device: torch.device | str = "cpu") -> list:
 def split_for_threads(batches: list, device: torch.device | str = "cpu",
                       min_sets: int = 16) -> list:
     """``batches`` (index arrays) cut so that :func:`map_on_threads` can keep every torch thread
-    busy to the end: on a CPU with ``t > 1`` threads, the largest batch is halved until there
-    are ``2 t`` batches (or batches of ``min_sets`` sets). Each set stays in exactly one batch;
-    elsewhere ``batches`` is returned as is."""
-    t = torch.get_num_threads()
+    busy to the end: on a CPU with ``t > 1`` usable cores (:func:`skset._threads.usable_cores`),
+    the largest batch is halved until there are ``2 t`` batches (or batches of ``min_sets``
+    sets). Each set stays in exactly one batch; elsewhere ``batches`` is returned as is.
+
+    The cut follows the machine's cores, not the number of threads of the call: a set's padding
+    (hence the rounding of its embedding) is then the same whatever the thread setting."""
+    t = usable_cores()
     if torch.device(device).type != "cpu" or t <= 1:
         return list(batches)
     out = [np.asarray(b) for b in batches]

@@ -14,6 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._base import SksetEstimator
 from ._sets import check_finite_output, check_sets, length_batches, pack, pack_weights
 from ._streaming import PARTIAL_FIT_WEIGHTS_DOC, reference_counts, update_references, weight_scale
+from ._threads import SCOPE_FRAMES, one_thread
 from ._torch import map_on_threads, resolve_dtype, split_for_threads, to_numpy
 from ._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, check_sample_weight
 from ._weighting import count_distinct, drop_zero_weight, element_masses, kmeans_weights, sample_elements
@@ -336,8 +337,10 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         2 <P, K>``, and the ``||z||^2`` term is what keeps large references from winning.
         """
         costs = np.empty((len(sets), references.shape[0]))
-        with torch.no_grad():
-            for idx, X, M, W in self._batches(sets, masses):
+
+        def run(idx):
+            with torch.no_grad():  # thread-local in torch
+                X, M, W = self._pack_batch(sets, masses, idx)
                 P = self._plans(X, M, W, references, positions=False)  # (B, q, n, p)
                 # expanded around each set's mean (the same cost for a given P): no cancellation
                 # between large ||x||^2, ||z||^2 and <x, z> far from the origin. Pads: x = 0, P = 0
@@ -349,6 +352,10 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
                         + (P.sum(2) * Zc.square().sum(-1)).sum(2)
                         - 2.0 * (torch.einsum("bqnp,bnd->bqpd", P, Xc) * Zc).sum((2, 3)))
                 costs[idx] = to_numpy(cost.clamp_min(0.0))
+
+        # the length batches side by side, one intra-op thread each: the same costs whatever the
+        # number of threads
+        map_on_threads(run, self._batch_indices(sets), device=self.device_)
         return costs
 
     def _kmeans_elements(self, sets, rng, weights=None):
@@ -371,7 +378,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
             reps = np.concatenate([uniq, uniq[rng.choice(len(uniq), p - len(uniq))]])
             return reps + 1e-6 * rng.standard_normal(reps.shape)
         km = KMeans(n_clusters=p, n_init=1, random_state=rng.randint(2**31 - 1))
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), one_thread():  # the same centres whatever the threads
             return km.fit(elems, sample_weight=w).cluster_centers_
 
     def _barycentric_targets(self, sets, z: torch.Tensor, masses=None, set_weight=None):
@@ -379,13 +386,20 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         (``w``: ``set_weight``, or ones): the barycenter's fixed-point map is their ratio."""
         sw = None if set_weight is None else torch.as_tensor(set_weight, dtype=self._tdtype,
                                                              device=self.device_)
-        acc = torch.zeros_like(z[0])
-        with torch.no_grad():
-            for idx, X, M, W in self._batches(sets, masses):
+
+        def run(idx):
+            with torch.no_grad():  # thread-local in torch
+                X, M, W = self._pack_batch(sets, masses, idx)
                 P = self._plans(X, M, W, z, positions=False)[:, 0]
                 if sw is not None:
                     P = P * sw[torch.as_tensor(idx, device=self.device_)][:, None, None]
-                acc += z.shape[1] * torch.einsum("bnp,bnd->pd", P, X)
+                return z.shape[1] * torch.einsum("bnp,bnd->pd", P, X)
+
+        # the length batches side by side, one intra-op thread each, their sums added in batch
+        # order: the same references whatever the number of threads
+        acc = torch.zeros_like(z[0])
+        for part in map_on_threads(run, self._batch_indices(sets), device=self.device_):
+            acc += part
         return acc, float(len(sets) if sw is None else sw.sum())
 
     def _barycenter(self, sets, z0: np.ndarray, masses=None, set_weight=None) -> np.ndarray:
@@ -448,7 +462,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         if self.n_supports_ < self.n_supports:
             warnings.warn(f"n_supports={self.n_supports} is larger than the number of distinct "
                           f"training elements ({self.n_supports_}); using {self.n_supports_} "
-                          "supports.", UserWarning, stacklevel=2)
+                          "supports.", UserWarning, stacklevel=2 + SCOPE_FRAMES)
         self._bary_iter = 0
         n_iter = 0
         if q == 1:
@@ -462,8 +476,9 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
             # initial groups: k-means on set means (cheap, spreads references over the data)
             means = np.stack([s.mean(0) for s in sets] if masses is None else
                              [m @ s for s, m in zip(sets, masses, strict=True)])
-            assign = KMeans(n_clusters=q, n_init=1, random_state=rng.randint(2**31 - 1)
-                            ).fit_predict(means, sample_weight=sw)
+            with one_thread():  # the same groups whatever the threads
+                assign = KMeans(n_clusters=q, n_init=1, random_state=rng.randint(2**31 - 1)
+                                ).fit_predict(means, sample_weight=sw)
             refs = np.empty((q, self.n_supports_, self.n_features_in_))
             worst = 0
             for it in range(self.barycenter_iter):

@@ -29,6 +29,7 @@ from ._sets import (
     kmer_windows,
 )
 from ._streaming import PARTIAL_FIT_WEIGHTS_DOC, center_counts, minibatch_kmeans_step, step_rng, weight_scale
+from ._threads import SCOPE_FRAMES, one_thread
 from ._torch import (
     resolve_dtype,
     to_numpy,
@@ -466,10 +467,11 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         if k < self.n_components:
             warnings.warn(f"n_components={self.n_components} is larger than the number of distinct "
                           f"training elements ({n_distinct}); using {k} anchors.", UserWarning,
-                          stacklevel=2)
+                          stacklevel=2 + SCOPE_FRAMES)
         if self.anchors == "kmeans" and k < elems.shape[0]:
             km = KMeans(n_clusters=k, n_init=1, random_state=rng.randint(2**31 - 1))
-            anchors = km.fit(elems, sample_weight=w).cluster_centers_
+            with one_thread():  # the same anchors whatever the threads
+                anchors = km.fit(elems, sample_weight=w).cluster_centers_
         else:
             anchors = elems[rng.choice(np.sort(first), k, replace=False)]
         self.n_components_ = k

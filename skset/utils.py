@@ -290,7 +290,9 @@ def limit_threads(n_threads: int = 1):
     """Limit torch's intra-op threads and every BLAS/OpenMP pool inside a ``with`` block.
 
     The previous limits are restored on exit (also when the block raises). Use it around the work
-    of each parallel worker so that ``n_workers * n_threads`` stays within the cores.
+    of each parallel worker so that ``n_workers * n_threads`` stays within the cores. Inside the
+    block skset's calls follow their thread policy (``skset.set_config(n_threads=...)``) with at
+    most ``n_threads`` torch threads, and do not adapt to the machine's load.
 
     Parameters
     ----------
@@ -308,9 +310,11 @@ def limit_threads(n_threads: int = 1):
     """
     from threadpoolctl import threadpool_limits
 
+    from ._threads import user_limits
+
     n = _check_threads(n_threads)
     before = torch.get_num_threads()
-    with threadpool_limits(limits=n):
+    with user_limits(), threadpool_limits(limits=n):
         torch.set_num_threads(n)
         try:
             yield n

@@ -65,7 +65,7 @@ def compiled_ok():
 
 # -- configuration -------------------------------------------------------------------------------
 def test_config_set_get_context():
-    assert skset.get_config() == {"compile": False}
+    assert skset.get_config() == {"compile": False, "n_threads": "auto"}
     with skset.config_context(compile=True):
         assert skset.get_config()["compile"] is True
         skset.set_config(compile=None)  # None: unchanged

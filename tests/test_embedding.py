@@ -316,6 +316,7 @@ def test_transform_on_threads_equals_one_thread():
     one batch, written to its own row): the same embedding as one thread, in input order."""
     import torch
 
+    from skset._threads import usable_cores
     from skset._torch import split_for_threads
 
     rng = np.random.default_rng(0)
@@ -328,10 +329,11 @@ def test_transform_on_threads_equals_one_thread():
         torch.set_num_threads(2)
         two = est.transform(sets)
         batches = split_for_threads([np.arange(150)], "cpu", min_sets=8)
-        assert len(batches) == 4
+        if usable_cores() == 2:
+            assert len(batches) == 4
     finally:
         torch.set_num_threads(before)
-    np.testing.assert_allclose(two, one, rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(two, one)  # the same batches: the same rounding
     assert sorted(np.concatenate(batches).tolist()) == list(range(150))
     # each row is its set's own embedding
     np.testing.assert_allclose(est.transform([sets[37]])[0], one[37], rtol=1e-6, atol=1e-7)

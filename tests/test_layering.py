@@ -14,7 +14,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent / "skset"
 ENGINE_FILES = sorted([*(PACKAGE_DIR / "nn").glob("*.py"), PACKAGE_DIR / "ot.py",
                        PACKAGE_DIR / "_sets.py", PACKAGE_DIR / "_weighting.py",
                        PACKAGE_DIR / "_serving.py", PACKAGE_DIR / "_compiled.py",
-                       PACKAGE_DIR / "_config.py"])
+                       PACKAGE_DIR / "_config.py", PACKAGE_DIR / "_threads.py"])
 FORBIDDEN = (
     "sklearn",
     "skset.embedding",

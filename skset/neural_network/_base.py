@@ -28,6 +28,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._base import SksetEstimator
 from .._sets import check_finite_output, check_sets, iter_packed, pack
+from .._threads import SCOPE_FRAMES
 from .._torch import (
     _to_cpu,
     make_generator,
@@ -93,7 +94,8 @@ class BaseNeuralEstimator(SksetEstimator):
         kw = dict(optimizer=optimizer, max_iter=max_iter,
                   learning_rate_init=self.learning_rate_init, weight_decay=self.alpha,
                   optimizer_state=self._optimizer_state, verbose=int(self.verbose),
-                  name=type(self).__name__, stacklevel=4)  # the warning: at the user's fit call
+                  name=type(self).__name__,
+                  stacklevel=4 + SCOPE_FRAMES)  # the warning: at the user's fit call
         kw.update(overrides)
         result = train_module(self.module_, loss_fn, batches, callbacks=callbacks, **kw)
         # on the CPU (as __getstate__ would put it): a GPU fit pickles and loads without CUDA
@@ -444,7 +446,7 @@ n_labels) multi-label indicators for classifiers)
         self._train(loss_fn, batches, callbacks, max_iter=max_iter, parameters=setup.parameters,
                     warn_convergence=not incremental,
                     # warnings point at the user's fit call (through fit and _fit)
-                    **{"stacklevel": 5, **setup.overrides})
+                    **{"stacklevel": 5 + SCOPE_FRAMES, **setup.overrides})
         self._after_training(data)
         return self
 
