@@ -63,7 +63,7 @@ Run from the repository root::
     python benchmarks/bench_deepsea_shaped.py --check      # the data generator's checks only
 
 At the default size (3,000 training / 1,500 test sequences, 8 epochs) one seed of every model
-took 41 min on the project's shared 2-core CPU at load average 16-24 (about 8 jobs per core);
+took 7.4 min on the project's shared 2-core CPU at load average 3-7, and 41 min at 16-24;
 ``--quick`` (400 / 200 sequences, 2 epochs) took 7 min there. Figures and commands:
 ``benchmarks/results/deepsea_shaped.md``.
 
