@@ -11,8 +11,8 @@ ROOT = Path(__file__).resolve().parent.parent
 TOPICS = ["suite", "japanese_vowels", "sinkhorn_tol", "peers", "otk_transform", "otk_compiled",
           "weighted_sinkhorn",
           "set_transformer",
-          "supervised_otk", "abc", "st_tasks", "frames", "scale", "partial_fit",
-          "robustness", "many_classes", "multilabel"]
+          "supervised_otk", "deepsea_shaped", "abc", "st_tasks", "frames", "scale", "partial_fit",
+          "robustness", "many_classes", "multilabel", "regression", "threads"]
 
 
 def shifted(text: str) -> str:
