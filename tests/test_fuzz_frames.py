@@ -263,7 +263,9 @@ def test_fuzz_distributed_transform_equals_memory(final, choice, dtype, containe
     assert got.shape == ref.shape, (got.shape, ref.shape)
     assert set(got.dtypes) == {ref.dtype}, (set(got.dtypes), ref.dtype)
     if ref.dtype.kind == "f":
-        tol = 1e-10 if ref.dtype == np.float64 else 1e-5
+        # 1e-10 where the pipeline computes in float64; a float32 network's float64 output
+        # (predict_proba) carries float32 rounding, which the batches of a partition change
+        tol = 1e-10 if ref.dtype == np.float64 and dtype == "float64" else 1e-5
         np.testing.assert_allclose(got.to_numpy(), ref, rtol=tol, atol=tol)
     else:
         np.testing.assert_array_equal(got.to_numpy(), ref)
