@@ -161,7 +161,8 @@ def pot_embed(est, sets, method):
                                                        numItermax=est.sinkhorn_iter, stopThr=0)
             else:  # padded rows get zero mass through a
                 a = mask.to(M.dtype) / n_real[:, None].to(M.dtype)
-                P = ot.solve_batch(M, reg=est.epsilon, a=a, max_iter=est.sinkhorn_iter, tol=0,
+                b = torch.full((M.shape[0], p), 1.0 / p, dtype=M.dtype, device=M.device)
+                P = ot.solve_batch(M, reg=est.epsilon, a=a, b=b, max_iter=est.sinkhorn_iter, tol=0,
                                    method=method, grad="detach").plan
             emb = torch.bmm(P.transpose(1, 2), X) * math.sqrt(p)
             out[idx] = emb.reshape(len(idx), -1).cpu().numpy()

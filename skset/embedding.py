@@ -336,6 +336,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         ``<P, K>``: with exact marginals the cost is ``mean_i ||x_i||^2 + mean_j ||z_j||^2 -
         2 <P, K>``, and the ``||z||^2`` term is what keeps large references from winning.
         """
+        references = torch.as_tensor(references, dtype=self._tdtype, device=self.device_)
         costs = np.empty((len(sets), references.shape[0]))
 
         def run(idx):

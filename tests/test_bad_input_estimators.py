@@ -140,8 +140,8 @@ def test_defect_04_extreme_relative_weights(est, factor, dtype):
 
 
 def _frames():
-    import pandas as pd
-    import polars as pl
+    pd = pytest.importorskip("pandas")
+    pl = pytest.importorskip("polars")
 
     return [("pandas", pd.DataFrame), ("polars", pl.DataFrame)]
 

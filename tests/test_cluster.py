@@ -414,6 +414,8 @@ def test_abc_cpu_chunks_on_threads(fitted, blob_instances, monkeypatch):
     import skset.cluster._abc_predict as skc
     from skset.utils import limit_threads
 
+    if fitted.device_.type != "cpu":
+        pytest.skip("the chunks run on threads on the CPU only")
     X, _ = blob_instances
     Xt = X[100:160]
     A_one = fitted.affinity(Xt)  # one chunk (the default budget holds all 60 instances)
@@ -963,3 +965,16 @@ def test_choose_prior_keeps_the_knn_graph_unless_an_rbf_wins_clearly():
     scores[rbf] = base + 0.1 + rng.uniform(0, 0.01, 128)
     assert choose_prior(scores) == rbf
     assert choose_prior({rbf: base}) == rbf and choose_prior({knn10: base}) == knn10
+
+
+def test_abc_labels_are_numbered_by_first_appearance(fitted, blob_instances):
+    """The same partition always gets the same labels: cluster j is the j-th to appear (k-means
+    numbers clusters by its own start, and a GPU's spectral embedding can flip sign)."""
+    from skset.cluster._abc_predict import first_appearance_labels
+
+    np.testing.assert_array_equal(first_appearance_labels(np.array([2, 2, 0, 1, 0, 2])),
+                                  [0, 0, 1, 2, 1, 0])
+    X, _ = blob_instances
+    for lab in fitted.predict(X[120:140]):
+        firsts = lab[np.sort(np.unique(lab, return_index=True)[1])]
+        np.testing.assert_array_equal(firsts, np.arange(len(firsts)))

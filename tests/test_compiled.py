@@ -292,7 +292,8 @@ def test_no_compiler_in_a_subprocess(tmp_path):
     code = """
 import warnings, numpy as np, skset
 sets = [np.random.default_rng(i).normal(size=(5 + i, 3)).astype(np.float32) for i in range(6)]
-est = skset.OTKEmbedding(n_supports=2, sinkhorn_iter=10, sinkhorn_tol=None, random_state=0).fit(sets)
+est = skset.OTKEmbedding(n_supports=2, sinkhorn_iter=10, sinkhorn_tol=None, device="cpu",
+                         random_state=0).fit(sets)
 eager = est.transform(sets)
 with warnings.catch_warnings(record=True) as w:
     warnings.simplefilter("always")

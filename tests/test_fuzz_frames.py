@@ -17,11 +17,13 @@ import os
 
 import numpy as np
 import pandas as pd
-import polars as pl
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from skset import frame_from_sets, sets_from_frame
+
+pl = pytest.importorskip("polars")
 
 N_EXAMPLES = int(os.environ.get("SKSET_FUZZ_EXAMPLES", 2000))
 FUZZ = settings(

@@ -282,7 +282,9 @@ def test_fuzz_malformed_input(name, kind, where, d, seed):
                 # multi-output regression is valid; NystromFeatures takes any y a Pipeline's
                 # final step takes (multi-output, multi-label) and chooses nothing from it
                 return
-            y, keywords = np.stack([y, y], 1), ["y", "1-D", "1d", "shape", "multi"]
+            # two columns of 0 .. 3: multiclass-multioutput, which no classifier takes (a 0/1
+            # indicator matrix is multi-label, valid for the neural-network classifiers)
+            y, keywords = np.stack([y, y + 2], 1), ["y", "1-D", "1d", "shape", "multi"]
         elif kind in ("y-nan", "y-inf"):
             y = y.astype(float)
             y[0] = np.nan if kind == "y-nan" else -np.inf

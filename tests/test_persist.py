@@ -57,7 +57,9 @@ def _fit(est):
         y = y + 0.1 * np.arange(len(y))
     elif is_classifier(est):
         y = np.array(["a", "b"])[y]  # string classes must survive too
-    return clone(est).fit(X, y)
+    # on the CPU: the tests below pretend it was a GPU (the real GPU round trip is
+    # test_cuda_fitted_model_loads_on_cpu, on machines with one)
+    return clone(est).set_params(device="cpu").fit(X, y)
 
 
 def _outputs(est, X):
@@ -166,6 +168,29 @@ def test_gpu_fitted_model_loads_on_cpu_with_skset_load(est, monkeypatch):
     assert loaded.device_ == torch.device("cpu")
     _set_device(fitted, "cpu")
     _assert_same(fitted, loaded)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_cuda_fitted_model_loads_on_cpu(est, monkeypatch):
+    """Fitted on a real GPU, then pickled and saved; both load on a machine without CUDA and
+    give the GPU's outputs up to float32 rounding."""
+    X, y = _data()
+    if is_regressor(est):
+        y = y + 0.1 * np.arange(len(y))
+    fitted = clone(est).set_params(device="cuda").fit(X, y)
+    assert fitted.device_.type == "cuda"
+    expected = _outputs(fitted, _data(seed=1)[0])
+    blob, buf = pickle.dumps(fitted), io.BytesIO()
+    skset.save(fitted, buf)
+    buf.seek(0)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.warns(UserWarning, match="loaded on the CPU"):
+        loaded = [pickle.loads(blob), skset.load(buf)]
+    for m in loaded:
+        assert m.device_ == torch.device("cpu")
+        for u, v in zip(expected, _outputs(m, _data(seed=1)[0]), strict=True):
+            np.testing.assert_allclose(u, v, rtol=1e-3, atol=1e-3)
 
 
 class _Evil:

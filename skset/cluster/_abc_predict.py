@@ -18,6 +18,18 @@ from ._abc_data import pair_cost
 from ._eigengap import _CPU_CHUNK_PAIRS
 
 
+def first_appearance_labels(labels: np.ndarray) -> np.ndarray:
+    """Relabel a partition ``0 .. k-1`` in the order in which its clusters first appear.
+
+    The same partition always gets the same labels, whatever numbering k-means gave it (a
+    spectral embedding's sign, which differs between runs on a GPU, permutes k-means' labels).
+    """
+    _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+    return rank[inverse.ravel()]
+
+
 class KernelInference:
     """``affinity`` and ``predict`` of :class:`ABCClusterer`, with the standardisation of the
     inputs (``_scale``) and their chunks of similar sizes (``_chunks``); :class:`ABCClusterer`
@@ -112,7 +124,8 @@ class KernelInference:
         Returns
         -------
         list of ndarray of shape (n_i,)
-            Labels ``0 .. k_i - 1`` of each instance.
+            Labels ``0 .. k_i - 1`` of each instance, numbered in the order in which the
+            clusters first appear (the same partition always gets the same labels).
         """
 
         coll = self._check_X(X)
@@ -160,6 +173,6 @@ class KernelInference:
                         continue
                     lab = spectral_clustering(res[r, :m, :m], n_clusters=k, n_init=self.n_init,
                                               random_state=seed)
-                out[i] = np.unique(lab, return_inverse=True)[1].astype(np.int64)
+                out[i] = first_appearance_labels(lab)
         return out
 

@@ -143,6 +143,20 @@ def check_training_params(est) -> None:
     check_params(est, {k: p for k, p in TRAINING_PARAMS.items() if hasattr(est, k)})
 
 
+def _optimizer_step(opt: torch.optim.Optimizer) -> None:
+    """``opt.step()`` with the CPU as torch's default device.
+
+    Adam keeps its step counters on the CPU; torch 2.11 creates them on torch's default device,
+    which a caller's ``torch.set_default_device`` (or ``with torch.device(...)``) may have set to
+    another (torch 2.13 names the CPU). Every other tensor of the step follows its parameter.
+    """
+    if getattr(torch, "get_default_device", lambda: torch.device("cpu"))().type == "cpu":
+        opt.step()
+        return
+    with torch.device("cpu"):
+        opt.step()
+
+
 def make_optimizer(params, optimizer: str = "adam", learning_rate_init: float = 1e-3,
                    weight_decay: float = 0.0) -> torch.optim.Optimizer:
     """``torch.optim.Adam`` (L2 penalty added to the gradient) or ``AdamW`` (decoupled decay)."""
@@ -377,7 +391,7 @@ def train_module(
             loss.backward()
             if grad_clip is not None:
                 torch.nn.utils.clip_grad_norm_(params, grad_clip)
-            opt.step()
+            _optimizer_step(opt)
             state.step += 1
             total += float(loss.detach()) * float(w)
             weight_sum += float(w)
