@@ -12,7 +12,7 @@ TOPICS = ["suite", "japanese_vowels", "sinkhorn_tol", "peers", "otk_transform", 
           "weighted_sinkhorn",
           "set_transformer",
           "supervised_otk", "deepsea_shaped", "abc", "st_tasks", "frames", "scale", "partial_fit",
-          "robustness", "many_classes", "multilabel", "regression", "threads", "threads_idle"]
+          "robustness", "many_classes", "multilabel", "regression", "threads", "threads_idle", "gpu"]
 
 
 def shifted(text: str) -> str:

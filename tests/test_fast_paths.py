@@ -60,7 +60,6 @@ def test_nystrom_transform_chunked_equals_one_chunk(device):
     one = nf.transform(X)
     chunked = nf.set_params(max_elements=4).transform(X)  # 23 elements in 6 chunks
     for a, b in zip(one, chunked, strict=True):
-        if device == "cpu":  # bit for bit on the CPU
-            np.testing.assert_array_equal(a, b)
-        else:  # a GPU's matrix products round differently for other shapes
-            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+        # float32 rounding only: matrix products of other shapes may take other kernels (seen on a
+        # GPU, and on a 16-core x86 CPU: 1.2e-7)
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
