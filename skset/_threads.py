@@ -18,10 +18,11 @@ runs inside :func:`call_scope`. The outermost scope of a call:
 With the default ``n_threads="auto"`` and no thread variable in the environment
 (``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS``...), the outermost scope also
 looks at the machine (:func:`machine_busy`: CPU pressure from ``/proc/pressure/cpu``, else the
-load average against the usable cores). While other processes keep the cores busy, numpy's and
-scipy's BLAS pools stay on one thread between skset's calls too (the scikit-learn model after
-skset in a pipeline runs its small BLAS calls on one thread); once the machine is idle again they
-get their previous counts back. Torch's threads do not follow the load: the large calls that
+load average against the usable cores). While other processes keep the cores busy, and always on
+a machine of at most ``FEW_CORES`` usable cores, numpy's and scipy's BLAS pools stay on one
+thread between skset's calls too (the scikit-learn model after skset in a pipeline runs its
+small BLAS calls on one thread); once a larger machine is idle again they get their previous
+counts back. Torch's threads do not follow the load: the large calls that
 get them split their work into a few big pieces (:func:`skset._torch.map_on_threads`), which
 still pay off on a busy machine, and the training of networks would change its rounding with them.
 
@@ -42,6 +43,11 @@ import torch
 
 #: elements x width of a call below which it runs torch on one thread
 SMALL_WORK = 1 << 21
+#: usable cores up to which numpy's and scipy's BLAS pools stay on one thread between skset's
+#: calls even on an idle machine (2 cores: scikit-learn's LogisticRegression in the README's
+#: main job fitted 1.1-4x slower on two OpenBLAS threads than on one, at 2e5-2e7 input values,
+#: while a large matrix product gains at most 2x)
+FEW_CORES = 2
 #: CPU pressure (percent of the last 10 s in which some task waited for a CPU) above which the
 #: machine counts as busy
 BUSY_PRESSURE = 20.0
@@ -204,7 +210,7 @@ def _enter(work):
         if _depth > 1:  # another thread's call already set the counts
             return None
         if adaptive():
-            _set_outside(machine_busy())
+            _set_outside(usable_cores() <= FEW_CORES or machine_busy())
         cap = torch.get_num_threads()
         _saved_torch = cap
         saved = [(c, c.num_threads) for c in _pools()]

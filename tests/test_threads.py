@@ -26,11 +26,13 @@ def _pool_counts():
 
 @pytest.fixture(autouse=True)
 def idle_machine(monkeypatch):
-    """The machine seen as idle (tests that want it busy say so), and numpy's and scipy's pools
-    given back first if an earlier call on a busy machine lowered them."""
+    """The machine seen as idle and large enough to keep its BLAS threads (tests that want it busy
+    or small say so), and numpy's and scipy's pools given back first if an earlier call lowered
+    them."""
     T._set_outside(False)
     monkeypatch.setattr(T, "_real_machine_busy", T.machine_busy, raising=False)
     monkeypatch.setattr(T, "machine_busy", lambda max_age=1.0: False)
+    monkeypatch.setattr(T, "FEW_CORES", 0)
     yield
     T._set_outside(False)
 
@@ -229,6 +231,26 @@ def test_outside_pools_lowered_while_busy_then_given_back(monkeypatch, two_threa
         monkeypatch.delenv("OPENBLAS_NUM_THREADS")
         with skset.config_context(n_threads=1):
             est.transform(sets)
+        assert all(c.num_threads == 2 for c in blas)
+
+
+def test_outside_pools_on_one_thread_on_few_cores(monkeypatch, two_threads):
+    """On a machine of at most FEW_CORES usable cores the BLAS pools stay on one thread between
+    skset's calls even when it is idle; on a larger idle one they get their counts back."""
+    from threadpoolctl import threadpool_limits
+
+    for k in T.THREAD_ENV:
+        monkeypatch.delenv(k, raising=False)
+    sets = _sets()
+    est = NystromFeatures(n_components=4, random_state=0).fit(sets)
+    with threadpool_limits(limits=2, user_api="blas"):
+        blas = [c for c in T._pools() if c.user_api == "blas"]
+        monkeypatch.setattr(T, "FEW_CORES", 2)
+        monkeypatch.setattr(T, "usable_cores", lambda: 2)
+        est.transform(sets)
+        assert all(c.num_threads == 1 for c in blas)
+        monkeypatch.setattr(T, "usable_cores", lambda: 8)
+        est.transform(sets)
         assert all(c.num_threads == 2 for c in blas)
 
 
