@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator
 
-from ._threads import SCOPED_METHODS, scoped, set_work_size
+from ._threads import SCOPED_METHODS, TRAINING_WORK_FACTOR, scoped, set_work_size
 from ._torch import _to_cpu, _to_device, random_streams, resolve_device, resolve_dtype
 from ._validation import InvalidParameterError, check_params
 
@@ -59,13 +59,14 @@ class SksetEstimator(BaseEstimator):
     def _thread_work(self, method: str, X) -> float | None:
         """The size of a call for the thread policy: elements x width of ``X`` (the sets'
         features, or the network's ``hidden_size`` when larger); for a training call
-        (``fit``, ``partial_fit`` with a ``batch_size``), the share of one batch: the work
-        between two synchronisations of the threads."""
+        (``fit``, ``partial_fit`` with a ``batch_size``), the share of one batch (the work
+        between two synchronisations of the threads) times ``TRAINING_WORK_FACTOR`` (a
+        forward and a backward pass)."""
         work = set_work_size(X, getattr(self, "hidden_size", None))
         batch = getattr(self, "batch_size", None)
         if (work is not None and method in ("fit", "partial_fit") and isinstance(batch, int)
                 and hasattr(X, "__len__") and len(X) > batch):
-            work *= batch / len(X)
+            work *= batch / len(X) * TRAINING_WORK_FACTOR
         return work
 
     # -- parameters -------------------------------------------------------------------------------

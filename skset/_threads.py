@@ -43,6 +43,12 @@ import torch
 
 #: elements x width of a call below which it runs torch on one thread
 SMALL_WORK = 1 << 21
+#: a training batch counts this many times its elements x width against ``SMALL_WORK`` (forward
+#: and backward passes). Measured on 2 idle cores, one epoch of 512 sets x 8 features
+#: (``hidden_size=64``, batches of 64 sets): at 10-60 elements per set (1.6e5 per batch) one
+#: thread was faster (Set Transformer 0.50-0.58 s against 0.64-0.78 s on two), at 50-300
+#: (7.1e5) two threads (1.55-1.83 s against 2.21-2.25 s; Deep Sets 0.22-0.26 against 0.28-0.33)
+TRAINING_WORK_FACTOR = 4
 #: usable cores up to which numpy's and scipy's BLAS pools stay on one thread between skset's
 #: calls even on an idle machine (2 cores: scikit-learn's LogisticRegression in the README's
 #: main job fitted 1.1-4x slower on two OpenBLAS threads than on one, at 2e5-2e7 input values,

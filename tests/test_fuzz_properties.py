@@ -254,7 +254,11 @@ def _malformed(kind, d, rng):
 MALFORMED = ["1-D", "4-D", "empty-set", "mixed-dims", "wrong-d", "empty-list", "none",
              "string", "strings", "complex", "ragged", "nan-set"]
 BAD_LABELS = ["y-short", "y-2d-classifier", "y-nan", "y-inf", "y-scalar", "y-mixed",
-              "w-short", "w-nan", "w-negative", "w-2d", "w-all-zero", "w-string"]
+              "w-short", "w-nan", "w-negative", "w-2d", "w-all-zero", "w-string",
+              "cw-unknown-class", "cw-zero", "cw-length", "cw-string", "cw-nan"]
+#: a bad class_weight of each kind (the set classifiers)
+BAD_CLASS_WEIGHTS = {"cw-unknown-class": {7: 2.0}, "cw-zero": {0: 0.0}, "cw-length": [1.0] * 3,
+                     "cw-string": "heavy", "cw-nan": [1.0, np.nan]}
 
 
 def _assert_clear(exc, keywords, what):
@@ -294,6 +298,14 @@ def test_fuzz_malformed_input(name, kind, where, d, seed):
         elif kind == "y-mixed":  # strings mixed with numbers: cannot be sorted into classes
             y = np.array(["a"] + list(y[1:]), dtype=object)
             keywords = ["y mixes label types", "numeric targets"]
+        elif kind.startswith("cw-"):
+            if "Classifier" not in name:
+                return  # class_weight is a parameter of the set classifiers only
+            est = clone(ESTIMATORS[name]).set_params(class_weight=BAD_CLASS_WEIGHTS[kind])
+            with pytest.raises((ValueError, TypeError)) as info:
+                est.fit(X, y)
+            _assert_clear(info.value, ["class_weight"], f"{name}.fit({kind})")
+            return
         elif kind == "w-short":
             w = np.ones(len(X) - 1)
         elif kind == "w-nan":

@@ -156,10 +156,16 @@ def test_threads_for_size_setting_and_cap(monkeypatch):
 
 
 def test_training_work_is_one_batch():
+    """A training call counts one batch, its forward and backward passes (TRAINING_WORK_FACTOR
+    times); a prediction the whole input."""
     est = SetTransformerRegressor(hidden_size=16, batch_size=10)
     sets = [np.zeros((5, 2))] * 40
-    assert est._thread_work("fit", sets) == 40 * 5 * 16 * 10 / 40
+    assert est._thread_work("fit", sets) == 40 * 5 * 16 * 10 / 40 * T.TRAINING_WORK_FACTOR
     assert est._thread_work("predict", sets) == 40 * 5 * 16
+    # the measured sizes of the factor: 64 sets of 10-60 elements per batch on one thread, of
+    # 50-300 on the usable cores
+    assert T.threads_for(64 * 35 * 64 * T.TRAINING_WORK_FACTOR, cap=2) == 1
+    assert T.threads_for(64 * 175 * 64 * T.TRAINING_WORK_FACTOR, cap=2) == min(2, T.usable_cores())
 
 
 # -- the scope --------------------------------------------------------------------------------------
