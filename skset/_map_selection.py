@@ -172,8 +172,11 @@ def _task(y, n_sets: int):
     except ValueError:
         return None
     if kind in ("binary", "multiclass"):
+        # the classes of at least two sets (a class of one set has no spread to compare with):
+        # the choice is made on their sets (many classes with 1-5 sets each keep most of theirs)
         _, counts = np.unique(y, return_counts=True)
-        return "classification" if len(counts) >= 2 and counts.min() >= 2 else None
+        counts = counts[counts >= 2]
+        return "classification" if len(counts) >= 2 and counts.sum() >= MIN_SETS else None
     if kind == "continuous":
         return "regression" if np.all(np.isfinite(y)) and np.ptp(y) > 0 else None
     return None
@@ -251,6 +254,11 @@ def select_element_map(sets, y, *, mean, scale, window: int, n_components: int, 
     task = _task(y, len(sets))
     if task is None or len(cands) == 1:
         return cands[0], None
+    if task == "classification":  # the sets of classes of one set are left out (see _task)
+        _, inverse, counts = np.unique(np.asarray(y), return_inverse=True, return_counts=True)
+        shared = counts[inverse.ravel()] >= 2
+        if not shared.all():
+            sets, y = [s for s, k in zip(sets, shared) if k], np.asarray(y)[shared]
     sub_sets, sub_y = _sample(sets, y, rng)
     if task == "classification" and np.unique(sub_y).size < 2:
         return cands[0], None
