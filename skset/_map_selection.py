@@ -139,7 +139,7 @@ def _better(errors: np.ndarray, incumbent: np.ndarray) -> bool:
 
 def median_scale(elems: np.ndarray, rng: np.random.RandomState, weights=None) -> float:
     """Median distance of up to 1,000 random pairs of rows, over sqrt(2) (1.0 if it is 0)."""
-    from .kernel_approximation import _weighted_median  # noqa: PLC0415 (one copy of the helper)
+    from .kernel_approximation import _weighted_median  # noqa: PLC0415 (one copy of that function)
 
     m = min(elems.shape[0], 2000)
     pick = rng.choice(elems.shape[0], m, replace=False)

@@ -240,7 +240,7 @@ def run_onnx(model, X, *, max_elements: int = 131072) -> dict:
     Parameters
     ----------
     model : str, path-like or onnxruntime.InferenceSession
-        The file written by :func:`export_onnx`, or a session on it.
+        The file written by :func:`export_onnx`, or an ``InferenceSession`` on it.
     X : list of array-like of shape (n_i, d), or ndarray (n_sets, n, d)
         The sets, unstandardised (the model standardises them as the estimator does).
     max_elements : int, default=131072
