@@ -156,11 +156,11 @@ def table(path):
           " fit s (plain / l+s / proxy / dil) |")
     print("|---" * (len(cols) + 5) + "|")
     for name, rs in by.items():
-        def cell(c):
+        def cell(c, rs=rs):
             v = [100 * r[c] for r in rs if c in r]
             return f"{np.mean(v):.1f} ± {np.std(v):.1f}" if v else ""
 
-        def sec(c):
+        def sec(c, rs=rs):
             v = [r[c] for r in rs if c in r]
             return f"{np.mean(v):.1f}" if v else "-"
         chose = ", ".join(r["rule_choice"] for r in rs)
