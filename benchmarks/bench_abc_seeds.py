@@ -4,7 +4,7 @@ For each task, ``ABCClusterer`` with its defaults (only the protocol's settings 
 once per training seed, and every fit is evaluated on every test draw; the untrained baselines run
 on the same test instances (once per draw: they do not depend on the training seed). Results are
 written after every (seed, draw) pair to ``benchmarks/results/abc_seeds.json`` (a partial run is
-kept; a re-run skips what is there) and the table to ``benchmarks/results/abc_seeds.md``. Fitted
+kept; a re-run skips what is there) and the table to ``benchmarks/results/notes/abc_seeds.md``. Fitted
 models are pickled to ``benchmarks/results/abc_seeds_models/`` (not committed) so that a run
 killed between a fit and its evaluation does not repeat the fit.
 
@@ -62,7 +62,7 @@ from skset.datasets import (  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 JSON = RESULTS / "abc_seeds.json"
-MD = RESULTS / "abc_seeds.md"
+MD = RESULTS / "notes" / "abc_seeds.md"
 MODELS = RESULTS / "abc_seeds_models"
 N_TEST, N_TUNE, POINTS = 200, 100, 100
 # bench_abc.GAMMAS suits 64 pixels in [0, 1] and the circles; 784 MNIST pixels have ~12x the
