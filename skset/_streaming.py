@@ -1,8 +1,8 @@
 """What the ``partial_fit`` of :class:`~skset.NystromFeatures` and :class:`~skset.OTKEmbedding`
 share: the mini-batch k-means step of their anchors / supports (batched, in torch), the running
-averages with counts, the random stream of each call and the scale of its sample weights; and
-the later calls of ``OTKEmbedding.partial_fit`` (:func:`update_references`), which use the
-estimator's own helpers (its k-means sample, barycentric targets, transport costs, embedding).
+averages with counts, the random stream of each call and the scale of its sample weights. Every
+function here takes arrays, tensors or plain values, never an estimator; how each estimator
+uses them is in its own module (``OTKEmbedding``'s in ``skset/embedding/_references.py``).
 
 A mini-batch k-means step (Sculley 2010, with per-centre counts as in scikit-learn's
 ``MiniBatchKMeans``) assigns each element of the batch to its nearest centre and moves every
@@ -21,12 +21,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ._torch import random_streams, to_numpy
-from ._validation import check_sample_weight
-from ._weighting import drop_zero_weight, kmeans_weights
+from ._torch import random_streams
 
-__all__ = ["center_counts", "minibatch_kmeans_step", "reference_counts", "running_mean", "step_rng",
-           "update_references", "weight_scale"]
+__all__ = ["center_counts", "minibatch_kmeans_step", "running_mean", "step_rng", "weight_scale"]
 
 #: the end of the ``partial_fit`` docstrings (weights, returns)
 PARTIAL_FIT_WEIGHTS_DOC = """sample_weight, element_weight : as in :meth:`fit`
@@ -108,74 +105,3 @@ def weight_scale(sample_weight) -> float:
     if isinstance(sample_weight, torch.Tensor):
         sample_weight = sample_weight.detach().cpu().numpy()
     return float(np.max(np.asarray(sample_weight, dtype=np.float64)))
-
-
-# -- OTKEmbedding ------------------------------------------------------------------------------
-def _members(r, assign, sets, masses, sw):
-    """``(sets, masses, weights)`` of the sets assigned to reference ``r``."""
-    idx = np.flatnonzero(assign == r)
-    return ([sets[i] for i in idx], None if masses is None else [masses[i] for i in idx],
-            None if sw is None else sw[idx])
-
-
-def reference_counts(otk, sets, masses, sw, assign, rng) -> np.ndarray:
-    """``(q, p)``: the weight of the elements nearest to each support of ``otk.references_``
-    among the sets ``assign``-ed to its reference (``fit_method="kmeans"``), or of those sets
-    (``"wasserstein"``), in the units of the checked ``sw``."""
-    counts = np.zeros(otk.references_.shape[:2])
-    for r in range(len(counts)):
-        m_sets, m_masses, m_sw = _members(r, assign, sets, masses, sw)
-        if not m_sets:
-            continue
-        if otk.fit_method == "wasserstein":
-            counts[r] = len(m_sets) if m_sw is None else m_sw.sum()
-        else:
-            elems, w = otk._kmeans_elements(m_sets, rng, kmeans_weights(m_sets, m_masses, m_sw))
-            counts[r] = center_counts(otk.references_[r], elems, w)
-    return counts
-
-
-def update_references(otk, X, sample_weight, element_weight):
-    """A later ``OTKEmbedding.partial_fit`` call (see its docstring): returns ``otk``. Every
-    fitted attribute is computed first and set at the end: a refused chunk changes nothing."""
-    otk._check_warm_dtype(otk.references_.dtype)
-    sets = otk._check_X(X)
-    masses = otk._check_masses(element_weight, sets)
-    sw = check_sample_weight(sample_weight, len(sets), type(otk).__name__)
-    scale = weight_scale(sample_weight)
-    ref_t = torch.as_tensor(otk.references_, device=otk.device_)
-    q = ref_t.shape[0]
-    assignments = (np.zeros(len(sets), dtype=np.int64) if q == 1
-                   else otk._costs(sets, ref_t, masses).argmin(1))
-    kept, sw = drop_zero_weight(sw)
-    assign = assignments
-    if kept is not None:  # sets of weight 0 take no part
-        sets, assign = [sets[i] for i in kept], assign[kept]
-        masses = None if masses is None else [masses[i] for i in kept]
-    rng = step_rng(otk.random_state, otk.n_steps_)
-    refs, counts = otk.references_.astype(np.float64), otk.counts_.copy()
-    for r in range(q):
-        m_sets, m_masses, m_sw = _members(r, assign, sets, masses, sw)
-        if not m_sets:
-            continue
-        if otk.fit_method == "wasserstein":  # one step of the barycenter's fixed point
-            acc, total = otk._barycentric_targets(m_sets, ref_t[r:r + 1], m_masses, m_sw)
-            refs[r] = running_mean(refs[r], counts[r], to_numpy(acc) / total, scale * total)
-            counts[r] += scale * total
-        else:
-            elems, w = otk._kmeans_elements(m_sets, rng, kmeans_weights(m_sets, m_masses, m_sw))
-            refs[r], counts[r] = minibatch_kmeans_step(
-                refs[r], counts[r], elems, scale * (np.ones(len(elems)) if w is None else w))
-    refs = refs.astype(otk.references_.dtype)
-    batch = scale * (len(sets) if sw is None else float(sw.sum()))
-    mean = otk.mean_ if hasattr(otk, "mean_") else None
-    if otk.center:  # running mean of the embeddings, each chunk's with its call's references
-        chunk = otk._mean_embedding(sets, torch.as_tensor(refs, device=otk.device_), masses, sw)
-        mean = running_mean(otk.mean_, otk.n_samples_seen_, chunk, batch).astype(
-            otk.mean_.dtype)
-    otk.assignments_, otk.references_, otk.counts_ = assignments, refs, counts
-    if mean is not None:
-        otk.mean_ = mean
-    otk.n_samples_seen_ += batch
-    otk.n_steps_ += 1
-    return otk

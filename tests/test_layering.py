@@ -105,7 +105,11 @@ ESTIMATOR_MODULES = ("skset.embedding", "skset.kernel_approximation", "skset.clu
 @pytest.mark.parametrize("rel, forbidden", [
     # the unsupervised transformers are siblings: neither imports the other
     ("kernel_approximation.py", ("skset.embedding",)),
-    ("embedding.py", ("skset.kernel_approximation",)),
+    ("embedding/__init__.py", ("skset.kernel_approximation",)),
+    ("embedding/_estimator.py", ("skset.kernel_approximation",)),
+    ("embedding/_references.py", ("skset.kernel_approximation",)),
+    # the shared streaming maths takes arrays, never an estimator: it imports none
+    ("_streaming.py", ESTIMATOR_MODULES),
     # export asks each estimator for its serving module (``_serving_module``)
     ("export.py", ESTIMATOR_MODULES),
     # persistence reads the classes already defined; the package root imports it

@@ -1,4 +1,5 @@
-"""Set-to-vector embeddings: :class:`OTKEmbedding`."""
+"""Set-to-vector embeddings: the estimator :class:`OTKEmbedding` (its reference fitting is in
+``_references.py``)."""
 
 from __future__ import annotations
 
@@ -8,17 +9,17 @@ import warnings
 import numpy as np
 import torch
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
-from sklearn.cluster import KMeans
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import SksetEstimator
-from ._sets import check_finite_output, check_sets, length_batches, pack, pack_weights
-from ._streaming import PARTIAL_FIT_WEIGHTS_DOC, reference_counts, update_references, weight_scale
-from ._threads import SCOPE_FRAMES, one_thread
-from ._torch import map_on_threads, resolve_dtype, split_for_threads, to_numpy
-from ._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, check_sample_weight
-from ._weighting import count_distinct, drop_zero_weight, element_masses, kmeans_weights, sample_elements
-from .nn.otk import POSITION_MODES, OTKLayer, _zeroed_embed, noise_floor, otk_plans
+from .._base import SksetEstimator
+from .._sets import check_finite_output, check_sets, length_batches, pack, pack_weights
+from .._streaming import PARTIAL_FIT_WEIGHTS_DOC, weight_scale
+from .._threads import SCOPE_FRAMES
+from .._torch import map_on_threads, resolve_dtype, split_for_threads, to_numpy
+from .._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, check_sample_weight
+from .._weighting import count_distinct, drop_zero_weight, element_masses
+from ..nn.otk import POSITION_MODES, OTKLayer, _zeroed_embed, noise_floor, otk_plans
+from ._references import fit_references, reference_counts, update_references
 
 __all__ = ["OTKEmbedding"]
 
@@ -359,70 +360,6 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         map_on_threads(run, self._batch_indices(sets), device=self.device_)
         return costs
 
-    def _kmeans_elements(self, sets, rng, weights=None):
-        """``(elements, weights)`` of ``sets`` a k-means sees (weight-0 elements left out, at most
-        ``max_samples``); ``weights``: one 1-D array of element weights per set, or ``None``."""
-        return sample_elements(np.concatenate(sets, axis=0), None if weights is None
-                               else np.concatenate(weights), self.max_samples, rng)
-
-    def _kmeans_reference(self, sets, rng, weights=None) -> np.ndarray:
-        """k-means centres of the elements of ``sets``; ``weights``: one 1-D array of element
-        weights per set (elements of weight 0 are left out), or ``None``."""
-        elems, w = self._kmeans_elements(sets, rng, weights)
-        p = self.n_supports_  # at most the distinct elements of all training sets (fit)
-        step = 4 * p
-        if count_distinct((elems[i:i + step] for i in range(0, len(elems), step)), p) < p:
-            # fewer distinct elements than p here (the sets of one reference of several, or a
-            # max_samples sample): every distinct element, then repeats with tiny jitter
-            # (deterministic)
-            uniq = np.unique(elems, axis=0)
-            reps = np.concatenate([uniq, uniq[rng.choice(len(uniq), p - len(uniq))]])
-            return reps + 1e-6 * rng.standard_normal(reps.shape)
-        km = KMeans(n_clusters=p, n_init=1, random_state=rng.randint(2**31 - 1))
-        with np.errstate(all="ignore"), one_thread():  # the same centres whatever the threads
-            return km.fit(elems, sample_weight=w).cluster_centers_
-
-    def _barycentric_targets(self, sets, z: torch.Tensor, masses=None, set_weight=None):
-        """``(sum over sets of w_i p (P_i^T x_i), sum of w_i)`` for one reference ``z (1, p, d)``
-        (``w``: ``set_weight``, or ones): the barycenter's fixed-point map is their ratio."""
-        sw = None if set_weight is None else torch.as_tensor(set_weight, dtype=self._tdtype,
-                                                             device=self.device_)
-
-        def run(idx):
-            with torch.no_grad():  # thread-local in torch
-                X, M, W = self._pack_batch(sets, masses, idx)
-                P = self._plans(X, M, W, z, positions=False)[:, 0]
-                if sw is not None:
-                    P = P * sw[torch.as_tensor(idx, device=self.device_)][:, None, None]
-                return z.shape[1] * torch.einsum("bnp,bnd->pd", P, X)
-
-        # the length batches side by side, one intra-op thread each, their sums added in batch
-        # order: the same references whatever the number of threads
-        acc = torch.zeros_like(z[0])
-        for part in map_on_threads(run, self._batch_indices(sets), device=self.device_):
-            acc += part
-        return acc, float(len(sets) if sw is None else sw.sum())
-
-    def _barycenter(self, sets, z0: np.ndarray, masses=None, set_weight=None) -> np.ndarray:
-        """Free-support Wasserstein barycenter: z_j <- mean over sets of p * (P^T x)_j (weighted
-        by ``set_weight``, ``(n_sets,)`` or ``None``)."""
-        z = torch.as_tensor(z0, dtype=self._tdtype, device=self.device_)[None]
-        for _ in range(self.barycenter_iter):
-            acc, total = self._barycentric_targets(sets, z, masses, set_weight)
-            z_new = acc / total
-            shift = float((z_new - z[0]).norm() / z[0].norm().clamp_min(1e-12))
-            z = z_new[None]
-            self._bary_iter += 1
-            if shift < 1e-5:
-                break
-        return to_numpy(z[0])
-
-    def _fit_one(self, sets, rng, masses=None, set_weight=None) -> np.ndarray:
-        z = self._kmeans_reference(sets, rng, kmeans_weights(sets, masses, set_weight))
-        if self.fit_method == "wasserstein":
-            z = self._barycenter(sets, z, masses, set_weight)
-        return z
-
     # -- public API -----------------------------------------------------------------------------
     def fit(self, X, y=None, sample_weight=None, element_weight=None):
         """Fit the references on the training sets.
@@ -464,42 +401,11 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
             warnings.warn(f"n_supports={self.n_supports} is larger than the number of distinct "
                           f"training elements ({self.n_supports_}); using {self.n_supports_} "
                           "supports.", UserWarning, stacklevel=2 + SCOPE_FRAMES)
-        self._bary_iter = 0
-        n_iter = 0
-        if q == 1:
-            refs = self._fit_one(sets, rng, masses, sw)[None]
-            assign = np.zeros(len(sets), dtype=np.int64)
-        else:
-            if len(sets) < q:
-                raise ValueError(f"n_references={q} needs at least {q} training sets"
-                                 + (" of positive sample_weight" if kept is not None else "")
-                                 + f", got {len(sets)}.")
-            # initial groups: k-means on set means (cheap, spreads references over the data)
-            means = np.stack([s.mean(0) for s in sets] if masses is None else
-                             [m @ s for s, m in zip(sets, masses, strict=True)])
-            with one_thread():  # the same groups whatever the threads
-                assign = KMeans(n_clusters=q, n_init=1, random_state=rng.randint(2**31 - 1)
-                                ).fit_predict(means, sample_weight=sw)
-            refs = np.empty((q, self.n_supports_, self.n_features_in_))
-            worst = 0
-            for it in range(self.barycenter_iter):
-                for r in range(q):
-                    members = np.flatnonzero(assign == r)
-                    if len(members) == 0:  # empty cluster: take the worst-fitting set
-                        members = np.array([worst])
-                    refs[r] = self._fit_one(
-                        [sets[i] for i in members], rng,
-                        None if masses is None else [masses[i] for i in members],
-                        None if sw is None else sw[members])
-                # Wasserstein k-means: each set to the reference of lowest transport cost
-                costs = self._costs(sets, torch.as_tensor(refs, dtype=self._tdtype,
-                                                          device=self.device_), masses)
-                new_assign = costs.argmin(1)
-                worst = int(costs.min(1).argmax())  # the set its reference fits worst
-                n_iter = it + 1
-                if np.array_equal(new_assign, assign):
-                    break
-                assign = new_assign
+        if q > 1 and len(sets) < q:
+            raise ValueError(f"n_references={q} needs at least {q} training sets"
+                             + (" of positive sample_weight" if kept is not None else "")
+                             + f", got {len(sets)}.")
+        refs, assign, n_iter, self._bary_iter = fit_references(self, sets, rng, masses, sw)
         self.references_ = np.asarray(refs, dtype=np_dtype)
         ref_t = torch.as_tensor(self.references_, device=self.device_)
         scale = weight_scale(sample_weight)
@@ -651,7 +557,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
 
     def _serving_module(self, *, sinkhorn_method="log", sinkhorn_iter=None) -> torch.nn.Module:
         """The module :func:`skset.export.serving_module` returns: a fixed Sinkhorn count."""
-        from ._serving import OTKEmbeddingServing, set_sinkhorn
+        from .._serving import OTKEmbeddingServing, set_sinkhorn
 
         check_is_fitted(self)
         tol = self.sinkhorn_tol
