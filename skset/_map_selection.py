@@ -35,6 +35,7 @@ import torch
 from sklearn.utils.multiclass import type_of_target
 
 from ._sets import kmer_windows
+from ._stats import weighted_median
 from .nn.nystrom import (
     DEFAULT_BANDWIDTH,
     DEFAULT_KEEP_NORM,
@@ -139,8 +140,6 @@ def _better(errors: np.ndarray, incumbent: np.ndarray) -> bool:
 
 def median_scale(elems: np.ndarray, rng: np.random.RandomState, weights=None) -> float:
     """Median distance of up to 1,000 random pairs of rows, over sqrt(2) (1.0 if it is 0)."""
-    from .kernel_approximation import _weighted_median  # noqa: PLC0415 (one copy of that function)
-
     m = min(elems.shape[0], 2000)
     pick = rng.choice(elems.shape[0], m, replace=False)
     sub = elems[pick]
@@ -150,7 +149,7 @@ def median_scale(elems: np.ndarray, rng: np.random.RandomState, weights=None) ->
         return 1.0
     if weights is not None:  # a pair weighs w_a * w_b
         ws = weights[pick]
-        med = _weighted_median(d2, ws[:half] * ws[half : 2 * half])
+        med = weighted_median(d2, ws[:half] * ws[half : 2 * half])
     else:
         med = float(np.median(d2))
     scale = float(np.sqrt(med) / np.sqrt(2))

@@ -48,14 +48,6 @@ from .nn.nystrom import (
 __all__ = ["NystromFeatures"]
 
 
-def _weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
-    """The smallest value with at least half the total weight at or below it."""
-    order = np.argsort(values, kind="stable")
-    weights = np.asarray(weights, dtype=np.float64)
-    cum = np.cumsum(weights[order] / weights.max())  # scale-free: no under/overflow
-    return float(values[order][np.searchsorted(cum, 0.5 * cum[-1])])
-
-
 class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstimator):
     r"""Nystrom approximation of a Gaussian kernel, applied to every element (or k-mer) of sets.
 
