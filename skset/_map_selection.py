@@ -35,7 +35,7 @@ import torch
 from sklearn.utils.multiclass import type_of_target
 
 from ._sets import kmer_windows
-from ._stats import weighted_median
+from ._stats import beats, weighted_median
 from .nn.nystrom import (
     DEFAULT_BANDWIDTH,
     DEFAULT_KEEP_NORM,
@@ -126,16 +126,6 @@ def loo_ridge_errors(features: np.ndarray, targets: np.ndarray, alphas=ALPHAS) -
         if best is None or errors.mean() < best.mean():
             best = errors
     return best
-
-
-def _better(errors: np.ndarray, incumbent: np.ndarray) -> bool:
-    """Whether ``errors`` beat ``incumbent`` (paired, per set) by more than noise: a lower mean,
-    and a paired t statistic above ``MIN_T``."""
-    diff = incumbent - errors
-    if not np.all(np.isfinite(diff)) or diff.mean() <= 0:
-        return False
-    sd = diff.std(ddof=1) if len(diff) > 1 else 0.0
-    return sd == 0 or diff.mean() / (sd / np.sqrt(len(diff))) > MIN_T
 
 
 def median_scale(elems: np.ndarray, rng: np.random.RandomState, weights=None) -> float:
@@ -318,7 +308,9 @@ def select_element_map(sets, y, *, mean, scale, window: int, n_components: int, 
         if incumbent is None:
             incumbent = scored[0]
         best = min(scored, key=lambda ce: ce[1].mean())
-        return (best if _better(best[1], incumbent[1]) else incumbent), scored
+        # errors: lower is better (the incumbent's first); a constant difference counts as noise
+        # only when exactly constant (flat=0)
+        return (best if beats(incumbent[1], best[1], MIN_T, flat=0.0) else incumbent), scored
 
     # two stages: the preprocessing at the first candidate bandwidth, then the bandwidth
     first_bw = cands[0]["bandwidth"]
