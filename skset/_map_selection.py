@@ -47,7 +47,7 @@ from .nn.nystrom import (
 )
 
 __all__ = ["AUTO_CANDIDATES", "DEFAULT_CHOICE", "distinct_rows", "select_element_map",
-           "median_scale", "unit_rows"]
+           "median_scale", "sample_sets", "unit_rows"]
 
 # the fixed choice (used without labels, and first in the search so that it wins ties)
 DEFAULT_CHOICE = {"standardize": True, "normalize": DEFAULT_NORMALIZE, "keep_norm": DEFAULT_KEEP_NORM,
@@ -198,8 +198,10 @@ def candidates(fixed: dict, default: dict | None = None) -> list[dict]:
     return out
 
 
-def _sample(sets, y, rng):
-    """A uniform sample of at most MAX_SETS sets (in their order), and their labels."""
+def sample_sets(sets, y, rng):
+    """A uniform sample of at most ``MAX_SETS`` sets (in their order), and their labels: the one
+    rule for both forms (``NystromFeatures`` samples the rows of a 2-D pool with it before they
+    become sets of one)."""
     n = len(sets)
     if n <= MAX_SETS:
         return list(sets), np.asarray(y)
@@ -215,7 +217,8 @@ def select_element_map(sets, y, *, mean, scale, window: int, n_components: int, 
     Parameters
     ----------
     sets : list of (n_i, d) float arrays
-        The training sets (raw elements).
+        The training sets (raw elements). A 2-D pool of elements arrives as its rows, each a set
+        of one, already sampled by :func:`sample_sets` (the estimator decides that form).
     y : array-like or None
         One label per set.
     mean, scale : ndarray of shape (d,)
@@ -248,7 +251,7 @@ def select_element_map(sets, y, *, mean, scale, window: int, n_components: int, 
         shared = counts[inverse.ravel()] >= 2
         if not shared.all():
             sets, y = [s for s, k in zip(sets, shared) if k], np.asarray(y)[shared]
-    sub_sets, sub_y = _sample(sets, y, rng)
+    sub_sets, sub_y = sample_sets(sets, y, rng)
     if task == "classification" and np.unique(sub_y).size < 2:
         return cands[0], None
     if window > 1:

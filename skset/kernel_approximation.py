@@ -13,10 +13,10 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ._base import SksetEstimator
 from ._map_selection import (
     DEFAULT_CHOICE,
-    MAX_SETS,
     constant_below,
     distinct_rows,
     median_scale,
+    sample_sets,
     select_element_map,
     unit_rows,
 )
@@ -251,14 +251,11 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         else:
             y_sel = y
             if coll.form == "2d":  # a pool of elements: each row is a set of one (labels per row)
-                if self.window > 1 or y is None:
+                if self.window > 1 or y is None:  # k-mers span rows: a row label labels no k-mer
                     sets, y_sel = [], None
-                else:
-                    arr, y_sel = coll.sets[0], np.asarray(y)
-                    if len(arr) > MAX_SETS:
-                        pick = np.sort(rng.choice(len(arr), MAX_SETS, replace=False))
-                        arr, y_sel = arr[pick], y_sel[pick]
-                    sets = list(arr[:, None, :])
+                else:  # the sample the selection scores, drawn here from the pool's rows
+                    rows, y_sel = sample_sets(coll.sets[0], y, rng)
+                    sets = [r[None, :] for r in rows]
             choice, scores = select_element_map(
                 sets, y_sel, mean=mean, scale=std, window=window,
                 n_components=self.n_components, fixed=fixed, eigenvalue_floor=self.eigenvalue_floor,
