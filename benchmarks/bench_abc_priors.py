@@ -28,11 +28,11 @@ import bench_abc_seeds as B  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from skset._stats import paired_t  # noqa: E402
 from skset.cluster._abc_data import CALIBRATION_FACTOR, held_out_batches, sample_instances  # noqa: E402
 from skset.cluster._abc_select import (  # noqa: E402
     MIXES,
     calibrated_scores,
-    paired_t,
     prior_candidates,
     prior_name,
     set_prior,

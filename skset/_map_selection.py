@@ -35,6 +35,7 @@ import torch
 from sklearn.utils.multiclass import type_of_target
 
 from ._sets import kmer_windows
+from ._stats import beats, weighted_median
 from .nn.nystrom import (
     DEFAULT_BANDWIDTH,
     DEFAULT_KEEP_NORM,
@@ -46,7 +47,7 @@ from .nn.nystrom import (
 )
 
 __all__ = ["AUTO_CANDIDATES", "DEFAULT_CHOICE", "distinct_rows", "select_element_map",
-           "median_scale", "unit_rows"]
+           "median_scale", "sample_sets", "unit_rows"]
 
 # the fixed choice (used without labels, and first in the search so that it wins ties)
 DEFAULT_CHOICE = {"standardize": True, "normalize": DEFAULT_NORMALIZE, "keep_norm": DEFAULT_KEEP_NORM,
@@ -127,20 +128,8 @@ def loo_ridge_errors(features: np.ndarray, targets: np.ndarray, alphas=ALPHAS) -
     return best
 
 
-def _better(errors: np.ndarray, incumbent: np.ndarray) -> bool:
-    """Whether ``errors`` beat ``incumbent`` (paired, per set) by more than noise: a lower mean,
-    and a paired t statistic above ``MIN_T``."""
-    diff = incumbent - errors
-    if not np.all(np.isfinite(diff)) or diff.mean() <= 0:
-        return False
-    sd = diff.std(ddof=1) if len(diff) > 1 else 0.0
-    return sd == 0 or diff.mean() / (sd / np.sqrt(len(diff))) > MIN_T
-
-
 def median_scale(elems: np.ndarray, rng: np.random.RandomState, weights=None) -> float:
     """Median distance of up to 1,000 random pairs of rows, over sqrt(2) (1.0 if it is 0)."""
-    from .kernel_approximation import _weighted_median  # noqa: PLC0415 (one copy of that function)
-
     m = min(elems.shape[0], 2000)
     pick = rng.choice(elems.shape[0], m, replace=False)
     sub = elems[pick]
@@ -150,7 +139,7 @@ def median_scale(elems: np.ndarray, rng: np.random.RandomState, weights=None) ->
         return 1.0
     if weights is not None:  # a pair weighs w_a * w_b
         ws = weights[pick]
-        med = _weighted_median(d2, ws[:half] * ws[half : 2 * half])
+        med = weighted_median(d2, ws[:half] * ws[half : 2 * half])
     else:
         med = float(np.median(d2))
     scale = float(np.sqrt(med) / np.sqrt(2))
@@ -209,8 +198,10 @@ def candidates(fixed: dict, default: dict | None = None) -> list[dict]:
     return out
 
 
-def _sample(sets, y, rng):
-    """A uniform sample of at most MAX_SETS sets (in their order), and their labels."""
+def sample_sets(sets, y, rng):
+    """A uniform sample of at most ``MAX_SETS`` sets (in their order), and their labels: the one
+    rule for both forms (``NystromFeatures`` samples the rows of a 2-D pool with it before they
+    become sets of one)."""
     n = len(sets)
     if n <= MAX_SETS:
         return list(sets), np.asarray(y)
@@ -226,7 +217,8 @@ def select_element_map(sets, y, *, mean, scale, window: int, n_components: int, 
     Parameters
     ----------
     sets : list of (n_i, d) float arrays
-        The training sets (raw elements).
+        The training sets (raw elements). A 2-D pool of elements arrives as its rows, each a set
+        of one, already sampled by :func:`sample_sets` (the estimator decides that form).
     y : array-like or None
         One label per set.
     mean, scale : ndarray of shape (d,)
@@ -259,7 +251,7 @@ def select_element_map(sets, y, *, mean, scale, window: int, n_components: int, 
         shared = counts[inverse.ravel()] >= 2
         if not shared.all():
             sets, y = [s for s, k in zip(sets, shared) if k], np.asarray(y)[shared]
-    sub_sets, sub_y = _sample(sets, y, rng)
+    sub_sets, sub_y = sample_sets(sets, y, rng)
     if task == "classification" and np.unique(sub_y).size < 2:
         return cands[0], None
     if window > 1:
@@ -319,7 +311,9 @@ def select_element_map(sets, y, *, mean, scale, window: int, n_components: int, 
         if incumbent is None:
             incumbent = scored[0]
         best = min(scored, key=lambda ce: ce[1].mean())
-        return (best if _better(best[1], incumbent[1]) else incumbent), scored
+        # errors: lower is better (the incumbent's first); a constant difference counts as noise
+        # only when exactly constant (flat=0)
+        return (best if beats(incumbent[1], best[1], MIN_T, flat=0.0) else incumbent), scored
 
     # two stages: the preprocessing at the first candidate bandwidth, then the bandwidth
     first_bw = cands[0]["bandwidth"]

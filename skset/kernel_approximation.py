@@ -13,10 +13,10 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ._base import SksetEstimator
 from ._map_selection import (
     DEFAULT_CHOICE,
-    MAX_SETS,
     constant_below,
     distinct_rows,
     median_scale,
+    sample_sets,
     select_element_map,
     unit_rows,
 )
@@ -46,14 +46,6 @@ from .nn.nystrom import (
 )
 
 __all__ = ["NystromFeatures"]
-
-
-def _weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
-    """The smallest value with at least half the total weight at or below it."""
-    order = np.argsort(values, kind="stable")
-    weights = np.asarray(weights, dtype=np.float64)
-    cum = np.cumsum(weights[order] / weights.max())  # scale-free: no under/overflow
-    return float(values[order][np.searchsorted(cum, 0.5 * cum[-1])])
 
 
 class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstimator):
@@ -247,30 +239,25 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
     #: models saved before k-mers were coded as level + shape used plain k-mers
     _legacy_params = {"kmer_coding": "plain"}
 
-    #: the fixed choice of the "auto" parameters (without labels, and the incumbent with them)
-    _default_map = DEFAULT_CHOICE
-
-    def _choose_map(self, coll, sets, window, y, mean, std, rng) -> None:
+    def _choose_map(self, coll, sets, window, y, mean, std, rng, incumbent: dict) -> None:
         """Resolve the ``"auto"`` parameters (``standardize_``, ``normalize_``, ``keep_norm_``,
-        ``relative_bandwidth_``, ``selection_scores_``); see :mod:`skset._map_selection`."""
+        ``relative_bandwidth_``, ``selection_scores_``), from ``incumbent`` (the fixed choice
+        without labels, and the incumbent with them); see :mod:`skset._map_selection`."""
         fixed = {k: getattr(self, k) for k in DEFAULT_CHOICE}
         if all(v != "auto" for v in fixed.values()):
             choice, scores = dict(fixed), None
         else:
             y_sel = y
             if coll.form == "2d":  # a pool of elements: each row is a set of one (labels per row)
-                if self.window > 1 or y is None:
+                if self.window > 1 or y is None:  # k-mers span rows: a row label labels no k-mer
                     sets, y_sel = [], None
-                else:
-                    arr, y_sel = coll.sets[0], np.asarray(y)
-                    if len(arr) > MAX_SETS:
-                        pick = np.sort(rng.choice(len(arr), MAX_SETS, replace=False))
-                        arr, y_sel = arr[pick], y_sel[pick]
-                    sets = list(arr[:, None, :])
+                else:  # the sample the selection scores, drawn here from the pool's rows
+                    rows, y_sel = sample_sets(coll.sets[0], y, rng)
+                    sets = [r[None, :] for r in rows]
             choice, scores = select_element_map(
                 sets, y_sel, mean=mean, scale=std, window=window,
                 n_components=self.n_components, fixed=fixed, eigenvalue_floor=self.eigenvalue_floor,
-                rng=rng, dtype=self.dtype_, default=self._default_map)
+                rng=rng, dtype=self.dtype_, default=incumbent)
         self.standardize_ = bool(choice["standardize"])
         self.normalize_ = bool(choice["normalize"])
         self.keep_norm_ = bool(choice["keep_norm"])
@@ -440,6 +427,18 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         -------
         self
         """
+        return self._fit_with_incumbent(X, y, sample_weight, element_weight,
+                                        incumbent=DEFAULT_CHOICE)
+
+    def _fit_with_incumbent(self, X, y=None, sample_weight=None, element_weight=None, *,
+                            incumbent: dict):
+        """:meth:`fit`, with ``incumbent`` (the four map parameters, as ``DEFAULT_CHOICE``) in
+        place of the fixed choice of the ``"auto"`` parameters: taken without usable labels, and
+        kept with them unless a candidate beats it by more than noise
+        (:func:`skset._map_selection.select_element_map`'s ``default``). Private: ``fit`` passes
+        ``DEFAULT_CHOICE``; the supervised OTK models (``skset.neural_network._otk``) pass the
+        paper's map, ``PAPER_MAP``. The fitted estimator is a plain ``NystromFeatures`` (a later
+        ``fit`` or ``clone`` starts from ``DEFAULT_CHOICE`` again)."""
         seed, rng = self._begin_fit()
         np_dtype = np.float64 if self.dtype_ == torch.float64 else np.float32
         coll, sets, window, lengths, raw, ew, scale = self._training_elements(
@@ -453,7 +452,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         # the choice draws from its own stream: when it picks the fixed choice, the fit is exactly
         # the fit with those values given explicitly
         self._choose_map(coll, sets, window, y, mean, std,
-                         np.random.RandomState((seed + 1) % 2**32))
+                         np.random.RandomState((seed + 1) % 2**32), incumbent)
         if self.standardize_:
             self.mean_, self.scale_ = mean.astype(np_dtype), std.astype(np_dtype)
         else:
@@ -467,7 +466,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         if k < self.n_components:
             warnings.warn(f"n_components={self.n_components} is larger than the number of distinct "
                           f"training elements ({n_distinct}); using {k} anchors.", UserWarning,
-                          stacklevel=2 + SCOPE_FRAMES)
+                          stacklevel=3 + SCOPE_FRAMES)  # through fit
         if self.anchors == "kmeans" and k < elems.shape[0]:
             km = KMeans(n_clusters=k, n_init=1, random_state=rng.randint(2**31 - 1))
             with one_thread():  # the same anchors whatever the threads

@@ -909,7 +909,7 @@ def test_learned_kernel_kept_only_above_the_noise(monkeypatch):
     average but not by more than their noise (paired t <= 2), and the learned one when they
     are higher on every instance."""
     import skset.cluster._abc_select as sel
-    from skset.cluster._abc_select import paired_t
+    from skset._stats import paired_t
 
     assert paired_t(np.array([0.5, 0.6]), np.array([0.5, 0.6])) == 0.0
     assert paired_t(np.array([0.6, 0.7]), np.array([0.5, 0.6])) == np.inf

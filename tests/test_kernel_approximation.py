@@ -273,6 +273,19 @@ def test_auto_on_a_pool_of_labelled_rows(rng):
     assert nf.selection_scores_ is not None and nf.transform(X).shape == (120, 10)
 
 
+@pytest.mark.parametrize("max_sets", [600, 50])
+def test_pool_is_scored_as_its_rows_as_sets_of_one(rng, monkeypatch, max_sets):
+    """The choice on a labelled 2-D pool is the choice on its rows given as sets of one, also
+    above ``MAX_SETS`` rows (both forms sampled by one rule)."""
+    monkeypatch.setattr("skset._map_selection.MAX_SETS", max_sets)
+    y = rng.integers(0, 3, 120)
+    X = rng.normal(size=(120, 3)) + 0.5 * y[:, None]
+    pool = NystromFeatures(n_components=8, random_state=0).fit(X, y)
+    rows = NystromFeatures(n_components=8, random_state=0).fit(list(X[:, None, :]), y)
+    assert pool.selection_scores_ is not None
+    assert pool.selection_scores_ == rows.selection_scores_
+
+
 def test_defect_05_weight_scale_does_not_move_the_fit(rng):
     """Issue 27, defect 5: multiplying every sample_weight by one constant (1e39, 1e-46) gave
     another bandwidth_ (the weighted median under/overflowed); scale-free weights fit alike."""

@@ -11,6 +11,7 @@ from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.linear_model import LogisticRegression
 
 from skset import OTKClassifier, OTKRegressor
+from skset._map_selection import DEFAULT_CHOICE
 from skset.datasets import make_motif_order
 from skset.neural_network._otk import PAPER_MAP, _OTKNetwork
 from skset.nn import NystromLayer, OTKLayer
@@ -337,12 +338,30 @@ def test_early_stopping_initialisation_sees_only_the_training_part(motif_data, m
     # the anchors and references are the unsupervised fits on the training sets alone
     tr_sets = [X[i] for i in tr]
     nys = clone(clf.nystrom_)
-    nys._default_map = PAPER_MAP  # as the model fits it: "auto" starts from the paper's map
-    nys.fit(tr_sets, np.unique(y, return_inverse=True)[1][tr])
+    # as the model fits it: "auto" starts from the paper's map
+    nys._fit_with_incumbent(tr_sets, np.unique(y, return_inverse=True)[1][tr], incumbent=PAPER_MAP)
     np.testing.assert_array_equal(nys.anchors_, clf.nystrom_.anchors_)
     emb = clone(clf.embedding_).fit(nys.transform(tr_sets))
     np.testing.assert_array_equal(emb.references_, clf.embedding_.references_)
     assert len(clf.embedding_.assignments_) == len(tr)
+
+
+def test_element_map_starts_from_the_papers_map(motif_data):
+    """The supervised models fit their NystromFeatures with the paper's map as the incumbent of
+    the "auto" parameters (NystromFeatures._fit_with_incumbent), without changing the estimator:
+    without usable labels the incumbent is taken as it is, and a later plain fit starts from
+    the fixed default again."""
+    X, _ = motif_data
+    clf = OTKClassifier(**{**SMALL, "max_iter": 1}, random_state=0).fit(*motif_data)
+    assert vars(clf.nystrom_).keys() == vars(clone(clf.nystrom_).fit(X)).keys()
+    nys = clone(clf.nystrom_)._fit_with_incumbent(X, None, incumbent=PAPER_MAP)
+    got = {"standardize": nys.standardize_, "normalize": nys.normalize_,
+           "keep_norm": nys.keep_norm_, "bandwidth": nys.relative_bandwidth_}
+    assert got == PAPER_MAP and nys.selection_scores_ is None
+    nys.fit(X)
+    assert (nys.normalize_, nys.keep_norm_) == (DEFAULT_CHOICE["normalize"],
+                                                DEFAULT_CHOICE["keep_norm"]) != (True, True)
+    assert nys.anchors_.shape == clf.nystrom_.anchors_.shape
 
 
 # -- n_supports above the distinct elements: capped by the initial OTKEmbedding, layer follows --

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from sklearn.metrics import adjusted_rand_score
 
+from .._stats import beats
 from .._torch import seed_from_random_state
 from ..nn.abc import abc_affinity
 from ..nn.spectral import (
@@ -141,17 +142,6 @@ def calibrated_scores(module, parts: list, rule: KRule, seed: int, device,
 MIN_PAIRED_T = 2.0
 
 
-def paired_t(a: np.ndarray, b: np.ndarray) -> float:
-    """The paired t statistic of ``a - b`` (``inf`` / ``-inf`` / 0 when the differences do not
-    vary)."""
-    d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
-    mean = float(d.mean())
-    sd = float(d.std(ddof=1)) if len(d) > 1 else 0.0
-    if sd <= 1e-12:
-        return float(np.sign(mean) * np.inf) if mean != 0 else 0.0
-    return mean / (sd / np.sqrt(len(d)))
-
-
 def prior_candidates(n_neighbors: int) -> list[tuple]:
     """``(input_similarity, n_neighbors, scale, offset)`` of the ``"auto"`` candidates (the
     kNN graph of ``n_neighbors`` first: it wins ties)."""
@@ -203,7 +193,7 @@ def choose_prior(scores: dict) -> tuple:
         return max(cands, key=lambda c: float(np.mean(scores[c]))) if cands else None
 
     knn, rbf = best("knn"), best("rbf")
-    if knn is None or (rbf is not None and paired_t(scores[rbf], scores[knn]) > MIN_PAIRED_T):
+    if knn is None or (rbf is not None and beats(scores[rbf], scores[knn], MIN_PAIRED_T)):
         return rbf
     return knn
 
@@ -285,7 +275,7 @@ class KernelSelection:
         best = max(scores, key=scores.get)  # ties: the first, the prior
         # the validation instances are few (and with a small pool, of one pair of held-out
         # classes): a learned kernel is kept only when it wins by more than their noise
-        if best != "prior" and paired_t(per[best], per["prior"]) <= MIN_PAIRED_T:
+        if best != "prior" and not beats(per[best], per["prior"], MIN_PAIRED_T):
             best = "prior"
         mix.copy_(torch.tensor(MIXES[best], device=mix.device))
         self.kernel_mix_, self.kernel_scores_ = best, scores

@@ -169,9 +169,9 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
                 kmer_coding="plain",  # the network's layer unfolds plain k-mers
                 standardize=self.standardize, normalize=self.normalize, keep_norm=self.keep_norm,
                 random_state=rng.randint(2**31 - 1), **common)
-            self.nystrom_._default_map = PAPER_MAP  # "auto" starts from the paper's map
-            self.nystrom_.fit(sets, y, sample_weight=sample_weight, element_weight=masses)
-            del self.nystrom_._default_map  # a plain NystromFeatures from here on
+            # "auto" starts from the paper's map (fit starts from DEFAULT_CHOICE)
+            self.nystrom_._fit_with_incumbent(sets, y, sample_weight=sample_weight,
+                                              element_weight=masses, incumbent=PAPER_MAP)
             feats = self.nystrom_.transform(sets)
             nystrom = self.nystrom_.to_module()
         else:

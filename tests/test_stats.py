@@ -1,0 +1,54 @@
+"""The statistical rules of skset._stats against independent references (scipy, a naive loop)."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from skset._stats import beats, paired_t, weighted_median
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_weighted_median_is_the_median_of_the_repeated_values(seed):
+    # integer weights: the weighted median is the lower median of each value repeated w times
+    rng = np.random.RandomState(seed)
+    values = rng.normal(size=rng.randint(1, 40))
+    weights = rng.randint(1, 6, size=len(values))
+    repeated = np.sort(np.repeat(values, weights))
+    assert weighted_median(values, weights) == repeated[(len(repeated) - 1) // 2]
+    # the scale of the weights does not matter, down to tiny and up to huge
+    for s in (1e-300, 1e300):
+        assert weighted_median(values, weights * s) == weighted_median(values, weights)
+
+
+@pytest.mark.parametrize("n", [2, 3, 16, 200])
+def test_paired_t_is_scipys(n):
+    rng = np.random.RandomState(n)
+    a, b = rng.normal(size=n), rng.normal(size=n)
+    assert paired_t(a, b) == pytest.approx(stats.ttest_rel(a, b).statistic, rel=1e-12)
+    assert paired_t(b, a) == pytest.approx(-paired_t(a, b), rel=1e-12)
+
+
+def test_paired_t_of_differences_that_do_not_vary():
+    a = np.array([0.5, 0.6, 0.7])
+    assert paired_t(a + 0.1, a) == np.inf and paired_t(a, a + 0.1) == -np.inf
+    assert paired_t(a, a) == 0.0
+    assert paired_t(a[:1] + 1, a[:1]) == np.inf  # one pair
+    tiny = a + 1e-3 + np.array([0.0, 1e-14, -1e-14])
+    assert paired_t(tiny, a) == np.inf  # a spread below flat counts as none
+    assert np.isfinite(paired_t(tiny, a, flat=0.0))
+
+
+def test_beats_needs_a_higher_mean_by_more_than_noise():
+    rng = np.random.RandomState(0)
+    b = rng.uniform(0.2, 0.8, 64)
+    noisy = b + rng.normal(0.02, 0.2, 64)       # higher on average, within its noise
+    clear = b + 0.1 + rng.uniform(0, 0.02, 64)  # higher on every pair
+    assert noisy.mean() > b.mean() and not beats(noisy, b, 2.0)
+    assert beats(clear, b, 2.0) and not beats(b, clear, 2.0)
+    assert beats(noisy, b, 2.0) == (stats.ttest_rel(noisy, b).statistic > 2.0)
+    assert beats(b + 0.1, b, 2.0)  # constant and positive: not noise
+    assert not beats(b, b, 2.0) and not beats(b, b, -1.0)  # no higher mean, whatever the threshold
+    for bad in (np.nan, np.inf, -np.inf):  # a non-finite difference never wins
+        c = clear.copy()
+        c[3] = bad
+        assert not beats(c, b, 2.0) and not beats(b, c, 2.0)
