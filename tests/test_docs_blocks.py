@@ -86,9 +86,24 @@ def _pages_with_blocks():
     return [p for p in PAGES if extract_blocks(p.read_text())]
 
 
+@pytest.fixture
+def process_state():
+    """skset's global settings and torch's thread count put back after a page (its blocks may
+    call ``skset.set_config(n_threads=1)``, ``torch.set_num_threads``...): the later tests of the
+    process must see the defaults."""
+    import torch
+
+    import skset
+
+    config, threads = skset.get_config(), torch.get_num_threads()
+    yield
+    skset.set_config(**config)
+    torch.set_num_threads(threads)
+
+
 @pytest.mark.parametrize("page", _pages_with_blocks(),
                          ids=lambda p: str(p.relative_to(ROOT / "docs")))
-def test_code_blocks_of_page_run(page, tmp_path, monkeypatch):
+def test_code_blocks_of_page_run(page, tmp_path, monkeypatch, process_state):
     monkeypatch.chdir(tmp_path)               # blocks that write files (clf.onnx) write here
     monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
     namespace = {"__name__": "docs_block"}
