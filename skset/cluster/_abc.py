@@ -114,18 +114,14 @@ class ABCClusterer(KernelTraining, KernelSelection, KernelInference, BaseNeuralE
     max_steps : int, default=40000
         Most optimisation steps (one step = one batch of ``batch_size`` instances); with
         validation and the ``"cosine"`` schedule training can end earlier, at the end of the
-        decay that a validation plateau starts, or at a stall in the second half of the decay
-        (steps and times of the 2-5 circles kernel: BENCHMARKS.md, ABC; with 30,000 the
-        circles kernel of one training seed in three fell below 0.70 NMI).
+        decay that a validation plateau starts, or at a stall in the second half of the decay.
+        How the defaults of ``max_steps``, ``batch_size`` and ``learning_rate_init`` were
+        chosen: :ref:`abc-training-defaults` in the user guide.
     batch_size : int, default=8
-        Instances per step. At a fixed budget of instances (wall time), small batches trained
-        the 2-5 circles kernel further than the paper's 32-128 on a CPU (BENCHMARKS.md, ABC). On
-        a GPU, where a larger batch costs little more time, raise it (the paper used up to 128).
+        Instances per step. On a GPU, where a larger batch costs little more time, raise it
+        (the paper used up to 128).
     learning_rate_init : float, default=1e-3
-        Peak step size of the optimiser (see ``learning_rate_schedule``). The paper uses 1e-4
-        over tens of thousands of steps; with a budget of a few thousand steps 1e-4 leaves the
-        circles kernel far from trained (below the kNN prior), and a peak of 2e-3 or 3e-3
-        trained less than 1e-3 in short runs, so the default stays 1e-3 (BENCHMARKS.md, ABC).
+        Peak step size of the optimiser (see ``learning_rate_schedule``); 1e-4 to 1e-3.
     alpha : float, default=0.0
         L2 penalty (``"adam"``) or decoupled weight decay (``"adamw"``).
     optimizer : {"adam", "adamw"}, default="adam"
