@@ -65,18 +65,6 @@ def _digest(a) -> str:
     return hashlib.sha1(np.ascontiguousarray(a).tobytes()).hexdigest()[:12]
 
 
-def _otk_sets(rng, lengths, d=128, n_clusters=16):
-    import numpy as np
-
-    centers = rng.standard_normal((n_clusters, d)).astype(np.float32)
-    out = []
-    for n in lengths:
-        x = centers[rng.integers(n_clusters, size=n)] + 0.7 * rng.standard_normal(
-            (n, d)).astype(np.float32)
-        out.append((x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32))
-    return out
-
-
 def worker(name: str) -> dict:
     import numpy as np
 
@@ -105,11 +93,13 @@ def worker(name: str) -> dict:
         return {"seconds": seconds, "digest": _digest(search.predict_proba(Xt)),
                 "note": f"accuracy {acc:.4f}"}
     if name in ("otk_s1", "otk_s3"):
+        from bench_peers import make_sets  # the sets of bench_peers.py's S1 / S3
+
         from skset import OTKEmbedding
 
         rng = np.random.default_rng(0)
         lengths = [100] * 512 if name == "otk_s1" else rng.integers(50, 1001, 512)
-        sets = _otk_sets(rng, lengths)
+        sets = make_sets(rng, lengths, 128)
         est = OTKEmbedding(n_supports=64, epsilon=0.5, sinkhorn_iter=10, sinkhorn_tol=None,
                            center=False, normalize=False, max_samples=20_000, random_state=0,
                            device="cpu").fit(sets[:200])

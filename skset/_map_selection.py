@@ -146,6 +146,13 @@ def median_scale(elems: np.ndarray, rng: np.random.RandomState, weights=None) ->
     return scale if scale > 0 and np.isfinite(scale) else 1.0
 
 
+def _shared_classes(y: np.ndarray) -> np.ndarray:
+    """Which sets belong to a class of at least two sets (a class of one set has no spread to
+    compare with)."""
+    _, inverse, counts = np.unique(y, return_inverse=True, return_counts=True)
+    return counts[inverse.ravel()] >= 2
+
+
 def _task(y, n_sets: int):
     """``"classification"``, ``"regression"`` or ``None`` (no usable labels)."""
     if y is None:
@@ -161,11 +168,11 @@ def _task(y, n_sets: int):
     except ValueError:
         return None
     if kind in ("binary", "multiclass"):
-        # the classes of at least two sets (a class of one set has no spread to compare with):
-        # the choice is made on their sets (many classes with 1-5 sets each keep most of theirs)
-        _, counts = np.unique(y, return_counts=True)
-        counts = counts[counts >= 2]
-        return "classification" if len(counts) >= 2 and counts.sum() >= MIN_SETS else None
+        # the choice is made on the sets of the classes of at least two sets (many classes with
+        # 1-5 sets each keep most of theirs)
+        shared = _shared_classes(y)
+        ok = np.unique(y[shared]).size >= 2 and shared.sum() >= MIN_SETS
+        return "classification" if ok else None
     if kind == "continuous":
         return "regression" if np.all(np.isfinite(y)) and np.ptp(y) > 0 else None
     return None
@@ -247,8 +254,7 @@ def select_element_map(sets, y, *, mean, scale, window: int, n_components: int, 
     if task is None or len(cands) == 1:
         return cands[0], None
     if task == "classification":  # the sets of classes of one set are left out (see _task)
-        _, inverse, counts = np.unique(np.asarray(y), return_inverse=True, return_counts=True)
-        shared = counts[inverse.ravel()] >= 2
+        shared = _shared_classes(np.asarray(y))
         if not shared.all():
             sets, y = [s for s, k in zip(sets, shared) if k], np.asarray(y)[shared]
     sub_sets, sub_y = sample_sets(sets, y, rng)

@@ -213,7 +213,10 @@ def test_scope_inside_limit_threads(two_threads):
     assert torch.get_num_threads() == 2
 
 
-def test_outside_pools_lowered_while_busy_then_given_back(monkeypatch, two_threads):
+@pytest.fixture
+def outside_blas(monkeypatch, two_threads):
+    """``(est, sets, blas)``: a fitted NystromFeatures, its sets, and numpy's and scipy's BLAS
+    controllers with their pools at two threads, no thread variable in the environment."""
     from threadpoolctl import threadpool_limits
 
     for k in T.THREAD_ENV:
@@ -221,43 +224,40 @@ def test_outside_pools_lowered_while_busy_then_given_back(monkeypatch, two_threa
     sets = _sets()
     est = NystromFeatures(n_components=4, random_state=0).fit(sets)
     with threadpool_limits(limits=2, user_api="blas"):
-        blas = [c for c in T._pools() if c.user_api == "blas"]
-        monkeypatch.setattr(T, "machine_busy", lambda max_age=1.0: True)
-        est.transform(sets)
-        assert all(c.num_threads == 1 for c in blas)  # kept after the call
-        monkeypatch.setattr(T, "machine_busy", lambda max_age=1.0: False)
-        est.transform(sets)
-        assert all(c.num_threads == 2 for c in blas)  # given back
-        # a thread variable set by the user: the pools outside are left alone
-        monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")
-        monkeypatch.setattr(T, "machine_busy", lambda max_age=1.0: True)
-        est.transform(sets)
-        assert all(c.num_threads == 2 for c in blas)
-        # an explicit n_threads too
-        monkeypatch.delenv("OPENBLAS_NUM_THREADS")
-        with skset.config_context(n_threads=1):
-            est.transform(sets)
-        assert all(c.num_threads == 2 for c in blas)
+        yield est, sets, [c for c in T._pools() if c.user_api == "blas"]
 
 
-def test_outside_pools_on_one_thread_on_few_cores(monkeypatch, two_threads):
+def test_outside_pools_lowered_while_busy_then_given_back(monkeypatch, outside_blas):
+    est, sets, blas = outside_blas
+    monkeypatch.setattr(T, "machine_busy", lambda max_age=1.0: True)
+    est.transform(sets)
+    assert all(c.num_threads == 1 for c in blas)  # kept after the call
+    monkeypatch.setattr(T, "machine_busy", lambda max_age=1.0: False)
+    est.transform(sets)
+    assert all(c.num_threads == 2 for c in blas)  # given back
+    # a thread variable set by the user: the pools outside are left alone
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")
+    monkeypatch.setattr(T, "machine_busy", lambda max_age=1.0: True)
+    est.transform(sets)
+    assert all(c.num_threads == 2 for c in blas)
+    # an explicit n_threads too
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS")
+    with skset.config_context(n_threads=1):
+        est.transform(sets)
+    assert all(c.num_threads == 2 for c in blas)
+
+
+def test_outside_pools_on_one_thread_on_few_cores(monkeypatch, outside_blas):
     """On a machine of at most FEW_CORES usable cores the BLAS pools stay on one thread between
     skset's calls even when it is idle; on a larger idle one they get their counts back."""
-    from threadpoolctl import threadpool_limits
-
-    for k in T.THREAD_ENV:
-        monkeypatch.delenv(k, raising=False)
-    sets = _sets()
-    est = NystromFeatures(n_components=4, random_state=0).fit(sets)
-    with threadpool_limits(limits=2, user_api="blas"):
-        blas = [c for c in T._pools() if c.user_api == "blas"]
-        monkeypatch.setattr(T, "FEW_CORES", 2)
-        monkeypatch.setattr(T, "usable_cores", lambda: 2)
-        est.transform(sets)
-        assert all(c.num_threads == 1 for c in blas)
-        monkeypatch.setattr(T, "usable_cores", lambda: 8)
-        est.transform(sets)
-        assert all(c.num_threads == 2 for c in blas)
+    est, sets, blas = outside_blas
+    monkeypatch.setattr(T, "FEW_CORES", 2)
+    monkeypatch.setattr(T, "usable_cores", lambda: 2)
+    est.transform(sets)
+    assert all(c.num_threads == 1 for c in blas)
+    monkeypatch.setattr(T, "usable_cores", lambda: 8)
+    est.transform(sets)
+    assert all(c.num_threads == 2 for c in blas)
 
 
 def test_transform_bit_identical_on_threads_and_busy(monkeypatch, two_threads):
