@@ -120,10 +120,10 @@ def _mnist_bags(n_train, n_test=1000, seed=0):
 PATCH, PATCH_STRIDE, PATCH_INK = 8, 4, 6
 
 
-def _orientation_histogram(angle, weight, bins, period):
-    """Magnitude-weighted histograms of orientations (``angle`` in [0, period)) over the last
-    axis: ``(..., bins)``."""
-    idx = np.minimum((angle / period * bins).astype(int), bins - 1)
+def _weighted_histogram(values, weight, bins, period):
+    """Weighted histograms over the last axis, ``(..., bins)``, of ``values`` in [0, period)
+    (orientations weighted by gradient magnitude; intensities weighted by 1)."""
+    idx = np.minimum((values / period * bins).astype(int), bins - 1)
     return np.stack([np.where(idx == b, weight, 0.0).sum(-1) for b in range(bins)], -1)
 
 
@@ -174,11 +174,11 @@ def patch_descriptors(images):
         for b in (0, w // 2):
             m = mag[..., a : a + w // 2, b : b + w // 2].reshape(n, g * g, -1)
             o = ang[..., a : a + w // 2, b : b + w // 2].reshape(n, g * g, -1) % np.pi
-            cells.append(_orientation_histogram(o, m, 9, np.pi))
-    signed = _orientation_histogram(ang.reshape(n, g * g, -1), mag.reshape(n, g * g, -1), 16,
+            cells.append(_weighted_histogram(o, m, 9, np.pi))
+    signed = _weighted_histogram(ang.reshape(n, g * g, -1), mag.reshape(n, g * g, -1), 16,
                                     2 * np.pi)
     signed = signed / np.maximum(signed.sum(-1, keepdims=True), 1e-12)
-    hist = _orientation_histogram(flat, np.ones_like(flat), 8, 256.0)  # intensity counts
+    hist = _weighted_histogram(flat, np.ones_like(flat), 8, 256.0)  # intensity counts
     profiles = np.concatenate([P.sum(-1), P.sum(-2)], -1) / 255.0
     feats = np.concatenate([pos, stats, shape, *cells, signed, hist, profiles, flat / 255.0], -1)
     return feats, ink[..., 0]
