@@ -272,7 +272,9 @@ class AlternatingHead(Callback):
     """The alternating solver's head: fitted in closed form (L-BFGS / ridge) on the training part
     before every epoch but the first of a fresh fit (fitted at initialisation), frozen while Adam
     trains the rest, and fitted once more at the end without a validation split (with one, the
-    restored best epoch keeps the head it was validated with)."""
+    restored best epoch keeps the head it was validated with). Every refit starts from the
+    previous head with the head still frozen, which the classifier's head solve reads as
+    "warm": a few iterations to a loose tolerance (see ``OTKClassifier._fit_head``)."""
 
     def __init__(self, est, data, warm: bool):
         self.est, self.warm = est, warm
@@ -291,9 +293,9 @@ class AlternatingHead(Callback):
             self._refit(state.module)
 
     def on_train_end(self, state):
-        state.module.head.requires_grad_(True)
-        if not self.validated:
+        if not self.validated:  # still frozen: a refit from the previous epoch's head
             self._refit(state.module)
+        state.module.head.requires_grad_(True)
 
 
 # multi-label targets: one sigmoid per label (OTKClassifier with an indicator matrix y)
