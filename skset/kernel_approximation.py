@@ -198,6 +198,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
     [(5, 6), (8, 6), (4, 6)]
     """
 
+    _output_rows = "element"  # one feature row per element of each set (or per k-mer)
     _parameter_constraints = {
         "n_components": [POSITIVE_INT],
         "bandwidth": ["auto", POSITIVE],

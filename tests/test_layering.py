@@ -6,6 +6,7 @@ parses the sources (nothing is imported), resolving relative imports.
 """
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -116,6 +117,13 @@ ESTIMATOR_MODULES = ("skset.embedding", "skset.kernel_approximation", "skset.clu
     ("export.py", ESTIMATOR_MODULES),
     # persistence reads the classes already defined; the package root imports it
     ("_persist.py", ("skset",)),
+    # the steps of a pipeline and what each declares: read from attributes, never by importing
+    ("_steps.py", ESTIMATOR_MODULES),
+    # distributed: the partition layer and the dask driver ask the estimator (its methods, its
+    # ``_output_rows``), whatever it is
+    ("distributed/__init__.py", ESTIMATOR_MODULES),
+    ("distributed/_partitions.py", ESTIMATOR_MODULES),
+    ("distributed/_dask.py", ESTIMATOR_MODULES),
 ])
 def test_estimator_layer_imports(rel, forbidden):
     def bad_name(name):
@@ -147,3 +155,89 @@ def test_module_sizes():
              for p in PACKAGE_DIR.rglob("*.py")}
     assert {k: v for k, v in sizes.items() if v > 700} == {}
     assert {k: v for k, v in sizes.items() if "cluster/_abc" in k and v >= 500} == {}
+
+
+# -- dask stays in its driver; estimators are never recognised by their names -----------------------
+DASK_DRIVER = PACKAGE_DIR / "distributed" / "_dask.py"
+SOURCES = sorted(PACKAGE_DIR.rglob("*.py"))
+
+
+def _is_dask(name: str) -> bool:
+    return any(name == f or name.startswith(f + ".") for f in ("dask", "distributed"))
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE_DIR)))
+def test_only_the_dask_driver_imports_dask(path):
+    """A backend-neutral module (the partition layer of skset.distributed included) imports no
+    dask; ``skset.distributed`` itself resolves to ``skset.distributed...`` and is allowed."""
+    if path == DASK_DRIVER:
+        return
+    bad = [f"line {line}: {name}" for line, name in _imported_modules(path) if _is_dask(name)]
+    assert not bad, f"{path.relative_to(PACKAGE_DIR.parent)} imports dask: {bad}"
+
+
+def _compared_names(path: Path) -> list[tuple[int, str]]:
+    """``(line, string)`` for every string constant compared with a ``__name__`` attribute
+    (``==``, ``!=``, ``in``, ``not in``; a tuple, list or set of strings counts each)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if not isinstance(node, ast.Compare):
+            continue
+        operands = [node.left, *node.comparators]
+        if not any(isinstance(o, ast.Attribute) and o.attr == "__name__" for o in operands):
+            continue
+        for o in operands:
+            items = o.elts if isinstance(o, (ast.Tuple, ast.List, ast.Set)) else [o]
+            found += [(node.lineno, i.value) for i in items
+                      if isinstance(i, ast.Constant) and isinstance(i.value, str)]
+    return found
+
+
+@functools.cache
+def _classes_by_module() -> dict[str, set[str]]:
+    """The names of the classes each module of the package defines."""
+    return {_module_name(p, PACKAGE_DIR): {n.name for n in ast.walk(ast.parse(
+        p.read_text(encoding="utf-8"))) if isinstance(n, ast.ClassDef)} for p in SOURCES}
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE_DIR)))
+def test_no_class_is_recognised_by_its_name_elsewhere(path):
+    """``type(x).__name__ == "NystromFeatures"`` outside NystromFeatures' module is refused: an
+    estimator says what it is (an attribute, a method, a tag) and the caller asks."""
+    classes = _classes_by_module()
+    own = classes[_module_name(path, PACKAGE_DIR)]
+    elsewhere = set().union(*classes.values()) - own
+    bad = [f"line {line}: {name!r}" for line, name in _compared_names(path) if name in elsewhere]
+    assert not bad, (f"{path.relative_to(PACKAGE_DIR.parent)} recognises skset classes by their "
+                     f"names: {bad}")
+
+
+def test_name_comparisons_are_found(tmp_path):
+    """The checker itself: every form of comparison with ``__name__``, and only those."""
+    cases = {
+        'if type(last).__name__ == "NystromFeatures": pass': ["NystromFeatures"],
+        'ok = "OTKEmbedding" != type(x).__name__': ["OTKEmbedding"],
+        'ok = cls.__name__ in ("A", "B")': ["A", "B"],
+        'ok = cls.__name__ not in {"C"}': ["C"],
+        'def f(x):\n    return x.__class__.__name__ == "D"': ["D"],
+        'ok = name == "NystromFeatures"': [],
+        'ok = type(x).__name__ == other': [],
+    }
+    for i, (source, names) in enumerate(cases.items()):
+        path = tmp_path / f"m{i}.py"
+        path.write_text(source + "\n")
+        assert [n for _, n in _compared_names(path)] == names, source
+
+
+def test_dask_imports_are_found(tmp_path):
+    pkg = tmp_path / "skset"
+    (pkg / "distributed").mkdir(parents=True)
+    cases = {"import dask": True, "import dask.dataframe as dd": True,
+             "from distributed import Client": True, "from . import _partitions": False,
+             "from .. import distributed": False, "import skset.distributed": False,
+             "def f():\n    from dask import delayed": True}
+    for i, (source, is_dask) in enumerate(cases.items()):
+        path = pkg / "distributed" / f"m{i}.py"
+        path.write_text(source + "\n")
+        names = [name for _, name in _imported_modules(path, pkg)]
+        assert any(map(_is_dask, names)) == is_dask, (source, names)
