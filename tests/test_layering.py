@@ -250,3 +250,42 @@ def test_dask_imports_are_found(tmp_path):
         path.write_text(source + "\n")
         names = [name for _, name in _imported_modules(path, pkg)]
         assert any(map(_is_dask, names)) == is_dask, (source, names)
+
+
+# -- one home for each name --------------------------------------------------------------------------
+def _names_imported_from(module: str, roots) -> list[tuple[str, int, str]]:
+    """``(file, line, name)`` for every name imported from ``module`` (absolute or relative
+    ``from ... import``) in the Python files under ``roots``."""
+    found = []
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            inside = PACKAGE_DIR in path.parents
+            package = _module_name(path, PACKAGE_DIR).rpartition(".")[0] if inside else ""
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.ImportFrom):
+                    continue
+                if node.level:
+                    if not inside:
+                        continue
+                    parts = package.split(".")
+                    base = ".".join(parts[: len(parts) - (node.level - 1)])
+                    base = f"{base}.{node.module}" if node.module else base
+                else:
+                    base = node.module
+                if base == module:
+                    found += [(path.name, node.lineno, a.name) for a in node.names]
+    return found
+
+
+def test_callbacks_have_one_home():
+    """The callbacks are imported from ``skset.neural_network._callbacks`` only, never through
+    the training loop's module (which uses some but exports none)."""
+    from skset.neural_network import _callbacks, _training
+
+    callbacks = set(_callbacks.__all__)
+    assert not callbacks & set(_training.__all__)
+    roots = [PACKAGE_DIR, PACKAGE_DIR.parent / "tests", PACKAGE_DIR.parent / "benchmarks"]
+    bad = [f"{f}:{line}: {name}" for f, line, name
+           in _names_imported_from("skset.neural_network._training", roots) if name in callbacks]
+    assert not bad, f"callbacks imported from _training instead of _callbacks: {bad}"
