@@ -289,3 +289,27 @@ def test_callbacks_have_one_home():
     bad = [f"{f}:{line}: {name}" for f, line, name
            in _names_imported_from("skset.neural_network._training", roots) if name in callbacks]
     assert not bad, f"callbacks imported from _training instead of _callbacks: {bad}"
+
+
+def _top_and_lazy_imports(path: Path) -> tuple[set[str], list[tuple[int, str]]]:
+    """The modules imported at the top of ``path``, and ``(line, module)`` of every import
+    inside a function (``from m import x`` counts ``m``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    top = {name for line, name in _imported_modules(path)
+           if any(getattr(n, "lineno", None) == line and isinstance(n, (ast.Import, ast.ImportFrom))
+                  for n in tree.body)}
+    lazy = []
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            lines = {n.lineno for n in ast.walk(fn) if isinstance(n, (ast.Import, ast.ImportFrom))}
+            lazy += [(line, name) for line, name in _imported_modules(path) if line in lines]
+    return top, lazy
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE_DIR)))
+def test_no_lazy_import_of_a_module_imported_at_the_top(path):
+    """An import inside a function is for an optional dependency or a cycle; a module the file
+    already imports at its top is imported there."""
+    top, lazy = _top_and_lazy_imports(path)
+    bad = sorted({f"line {line}: {name}" for line, name in lazy if name in top})
+    assert not bad, f"{path.relative_to(PACKAGE_DIR.parent)} imports again inside a function: {bad}"
