@@ -321,12 +321,12 @@ def speed(args):
     # the previous code path, for reference: one batch of all instances on all intra-op threads
     import skset.cluster._abc_predict as skc  # where predict reads the chunk size
 
-    chunk = skc._CPU_CHUNK_PAIRS
-    skc._CPU_CHUNK_PAIRS = abc.max_pairs
+    chunk = skc.CPU_CHUNK_PAIRS
+    skc.CPU_CHUNK_PAIRS = abc.max_pairs
     try:
         t_one, _ = timed(lambda: abc.predict(X), r)
     finally:
-        skc._CPU_CHUNK_PAIRS = chunk
+        skc.CPU_CHUNK_PAIRS = chunk
     ks = [len(np.unique(lab)) for lab in labels]
     t_eg, k_eg = timed(lambda: estimate_n_clusters(A), r)
 
@@ -402,14 +402,14 @@ def profile(args):
                for c in (len(X), 250, 100, 50, 25)}
     print(f"  network forward ({n} threads), instances per call: "
           + ", ".join(f"{c}: {v:.2f} s" for c, v in row.items()))
-    chunk = skc._CPU_CHUNK_PAIRS
+    chunk = skc.CPU_CHUNK_PAIRS
     try:
         row = {}
         for sh in range(15, 21):
-            skc._CPU_CHUNK_PAIRS = 1 << sh
+            skc.CPU_CHUNK_PAIRS = 1 << sh
             row[sh] = med(lambda: abc.predict(X))
     finally:
-        skc._CPU_CHUNK_PAIRS = chunk
+        skc.CPU_CHUNK_PAIRS = chunk
     print("  predict, CPU chunk budget (padded pairs): "
           + ", ".join(f"2^{sh}: {v:.2f} s" for sh, v in row.items()))
 

@@ -8,7 +8,10 @@ fitted attributes where they are the result). Run it before and after a change a
     ...change...
     python benchmarks/hash_outputs.py > after.txt && diff before.txt after.txt
 
-One thread, CPU, float32 (float64 where a setting says so); about a minute on 2 cores.
+One thread, CPU, float32 (float64 where a setting says so); about a minute on 2 cores. The
+``skset.distributed`` settings (``transform`` and ``fit`` on a dask frame and Bag, dask's
+synchronous scheduler, and ``transform`` on a one-worker ``LocalCluster(processes=False)``) run
+when dask is installed; their outputs are sorted by set id before hashing.
 """
 
 import os
@@ -18,6 +21,7 @@ os.environ.setdefault("SKSET_NUM_THREADS", "1")
 
 import hashlib  # noqa: E402
 import io  # noqa: E402
+import logging  # noqa: E402
 import pickle  # noqa: E402
 import sys  # noqa: E402
 import warnings  # noqa: E402
@@ -60,6 +64,79 @@ def outputs(est, X):
             except (AttributeError, NotImplementedError):
                 pass
     return out
+
+
+def frame_of(sets, labels=None, seed=0):
+    """A long pandas frame of ``sets`` (columns f0.., set id ``sid``, position ``t``, optional
+    ``label``), its rows shuffled (every set cut over the partitions); and the ids."""
+    import pandas as pd
+
+    ids = [f"s{i:03d}" for i in range(len(sets))]
+    rows = pd.DataFrame(np.concatenate(sets), columns=[f"f{j}" for j in range(sets[0].shape[1])])
+    rows["sid"] = np.repeat(ids, [len(s) for s in sets])
+    rows["t"] = np.concatenate([np.arange(len(s)) for s in sets])
+    if labels is not None:
+        rows["label"] = np.repeat(labels, [len(s) for s in sets])
+    return rows.sample(frac=1.0, random_state=seed), ids
+
+
+def sorted_frame(df):
+    """A computed output frame, rows sorted by set id: its index, columns and values."""
+    df = df.sort_index()
+    return [np.asarray(df.index, dtype=str), np.asarray(df.columns, dtype=str), df.to_numpy()]
+
+
+def distributed_settings(S, Xtr, ytr, Xte, only):
+    """``skset.distributed.transform`` / ``fit`` outputs (skipped without dask)."""
+    try:
+        import dask
+        import dask.bag as db
+        import dask.dataframe as dd
+        from sklearn.linear_model import SGDClassifier
+
+        import skset.distributed as sd
+    except ImportError:
+        return
+    if only and not any(o in "distributed" for o in only):
+        return
+    pipe = Pipeline([("nys", S.NystromFeatures(random_state=0)),
+                     ("otk", S.OTKEmbedding(random_state=0)),
+                     ("lr", LogisticRegression(max_iter=500))]).fit(Xtr, ytr)
+    rows, ids = frame_of(Xte)
+    cols = [c for c in rows.columns if c.startswith("f")]
+    with warnings.catch_warnings(), dask.config.set(scheduler="sync"):
+        warnings.simplefilter("ignore")
+        ddf = dd.from_pandas(rows, npartitions=3)
+        for method in ("predict_proba", "predict", "decision_function"):
+            out = sd.transform(pipe, ddf, by="sid", order_by="t", method=method).compute()
+            report(f"distributed.transform frame {method}", *sorted_frame(out))
+        bag = db.from_sequence(list(zip(ids, Xte)), npartitions=3)
+        report("distributed.transform bag transform",
+               *sorted_frame(sd.transform(pipe[:2], bag).compute()))
+        tr_rows, _ = frame_of(Xtr, ytr, seed=1)
+        fitted = sd.fit(Pipeline([("nys", S.NystromFeatures(random_state=0)),
+                                  ("otk", S.OTKEmbedding(random_state=0)),
+                                  ("sgd", SGDClassifier(loss="log_loss", random_state=0))]),
+                        dd.from_pandas(tr_rows, npartitions=3), by="sid", order_by="t",
+                        y="label", classes=np.unique(ytr), epochs=2)
+        report("distributed.fit frame pipeline", *outputs(fitted, Xte))
+        out = sd.transform(fitted, ddf, by="sid", order_by="t", method="predict_proba")
+        report("distributed.fit frame pipeline, transform", *sorted_frame(out.compute()))
+        triples = db.from_sequence(list(zip(range(len(Xtr)), Xtr, ytr)), npartitions=3)
+        otkc = sd.fit(S.OTKClassifier(max_iter=2, random_state=0), triples,
+                      classes=np.unique(ytr), epochs=2)
+        report("distributed.fit bag OTKClassifier", *outputs(otkc, Xte))
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                          dashboard_address=None, silence_logs=logging.ERROR) as cluster, Client(cluster):
+            out = sd.transform(pipe, dd.from_pandas(rows, npartitions=3), by="sid",
+                               order_by="t", columns=cols, method="predict_proba").compute()
+    report("distributed.transform LocalCluster predict_proba", *sorted_frame(out))
 
 
 def main():
@@ -123,6 +200,7 @@ def main():
         pts = np.concatenate([rng.standard_normal((30, 2)) + c for c in ([0, 0], [6, 0], [0, 6])])
         labels = S.EigengapSpectralClustering(random_state=0).fit_predict(pts)
         report("EigengapSpectralClustering", labels)
+    distributed_settings(S, Xtr, ytr, Xte, only)
 
 
 if __name__ == "__main__":

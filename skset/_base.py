@@ -46,6 +46,10 @@ class SksetEstimator(BaseEstimator):
     #: puts it on the parameters' device when training resumes, and Adam's ``step`` counters must
     #: stay on the CPU)
     _cpu_attributes = frozenset({"_optimizer_state"})
+    #: what one row of the output describes: ``"set"`` (one row per set, as every set-level
+    #: estimator) or ``"element"`` (one row per element of each set, ``NystromFeatures``); read
+    #: by :func:`skset._steps.output_rows` (:mod:`skset.distributed` needs one row per set)
+    _output_rows = "set"
 
     def __init_subclass__(cls, **kwargs):
         """Run every public method that computes (``fit``, ``transform``, ``predict``...) under

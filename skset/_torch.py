@@ -19,7 +19,13 @@ __all__ = [
     "make_generator",
     "to_numpy",
     "map_on_threads",
+    "CPU_CHUNK_PAIRS",
 ]
+
+#: padded pairs (``n_i ** 2`` summed) per chunk of instances that :func:`map_on_threads` runs on
+#: a CPU: the batched eigendecompositions of ``skset.cluster._eigengap`` and the inference of
+#: ``ABCClusterer`` (``skset.cluster._abc_predict``); a chunk's activations then stay in cache
+CPU_CHUNK_PAIRS = 1 << 18
 
 
 def resolve_device(device) -> torch.device:

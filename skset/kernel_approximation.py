@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -46,6 +47,27 @@ from .nn.nystrom import (
 )
 
 __all__ = ["NystromFeatures"]
+
+
+@dataclass(frozen=True)
+class _TrainingElements:
+    """What :meth:`NystromFeatures._training_elements` returns: a fit's inputs, checked."""
+
+    #: the checked collection (its form, lengths, features)
+    coll: object
+    #: the sets the standardisation and the map see (:meth:`NystromFeatures._map_inputs`): the
+    #: checked sets, or the coded k-mers of every set
+    sets: list
+    #: the k-mer window of ``sets`` (1 for coded k-mers)
+    window: int
+    #: the length of each of ``sets``
+    lengths: np.ndarray
+    #: the elements (or coded k-mers) of ``sets`` stacked, ``(sum(lengths), width)``
+    raw: np.ndarray
+    #: the weight of each row of ``raw`` (``None``: equal)
+    weights: np.ndarray | None
+    #: the largest raw ``sample_weight`` (the checked weights are relative to it)
+    scale: float
 
 
 class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstimator):
@@ -198,6 +220,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
     [(5, 6), (8, 6), (4, 6)]
     """
 
+    _output_rows = "element"  # one feature row per element of each set (or per k-mer)
     _parameter_constraints = {
         "n_components": [POSITIVE_INT],
         "bandwidth": ["auto", POSITIVE],
@@ -340,11 +363,11 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
             return sets, 1, np.fromiter((len(s) for s in sets), dtype=np.int64, count=len(sets))
         return coll.sets, self.window, coll.lengths
 
-    def _training_elements(self, X, sample_weight, element_weight, *, fitting: bool):
-        """Validate a fit's inputs: ``(coll, sets, window, lengths, raw, ew, scale)``, with
-        ``sets, window, lengths`` those of :meth:`_map_inputs`, ``raw`` their elements (or coded
-        k-mers) stacked, ``ew`` the weight of each row of ``raw`` (``None``: equal) and ``scale``
-        the largest raw ``sample_weight`` (the checked weights are relative to it)."""
+    def _training_elements(self, X, sample_weight, element_weight, *,
+                           fitting: bool) -> _TrainingElements:
+        """Validate a fit's inputs: the checked collection, the sets, window and lengths of
+        :meth:`_map_inputs`, their elements (or coded k-mers) stacked, the weight of each and
+        the scale of ``sample_weight`` (:class:`_TrainingElements`)."""
         coll = self._elements(X, fitting=fitting)
         lengths = coll.lengths
         sw = check_sample_weight(sample_weight, lengths.sum() if coll.form == "2d" else
@@ -366,8 +389,9 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         if self._coded and ew is not None:  # a coded k-mer weighs the mean of its elements'
             ew = np.concatenate(kmer_weights(np.split(ew, np.cumsum(coll.lengths)[:-1]),
                                              self.window))
-        return (coll, sets, window, lengths, np.concatenate(sets, axis=0), ew,
-                weight_scale(sample_weight))
+        return _TrainingElements(coll=coll, sets=sets, window=window, lengths=lengths,
+                                 raw=np.concatenate(sets, axis=0), weights=ew,
+                                 scale=weight_scale(sample_weight))
 
     def _anchor_elements(self, raw, ew, window, lengths, rng):
         """``(elements, weights)`` the anchors learn from: ``raw`` standardised, cut into k-mers,
@@ -441,9 +465,9 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         ``fit`` or ``clone`` starts from ``DEFAULT_CHOICE`` again)."""
         seed, rng = self._begin_fit()
         np_dtype = np.float64 if self.dtype_ == torch.float64 else np.float32
-        coll, sets, window, lengths, raw, ew, scale = self._training_elements(
-            X, sample_weight, element_weight, fitting=True)
-        y = self._check_y(y, coll)
+        data = self._training_elements(X, sample_weight, element_weight, fitting=True)
+        raw, ew, window, lengths = data.raw, data.weights, data.window, data.lengths
+        y = self._check_y(y, data.coll)
         mean, std = weighted_mean_std(raw, ew, keep_dtype=True)
         # a feature is constant when its spread is rounding noise of its own magnitude (relative,
         # so that data of any scale, 1e-30 or 1e30, is standardised alike)
@@ -451,7 +475,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         std = np.where(constant_below(std, top), 1.0, std)
         # the choice draws from its own stream: when it picks the fixed choice, the fit is exactly
         # the fit with those values given explicitly
-        self._choose_map(coll, sets, window, y, mean, std,
+        self._choose_map(data.coll, data.sets, window, y, mean, std,
                          np.random.RandomState((seed + 1) % 2**32), incumbent)
         if self.standardize_:
             self.mean_, self.scale_ = mean.astype(np_dtype), std.astype(np_dtype)
@@ -495,7 +519,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
                   f"{self.relative_bandwidth_} x scale = {self.bandwidth_:.4g} "
                   f"({'chosen on y' if self.selection_scores_ else 'fixed defaults'})")
         self._set_anchors(anchors)
-        self.counts_ = scale * center_counts(self.anchors_, elems, w)
+        self.counts_ = data.scale * center_counts(self.anchors_, elems, w)
         self.n_steps_ = 1
         self._fitted_kmers = (self.window, self.kmer_coding if self.window > 1 else None)
         return self
@@ -532,15 +556,14 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
             return self.fit(X, y, sample_weight=sample_weight, element_weight=element_weight)
         self._check_warm_dtype(self.anchors_.dtype)
         self._check_warm_params()
-        coll, _, window, lengths, raw, ew, scale = self._training_elements(
-            X, sample_weight, element_weight, fitting=False)
-        self._check_y(y, coll)  # checked as fit checks it, though a later call does not use it
-        elems, w = self._anchor_elements(raw, ew, window, lengths,
+        data = self._training_elements(X, sample_weight, element_weight, fitting=False)
+        self._check_y(y, data.coll)  # checked as fit checks it, though a later call does not use it
+        elems, w = self._anchor_elements(data.raw, data.weights, data.window, data.lengths,
                                          step_rng(self.random_state, self.n_steps_))
         if self.anchors == "kmeans" and len(elems):
             anchors, self.counts_ = minibatch_kmeans_step(
-                self.anchors_, self.counts_, elems, scale * (np.ones(len(elems)) if w is None
-                                                             else w))
+                self.anchors_, self.counts_, elems, data.scale * (np.ones(len(elems)) if w is None
+                                                                  else w))
             self._set_anchors(anchors)
         self.n_steps_ += 1
         return self

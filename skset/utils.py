@@ -49,6 +49,8 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 import torch
 
+from ._steps import partial_fit_steps
+
 __all__ = ["iter_transform", "limit_threads", "partial_fit", "set_worker_threads"]
 
 _METHODS = ("transform", "predict", "predict_proba", "decision_function")
@@ -129,23 +131,6 @@ def iter_transform(
         raise TypeError(f"{type(estimator).__name__} has no method {method!r}.")
     for chunk in _chunks(sets, int(chunk_size)):
         yield fn(chunk)
-
-
-def _partial_fit_steps(estimator) -> list:
-    """``[(name, step), ...]`` of a pipeline (``passthrough`` steps left out) or ``[("",
-    estimator)]``; a ``TypeError`` names the first step without ``partial_fit``."""
-    steps = list(estimator.steps) if hasattr(estimator, "steps") else [("", estimator)]
-    steps = [(n, s) for n, s in steps if s is not None and not (isinstance(s, str)
-                                                               and s == "passthrough")]
-    if not steps:
-        raise TypeError("the pipeline has no step to fit.")
-    for name, step in steps:
-        if not hasattr(step, "partial_fit"):
-            where = f"step {name!r} ({type(step).__name__})" if name else type(step).__name__
-            raise TypeError(f"{where} has no partial_fit, so it cannot learn from chunks; use an "
-                            "estimator that has one (e.g. SGDClassifier(loss='log_loss') instead "
-                            "of LogisticRegression), or fit it on a sample of the data.")
-    return steps
 
 
 def _check_chunk_labels(last, where: str, X, y, classes):
@@ -232,7 +217,7 @@ def partial_fit(estimator, X, y=None, *, classes=None, sample_weight=None):
 
     from sklearn.base import is_classifier, is_regressor
 
-    steps = _partial_fit_steps(estimator)
+    steps = partial_fit_steps(estimator)
     name, last = steps[-1]
     where = f"step {name!r} ({type(last).__name__})" if name else type(last).__name__
     kw = {}

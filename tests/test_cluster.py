@@ -419,7 +419,7 @@ def test_abc_cpu_chunks_on_threads(fitted, blob_instances, monkeypatch):
     X, _ = blob_instances
     Xt = X[100:160]
     A_one = fitted.affinity(Xt)  # one chunk (the default budget holds all 60 instances)
-    monkeypatch.setattr(skc, "_CPU_CHUNK_PAIRS", 3000)  # ~5 instances per chunk
+    monkeypatch.setattr(skc, "CPU_CHUNK_PAIRS", 3000)  # ~5 instances per chunk
     assert len(fitted._chunks(np.array([len(x) for x in Xt]))) > 5
     n_threads = torch.get_num_threads()
     with limit_threads(2):

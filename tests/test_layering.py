@@ -6,6 +6,7 @@ parses the sources (nothing is imported), resolving relative imports.
 """
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -116,6 +117,13 @@ ESTIMATOR_MODULES = ("skset.embedding", "skset.kernel_approximation", "skset.clu
     ("export.py", ESTIMATOR_MODULES),
     # persistence reads the classes already defined; the package root imports it
     ("_persist.py", ("skset",)),
+    # the steps of a pipeline and what each declares: read from attributes, never by importing
+    ("_steps.py", ESTIMATOR_MODULES),
+    # distributed: the partition layer and the dask driver ask the estimator (its methods, its
+    # ``_output_rows``), whatever it is
+    ("distributed/__init__.py", ESTIMATOR_MODULES),
+    ("distributed/_partitions.py", ESTIMATOR_MODULES),
+    ("distributed/_dask.py", ESTIMATOR_MODULES),
 ])
 def test_estimator_layer_imports(rel, forbidden):
     def bad_name(name):
@@ -147,3 +155,161 @@ def test_module_sizes():
              for p in PACKAGE_DIR.rglob("*.py")}
     assert {k: v for k, v in sizes.items() if v > 700} == {}
     assert {k: v for k, v in sizes.items() if "cluster/_abc" in k and v >= 500} == {}
+
+
+# -- each distributed backend stays in its driver; estimators are never recognised by names ---------
+#: the packages of each distributed backend and the one module of skset that may import them (a
+#: Ray or Spark driver is already named here: adding one touches no test of the layers)
+BACKEND_DRIVERS = {"dask": "distributed/_dask.py", "distributed": "distributed/_dask.py",
+                   "ray": "distributed/_ray.py", "pyspark": "distributed/_spark.py"}
+SOURCES = sorted(PACKAGE_DIR.rglob("*.py"))
+
+
+def _backend(name: str) -> str | None:
+    """The backend package an imported module belongs to, or ``None``."""
+    return next((b for b in BACKEND_DRIVERS if name == b or name.startswith(b + ".")), None)
+
+
+def _is_dask(name: str) -> bool:
+    return _backend(name) in ("dask", "distributed")
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE_DIR)))
+def test_only_its_driver_imports_a_backend(path):
+    """dask is imported by ``skset/distributed/_dask.py`` alone (the partition layer of
+    skset.distributed included, no other module imports it; ``skset.distributed`` itself
+    resolves to ``skset.distributed...`` and is allowed), and so on for each backend."""
+    rel = path.relative_to(PACKAGE_DIR).as_posix()
+    bad = [f"line {line}: {name}" for line, name in _imported_modules(path)
+           if _backend(name) is not None and BACKEND_DRIVERS[_backend(name)] != rel]
+    assert not bad, f"skset/{rel} imports a distributed backend outside its driver: {bad}"
+
+
+def _compared_names(path: Path) -> list[tuple[int, str]]:
+    """``(line, string)`` for every string constant compared with a ``__name__`` attribute
+    (``==``, ``!=``, ``in``, ``not in``; a tuple, list or set of strings counts each)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if not isinstance(node, ast.Compare):
+            continue
+        operands = [node.left, *node.comparators]
+        if not any(isinstance(o, ast.Attribute) and o.attr == "__name__" for o in operands):
+            continue
+        for o in operands:
+            items = o.elts if isinstance(o, (ast.Tuple, ast.List, ast.Set)) else [o]
+            found += [(node.lineno, i.value) for i in items
+                      if isinstance(i, ast.Constant) and isinstance(i.value, str)]
+    return found
+
+
+@functools.cache
+def _classes_by_module() -> dict[str, set[str]]:
+    """The names of the classes each module of the package defines."""
+    return {_module_name(p, PACKAGE_DIR): {n.name for n in ast.walk(ast.parse(
+        p.read_text(encoding="utf-8"))) if isinstance(n, ast.ClassDef)} for p in SOURCES}
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE_DIR)))
+def test_no_class_is_recognised_by_its_name_elsewhere(path):
+    """``type(x).__name__ == "NystromFeatures"`` outside NystromFeatures' module is refused: an
+    estimator says what it is (an attribute, a method, a tag) and the caller asks."""
+    classes = _classes_by_module()
+    own = classes[_module_name(path, PACKAGE_DIR)]
+    elsewhere = set().union(*classes.values()) - own
+    bad = [f"line {line}: {name!r}" for line, name in _compared_names(path) if name in elsewhere]
+    assert not bad, (f"{path.relative_to(PACKAGE_DIR.parent)} recognises skset classes by their "
+                     f"names: {bad}")
+
+
+def test_name_comparisons_are_found(tmp_path):
+    """The checker itself: every form of comparison with ``__name__``, and only those."""
+    cases = {
+        'if type(last).__name__ == "NystromFeatures": pass': ["NystromFeatures"],
+        'ok = "OTKEmbedding" != type(x).__name__': ["OTKEmbedding"],
+        'ok = cls.__name__ in ("A", "B")': ["A", "B"],
+        'ok = cls.__name__ not in {"C"}': ["C"],
+        'def f(x):\n    return x.__class__.__name__ == "D"': ["D"],
+        'ok = name == "NystromFeatures"': [],
+        'ok = type(x).__name__ == other': [],
+    }
+    for i, (source, names) in enumerate(cases.items()):
+        path = tmp_path / f"m{i}.py"
+        path.write_text(source + "\n")
+        assert [n for _, n in _compared_names(path)] == names, source
+
+
+def test_dask_imports_are_found(tmp_path):
+    pkg = tmp_path / "skset"
+    (pkg / "distributed").mkdir(parents=True)
+    cases = {"import dask": True, "import dask.dataframe as dd": True,
+             "from distributed import Client": True, "from . import _partitions": False,
+             "from .. import distributed": False, "import skset.distributed": False,
+             "def f():\n    from dask import delayed": True}
+    for i, (source, is_dask) in enumerate(cases.items()):
+        path = pkg / "distributed" / f"m{i}.py"
+        path.write_text(source + "\n")
+        names = [name for _, name in _imported_modules(path, pkg)]
+        assert any(map(_is_dask, names)) == is_dask, (source, names)
+
+
+# -- one home for each name --------------------------------------------------------------------------
+def _names_imported_from(module: str, roots) -> list[tuple[str, int, str]]:
+    """``(file, line, name)`` for every name imported from ``module`` (absolute or relative
+    ``from ... import``) in the Python files under ``roots``."""
+    found = []
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            inside = PACKAGE_DIR in path.parents
+            package = _module_name(path, PACKAGE_DIR).rpartition(".")[0] if inside else ""
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.ImportFrom):
+                    continue
+                if node.level:
+                    if not inside:
+                        continue
+                    parts = package.split(".")
+                    base = ".".join(parts[: len(parts) - (node.level - 1)])
+                    base = f"{base}.{node.module}" if node.module else base
+                else:
+                    base = node.module
+                if base == module:
+                    found += [(path.name, node.lineno, a.name) for a in node.names]
+    return found
+
+
+def test_callbacks_have_one_home():
+    """The callbacks are imported from ``skset.neural_network._callbacks`` only, never through
+    the training loop's module (which uses some but exports none)."""
+    from skset.neural_network import _callbacks, _training
+
+    callbacks = set(_callbacks.__all__)
+    assert not callbacks & set(_training.__all__)
+    roots = [PACKAGE_DIR, PACKAGE_DIR.parent / "tests", PACKAGE_DIR.parent / "benchmarks"]
+    bad = [f"{f}:{line}: {name}" for f, line, name
+           in _names_imported_from("skset.neural_network._training", roots) if name in callbacks]
+    assert not bad, f"callbacks imported from _training instead of _callbacks: {bad}"
+
+
+def _top_and_lazy_imports(path: Path) -> tuple[set[str], list[tuple[int, str]]]:
+    """The modules imported at the top of ``path``, and ``(line, module)`` of every import
+    inside a function (``from m import x`` counts ``m``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    top = {name for line, name in _imported_modules(path)
+           if any(getattr(n, "lineno", None) == line and isinstance(n, (ast.Import, ast.ImportFrom))
+                  for n in tree.body)}
+    lazy = []
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            lines = {n.lineno for n in ast.walk(fn) if isinstance(n, (ast.Import, ast.ImportFrom))}
+            lazy += [(line, name) for line, name in _imported_modules(path) if line in lines]
+    return top, lazy
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE_DIR)))
+def test_no_lazy_import_of_a_module_imported_at_the_top(path):
+    """An import inside a function is for an optional dependency or a cycle; a module the file
+    already imports at its top is imported there."""
+    top, lazy = _top_and_lazy_imports(path)
+    bad = sorted({f"line {line}: {name}" for line, name in lazy if name in top})
+    assert not bad, f"{path.relative_to(PACKAGE_DIR.parent)} imports again inside a function: {bad}"

@@ -5,10 +5,15 @@ import pytest
 import torch
 from sklearn.exceptions import ConvergenceWarning
 
-from skset.neural_network._training import (
+from skset.neural_network._callbacks import (
     BestCheckpoint,
+    Callback,
     EarlyStopping,
+    LinearWarmup,
+    ReduceLROnPlateau,
     Validation,
+)
+from skset.neural_network._training import (
     check_training_params,
     epoch_batches,
     make_optimizer,
@@ -214,8 +219,6 @@ def test_check_training_params(attr, value, match):
 # -- callbacks ----------------------------------------------------------------------------------
 def _plateau_run(losses, **kw):
     """ReduceLROnPlateau fed a scripted monitored loss; returns the learning rate of each epoch."""
-    from skset.neural_network._training import ReduceLROnPlateau
-
     module, loss_fn, batches = _problem()
     cb = ReduceLROnPlateau(lambda state: losses[state.epoch], **kw)
     res = train_module(module, loss_fn, batches, max_iter=len(losses), learning_rate_init=1.0,
@@ -238,8 +241,6 @@ def test_reduce_on_plateau_halves_a_stalled_loss():
 
 
 def test_callbacks_run_in_order_and_can_stop():
-    from skset.neural_network._training import Callback
-
     calls = []
 
     class Recorder(Callback):
@@ -280,8 +281,6 @@ def test_early_stopping_restores_the_best_checkpoint():
 
 
 def test_linear_warmup_ramps_then_leaves_the_rate_alone():
-    from skset.neural_network._training import Callback, LinearWarmup
-
     seen = []
 
     class Recorder(Callback):
@@ -306,8 +305,6 @@ def test_linear_warmup_ramps_then_leaves_the_rate_alone():
 
 
 def test_linear_warmup_then_plateau_schedule():
-    from skset.neural_network._training import LinearWarmup, ReduceLROnPlateau
-
     module, loss_fn, batches = _problem()
     res = train_module(module, loss_fn, batches, max_iter=8, learning_rate_init=1.0,
                        warn_convergence=False,

@@ -11,11 +11,10 @@ from sklearn.cluster import spectral_clustering
 from sklearn.utils.validation import check_is_fitted
 
 from .._sets import check_sets, length_batches, pack
-from .._torch import make_generator, map_on_threads, seed_from_random_state
+from .._torch import CPU_CHUNK_PAIRS, make_generator, map_on_threads, seed_from_random_state
 from ..nn.abc import abc_affinity
 from ..nn.spectral import laplacian_eigh, spectral_cluster
 from ._abc_data import pair_cost
-from ._eigengap import _CPU_CHUNK_PAIRS
 
 
 def first_appearance_labels(labels: np.ndarray) -> np.ndarray:
@@ -45,13 +44,13 @@ class KernelInference:
         """Index chunks of similar sizes for inference.
 
         On a GPU a chunk fills the ``max_pairs`` budget. On a CPU chunks are capped at
-        ``_CPU_CHUNK_PAIRS`` padded pairs (they run in parallel on the intra-op threads, see
+        ``CPU_CHUNK_PAIRS`` padded pairs (they run in parallel on the intra-op threads, see
         :func:`skset._torch.map_on_threads`): the SAB activations of one chunk then stay in
         cache, which is faster than one batch (``benchmarks/bench_abc.py profile``; BENCHMARKS.md).
         """
         budget = int(self.max_pairs)
         if self.device_.type == "cpu":
-            budget = min(budget, _CPU_CHUNK_PAIRS)
+            budget = min(budget, CPU_CHUNK_PAIRS)
         return list(length_batches(self._batch_cost(lengths), max_elements=budget))
 
     def _batch_cost(self, lengths):

@@ -17,7 +17,7 @@ from ..neural_network._callbacks import (
     WarmupCosineSchedule,
 )
 from ..neural_network._training import standard_callbacks
-from ..nn.abc import abc_loss
+from ..nn.abc import ABCKernel, abc_loss
 from ._abc_data import standardization, step_batches
 from ._abc_select import eigengap_ari
 
@@ -78,8 +78,6 @@ class KernelTraining:
             self.lr_decay_start_ = int(schedule.decay_start)
 
     def _build_module(self, n_features: int):
-        from ..nn.abc import ABCKernel
-
         sim = self.input_similarity
         params = getattr(self, "prior_params_", None)  # a fitted model: the prior it chose
         if hasattr(self, "input_similarity_"):

@@ -21,15 +21,11 @@ from sklearn.utils.validation import validate_data
 
 from .._base import SksetEstimator
 from .._sets import length_batches
-from .._torch import map_on_threads
+from .._torch import CPU_CHUNK_PAIRS, map_on_threads
 from .._validation import POSITIVE, POSITIVE_INT, RANDOM_STATE
 from ..nn.spectral import eigengap_n_clusters, laplacian_eigh
 
 __all__ = ["estimate_n_clusters", "EigengapSpectralClustering"]
-
-# padded pairs per inference chunk on a CPU (see ABCClusterer._chunks)
-_CPU_CHUNK_PAIRS = 1 << 18
-
 
 def _check_affinity(A, where: str = "affinity") -> np.ndarray:
     if hasattr(A, "toarray") and not isinstance(A, np.ndarray):
@@ -63,7 +59,7 @@ def _check_max_clusters(max_clusters):
     return int(max_clusters)
 
 
-def _eigengap_batched(mats: list[np.ndarray], max_clusters, max_elements: int = _CPU_CHUNK_PAIRS):
+def _eigengap_batched(mats: list[np.ndarray], max_clusters, max_elements: int = CPU_CHUNK_PAIRS):
     """Eigengap k of each matrix, in float64 chunks of similar sizes (a budget of
     ``B * n_max**2`` padded entries), the chunks spread over the intra-op threads."""
     lengths = np.array([a.shape[0] for a in mats], dtype=np.int64)

@@ -34,11 +34,9 @@ from .._torch import (
     make_generator,
 )
 from .._validation import check_sample_weight
+from ._callbacks import BestCheckpoint, Callback, EpochPrinter
 from ._multilabel import multilabel_indicator
 from ._training import (
-    BestCheckpoint,
-    Callback,
-    EpochPrinter,
     TrainResult,
     epoch_batches,
     split_validation,

@@ -2,11 +2,11 @@
 
 A ``y`` that scikit-learn's ``type_of_target`` calls ``"multilabel-indicator"`` (a 2-D array, list
 of lists or sparse matrix of 0 and 1) trains one sigmoid output per label (see
-:class:`skset.neural_network._base.SetClassifierMixin`). This module holds what that needs beside
-the mixin: reading such a ``y`` (:func:`multilabel_indicator`) and encoding it on the first and
-later fits, the ``class_weight`` parameter (its specification, :func:`with_class_weight`, the
-weights it gives, :func:`class_weights`), the validation score (:func:`mean_average_precision`)
-and the docstring paragraphs the three classifiers share.
+:class:`skset.neural_network._tasks.SetClassifierMixin`). This module holds what that needs beside
+the mixin: reading such a ``y`` (:func:`multilabel_indicator`; :mod:`._targets` encodes it), the
+``class_weight`` parameter (its specification, :func:`with_class_weight`, the weights it gives,
+:func:`class_weights`), the validation score (:func:`mean_average_precision`) and the docstring
+paragraphs the three classifiers share.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import torch
 
 from .._validation import Satisfies
 
-__all__ = ["multilabel_indicator", "encode_multilabel_targets", "class_weights",
+__all__ = ["multilabel_indicator", "class_weights",
            "mean_average_precision", "CLASS_WEIGHT", "with_class_weight", "CLASS_WEIGHT_DOC",
            "MULTILABEL_DOC"]
 
@@ -73,46 +73,10 @@ def multilabel_indicator(y) -> np.ndarray | None:
     return y.toarray() if sparse.issparse(y) else np.asarray(y)
 
 
-def encode_multilabel_targets(est, Y: np.ndarray, n_sets: int, first_fit: bool,
-                              classes) -> tuple[np.ndarray, int]:
-    """The float64 indicator matrix ``Y`` checked against ``n_sets`` and against the first fit
-    (its number of labels); the first fit sets ``classes_ = arange(n_labels)``, ``_multilabel``,
-    ``_y_dtype`` (the dtype ``predict`` returns) and ``class_weight_``. Returns ``(Y,
-    n_labels)``."""
-    name = type(est).__name__
-    n_labels = Y.shape[1]
-    if Y.shape[0] != n_sets:
-        raise ValueError(f"y has {Y.shape[0]} rows but X holds {n_sets} sets; give one row of "
-                         "labels per set.")
-    values = np.unique(Y)
-    if not np.isin(values, (0, 1)).all():  # type_of_target admits any two integer values
-        raise ValueError(f"y has shape {Y.shape} with the values {values.tolist()}; a multi-label "
-                         "indicator matrix holds 0 (label absent) and 1 (label present) only.")
-    if first_fit:
-        if classes is not None and not np.array_equal(np.asarray(classes).ravel(),
-                                                      np.arange(n_labels)):
-            raise ValueError(f"{name}: y is a multi-label indicator matrix of {n_labels} labels, "
-                             f"whose classes are arange({n_labels}); classes={classes!r} differs "
-                             "(leave classes=None: the width of y fixes the labels).")
-        est.classes_ = np.arange(n_labels)
-        est._multilabel = True
-        est._y_dtype = Y.dtype.name  # predict returns the indicator in y's dtype
-        Y = Y.astype(np.float64)
-        est.class_weight_ = class_weights(est, Y)
-        return Y, n_labels
-    if not getattr(est, "_multilabel", False):
-        raise ValueError(f"{name} was fitted on single-label targets (classes "
-                         f"{np.asarray(est.classes_).tolist()}); y here is a multi-label "
-                         f"indicator matrix of shape {Y.shape} (warm_start=True or partial_fit).")
-    if n_labels != len(est.classes_):
-        raise ValueError(f"y has {n_labels} labels but the first fit had {len(est.classes_)} "
-                         "(warm_start=True or partial_fit).")
-    return Y.astype(np.float64), n_labels
-
-
-def class_weights(est, targets: np.ndarray) -> np.ndarray | None:
-    """The class weights of ``est.class_weight`` for the encoded targets of a first fit, float64
-    ``(len(est.classes_),)``, or None for ``class_weight=None`` (every set weighs the same).
+def class_weights(class_weight, classes, targets: np.ndarray, name: str) -> np.ndarray | None:
+    """The class weights of an estimator's ``class_weight`` for the encoded targets of a first
+    fit, float64 ``(len(classes),)``, or None for ``class_weight=None`` (every set weighs the
+    same); ``classes`` are the fitted ``classes_``, ``name`` the estimator's in the messages.
 
     Single-label (``targets`` integer codes): the weight of each class, multiplying the sets'
     ``sample_weight`` in the cross-entropy; ``"balanced"`` is scikit-learn's
@@ -123,10 +87,10 @@ def class_weights(est, targets: np.ndarray) -> np.ndarray | None:
     class (a label index for multi-label) to its weight, missing ones weigh 1; an array gives one
     weight per entry of ``classes_``, in that order.
     """
-    cw = getattr(est, "class_weight", None)
+    cw = class_weight
     if cw is None:
         return None
-    name, classes = type(est).__name__, np.asarray(est.classes_)
+    classes = np.asarray(classes)
     n = len(classes)
     if isinstance(cw, str):  # "balanced" (the parameter check admits no other string)
         if targets.ndim == 2:

@@ -26,6 +26,7 @@ from ..kernel_approximation import NystromFeatures
 from ..nn.nystrom import DEFAULT_N_COMPONENTS, NystromLayer, kmer_unfold
 from ..nn.otk import POSITION_MODES, OTKLayer, normalize_rows
 from ._base import SetNetworkEstimator, TrainingSetup, compose_doc
+from ._callbacks import ReduceLROnPlateau
 from ._heads import (
     AlternatingHead,
     fit_logistic_head,
@@ -45,7 +46,7 @@ from ._otk_docs import (
     _with_element_weight,
 )
 from ._tasks import SetClassifierMixin, SetRegressorMixin
-from ._training import TRAINING_PARAMS, ReduceLROnPlateau
+from ._training import TRAINING_PARAMS
 
 __all__ = ["OTKClassifier", "OTKRegressor"]
 

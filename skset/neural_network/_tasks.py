@@ -12,7 +12,7 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 
 from .._sets import check_finite_output
 from ._multilabel import mean_average_precision
-from ._training import encode_class_targets, encode_regression_targets
+from ._targets import encode_class_targets, encode_regression_targets
 
 __all__ = ["SetClassifierMixin", "SetRegressorMixin", "validated_shrinkage",
            "AUTO_VALIDATION_MIN", "AUTO_VALIDATION_MAX", "AUTO_VALIDATION_MIN_SETS"]
@@ -35,7 +35,15 @@ class SetClassifierMixin(ClassifierMixin):
         return bool(getattr(self, "_multilabel", False))
 
     def _encode_targets(self, y, n_sets, first_fit, sample_weight=None, classes=None):
-        return encode_class_targets(self, y, n_sets, first_fit, classes)
+        """``(targets, n_classes)`` of ``y``; a first fit sets ``classes_``, ``class_weight_``
+        (and, for multi-label targets, the dtype ``predict`` returns)."""
+        enc = encode_class_targets(
+            y, n_sets, first_fit, classes, name=type(self).__name__,
+            class_weight=getattr(self, "class_weight", None),  # absent in older models
+            fitted_classes=None if first_fit else self.classes_, multilabel=self._is_multilabel)
+        for attr, value in enc.fitted.items():
+            setattr(self, attr, value)
+        return enc.targets, enc.n_outputs
 
     @staticmethod
     def _loss(out, target):
@@ -190,7 +198,15 @@ class SetRegressorMixin(RegressorMixin):
         self.output_shrinkage_ = c
 
     def _encode_targets(self, y, n_sets, first_fit, sample_weight=None, classes=None):
-        return encode_regression_targets(self, y, n_sets, first_fit, sample_weight)
+        """``(standardised targets, n_outputs)`` of ``y``; a first fit sets ``y_mean_``,
+        ``y_scale_`` (and the shape ``predict`` returns)."""
+        enc = encode_regression_targets(
+            y, n_sets, first_fit, sample_weight, name=type(self).__name__, dtype=self.dtype_,
+            y_mean=None if first_fit else self.y_mean_,
+            y_scale=None if first_fit else self.y_scale_)
+        for attr, value in enc.fitted.items():
+            setattr(self, attr, value)
+        return enc.targets, enc.n_outputs
 
     @staticmethod
     def _loss(out, target):

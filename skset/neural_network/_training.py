@@ -14,9 +14,9 @@ parameters and keeps the history. Helpers:
 * :func:`split_validation` - hold out ``validation_fraction`` of the sets (stratified for
   classifiers) for early stopping;
 * :func:`epoch_batches` - length-bucketed batches of set indices for one epoch, shuffled with a
-  ``torch.Generator`` (never the global RNG);
-* :func:`encode_class_targets`, :func:`encode_regression_targets` - targets of classifiers
-  (single-label, or multi-label indicator matrices: :mod:`._multilabel`) and regressors.
+  ``torch.Generator`` (never the global RNG).
+
+The targets a network trains on are encoded in :mod:`._targets`.
 
 The ``sample_weight`` of a ``fit`` is checked by :func:`skset._validation.check_sample_weight` and
 enters the weighted statistics of :mod:`skset._weighting`.
@@ -43,33 +43,17 @@ from .._validation import (
     Real,
     check_params,
 )
-from .._weighting import weighted_mean_std
 from ._callbacks import (
     BestCheckpoint,
     Callback,
     EarlyStopping,
     EpochPrinter,
-    LambdaCallback,
-    LinearWarmup,
-    ReduceLROnPlateau,
     TrainingState,
     Validation,
 )
-from ._multilabel import class_weights, encode_multilabel_targets, multilabel_indicator
 
 __all__ = [
-    "encode_class_targets",
-    "encode_regression_targets",
     "TrainResult",
-    "TrainingState",
-    "Callback",
-    "Validation",
-    "EarlyStopping",
-    "BestCheckpoint",
-    "ReduceLROnPlateau",
-    "LinearWarmup",
-    "LambdaCallback",
-    "EpochPrinter",
     "train_module",
     "standard_callbacks",
     "make_optimizer",
@@ -437,107 +421,3 @@ def standard_callbacks(validation=None, callbacks=(), *, early_stopping: bool = 
     else:
         out.append(EarlyStopping("loss", tol=tol, patience=n_iter_no_change))
     return out
-
-
-def encode_class_targets(est, y, n_sets: int, first_fit: bool,
-                         classes=None) -> tuple[np.ndarray, int]:
-    """Class labels -> integer codes; sets ``est.classes_`` on the first fit (from ``classes``,
-    every class of a ``partial_fit`` stream, when given; else from ``y``).
-
-    Shared by every set classifier. A later (``warm_start``, ``partial_fit``) fit may only use
-    known classes. Returns ``(codes, n_classes)``.
-
-    A multi-label ``y`` (:func:`multilabel_indicator`) gives the float64 indicator matrix
-    ``(n_sets, n_labels)`` instead, and ``classes_ = arange(n_labels)`` (as ``MLPClassifier``);
-    ``est._multilabel`` records which. The first fit also sets ``est.class_weight_`` from the
-    estimator's ``class_weight`` (:func:`class_weights`).
-    """
-    from .._sets import check_set_labels
-
-    name = type(est).__name__
-    Y = multilabel_indicator(y)
-    if Y is not None:
-        return encode_multilabel_targets(est, Y, n_sets, first_fit, classes)
-    if not first_fit and getattr(est, "_multilabel", False):
-        raise ValueError(f"{name} was fitted on multi-label targets (an indicator matrix of "
-                         f"{len(est.classes_)} labels); y here is not one (warm_start=True or "
-                         "partial_fit).")
-    if np.ndim(y) == 2 and np.shape(y)[1] > 1:
-        raise ValueError(f"y has shape {np.shape(y)}; expected ({n_sets},) class labels, or a "
-                         f"multi-label indicator matrix ({n_sets}, n_labels) of 0 and 1 only "
-                         "(multi-output targets of other values are not supported).")
-    y = check_set_labels(y, n_sets)
-    if first_fit and classes is not None:
-        classes = np.unique(np.asarray(classes))
-        unknown = np.setdiff1d(np.unique(y), classes)
-        if len(unknown):
-            raise ValueError(f"y holds classes {unknown.tolist()} not in classes="
-                             f"{classes.tolist()}.")
-        if len(classes) < 2:
-            raise ValueError(f"{name} needs at least 2 classes; got "
-                             f"classes={classes.tolist()}.")
-        est.classes_ = classes
-        est._multilabel = False
-        enc = np.searchsorted(classes, y).astype(np.int64)
-        est.class_weight_ = class_weights(est, enc)
-        return enc, len(classes)
-    if first_fit:
-        classes, enc = np.unique(y, return_inverse=True)
-        if len(classes) < 2:
-            raise ValueError(f"{name} needs at least 2 classes in y; got "
-                             f"only {classes.tolist()}.")
-        est.classes_ = classes
-        est._multilabel = False
-        est.class_weight_ = class_weights(est, enc.astype(np.int64))
-    else:
-        unknown = np.setdiff1d(np.unique(y), est.classes_)
-        if len(unknown):
-            raise ValueError(f"y holds classes {unknown.tolist()} not seen in the first fit "
-                             "(warm_start=True or partial_fit).")
-        enc = np.searchsorted(est.classes_, y)
-    return enc.astype(np.int64), len(est.classes_)
-
-
-def encode_regression_targets(est, y, n_sets: int, first_fit: bool,
-                              sample_weight: np.ndarray | None = None) -> tuple[np.ndarray, int]:
-    """Standardise numeric targets ``(n_sets,)`` or ``(n_sets, n_outputs)``.
-
-    Shared by every set regressor: the network sees unit-scale targets; on the first fit this sets
-    ``est.y_mean_``, ``est.y_scale_`` and ``est._y_ndim`` (so ``predict`` returns ``y``'s shape),
-    the mean and standard deviation weighted by ``sample_weight`` when given
-    (:func:`weighted_mean_std`). Returns ``(standardised (n_sets, n_outputs) targets, n_outputs)``.
-    """
-    from .._sets import check_set_labels, dtype_name, max_abs_value
-
-    y = check_set_labels(y, n_sets, multi_output=True)
-    try:
-        y = y.astype(np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"{type(est).__name__} needs numeric targets; y has dtype "
-                         f"{y.dtype}.") from None
-    y2 = y.reshape(n_sets, -1)
-    if first_fit:
-        est._y_ndim = y.ndim
-        est.y_mean_, std = weighted_mean_std(y2, sample_weight)
-        est.y_scale_ = np.where(std > 0, std, 1.0)
-    elif y2.shape[1] != len(est.y_mean_):
-        raise ValueError(f"y has {y2.shape[1]} outputs but the first fit had "
-                         f"{len(est.y_mean_)} (warm_start=True).")
-    with np.errstate(over="ignore", invalid="ignore"):
-        z = (y2 - est.y_mean_) / est.y_scale_
-        if not np.isfinite(z).all():  # y - mean overflowed (near 1e308); z itself may not
-            z = y2 / est.y_scale_ - est.y_mean_ / est.y_scale_
-    # the network fits z in its dtype (squared in the loss): it must be within the input limit;
-    # sets of weight 0 take no part in the fit (their z is never used)
-    used = slice(None) if sample_weight is None else sample_weight > 0
-    limit = max_abs_value(getattr(est, "dtype_", torch.float32))
-    if not np.abs(z[used]).max() <= limit:
-        dt = dtype_name(getattr(est, "dtype_", torch.float32))
-        raise ValueError(
-            f"{type(est).__name__}: the standardised targets (y - y_mean_) / y_scale_ reach "
-            f"{np.abs(z[used]).max():.3g}, beyond what a {dt} network can fit (|z| <= "
-            f"{limit:.0e}); y_mean_={est.y_mean_.tolist()}, y_scale_={est.y_scale_.tolist()}. "
-            + ("Refit without warm_start, or rescale y." if not first_fit else "Rescale y."))
-    if sample_weight is not None:
-        z[~used] = np.clip(z[~used], -limit, limit)
-    return z, y2.shape[1]

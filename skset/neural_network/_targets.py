@@ -1,0 +1,184 @@
+"""The targets a set-to-target network trains on, from a fit's ``y``.
+
+Classes become integer codes (:func:`encode_class_targets`), a multi-label indicator matrix
+(:func:`skset.neural_network._multilabel.multilabel_indicator`) the float64 0/1 matrix
+(:func:`encode_multilabel_targets`), numeric targets standardised values
+(:func:`encode_regression_targets`). Each is a function of ``y`` and of what a first fit
+learned (passed in by the estimator, never read from it): it returns an :class:`EncodedTargets`
+whose ``fitted`` holds the attributes a first fit gives the estimator (``classes_``,
+``y_mean_``...), which the estimator sets on itself (the task mixins of :mod:`._tasks`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .._sets import check_set_labels, dtype_name, max_abs_value
+from .._weighting import weighted_mean_std
+from ._multilabel import class_weights, multilabel_indicator
+
+__all__ = ["EncodedTargets", "encode_class_targets", "encode_multilabel_targets",
+           "encode_regression_targets"]
+
+
+@dataclass(frozen=True)
+class EncodedTargets:
+    """What an encoder returns.
+
+    Attributes
+    ----------
+    targets : ndarray
+        What the network trains on: int64 class codes ``(n_sets,)``, a float64 indicator matrix
+        ``(n_sets, n_labels)`` or standardised float64 targets ``(n_sets, n_outputs)``.
+    n_outputs : int
+        The classes, labels or outputs: the width of the network's output.
+    fitted : dict
+        ``{attribute: value}`` that a first fit sets on the estimator (in this order); empty on
+        a later fit (``warm_start``, ``partial_fit``).
+    """
+
+    targets: np.ndarray
+    n_outputs: int
+    fitted: dict = field(default_factory=dict)
+
+
+def encode_class_targets(y, n_sets: int, first_fit: bool, classes=None, *, name: str,
+                         class_weight=None, fitted_classes=None,
+                         multilabel: bool = False) -> EncodedTargets:
+    """Class labels -> integer codes; on the first fit ``fitted`` holds ``classes_`` (from
+    ``classes``, every class of a ``partial_fit`` stream, when given; else from ``y``),
+    ``_multilabel`` and ``class_weight_`` (from ``class_weight``: :func:`class_weights`).
+
+    Shared by every set classifier (``name`` in the messages). A later (``warm_start``,
+    ``partial_fit``) fit may only use known classes: those of ``fitted_classes``, the
+    estimator's ``classes_``, on a first fit learned with ``multilabel`` targets or not.
+
+    A multi-label ``y`` (:func:`multilabel_indicator`) gives the float64 indicator matrix
+    ``(n_sets, n_labels)`` instead (:func:`encode_multilabel_targets`).
+    """
+    Y = multilabel_indicator(y)
+    if Y is not None:
+        return encode_multilabel_targets(Y, n_sets, first_fit, classes, name=name,
+                                         class_weight=class_weight,
+                                         fitted_classes=fitted_classes, multilabel=multilabel)
+    if not first_fit and multilabel:
+        raise ValueError(f"{name} was fitted on multi-label targets (an indicator matrix of "
+                         f"{len(fitted_classes)} labels); y here is not one (warm_start=True or "
+                         "partial_fit).")
+    if np.ndim(y) == 2 and np.shape(y)[1] > 1:
+        raise ValueError(f"y has shape {np.shape(y)}; expected ({n_sets},) class labels, or a "
+                         f"multi-label indicator matrix ({n_sets}, n_labels) of 0 and 1 only "
+                         "(multi-output targets of other values are not supported).")
+    y = check_set_labels(y, n_sets)
+    if first_fit and classes is not None:
+        classes = np.unique(np.asarray(classes))
+        unknown = np.setdiff1d(np.unique(y), classes)
+        if len(unknown):
+            raise ValueError(f"y holds classes {unknown.tolist()} not in classes="
+                             f"{classes.tolist()}.")
+        if len(classes) < 2:
+            raise ValueError(f"{name} needs at least 2 classes; got "
+                             f"classes={classes.tolist()}.")
+        enc = np.searchsorted(classes, y).astype(np.int64)
+        return EncodedTargets(enc, len(classes), {
+            "classes_": classes, "_multilabel": False,
+            "class_weight_": class_weights(class_weight, classes, enc, name)})
+    if first_fit:
+        classes, enc = np.unique(y, return_inverse=True)
+        if len(classes) < 2:
+            raise ValueError(f"{name} needs at least 2 classes in y; got "
+                             f"only {classes.tolist()}.")
+        return EncodedTargets(enc.astype(np.int64), len(classes), {
+            "classes_": classes, "_multilabel": False,
+            "class_weight_": class_weights(class_weight, classes, enc.astype(np.int64), name)})
+    unknown = np.setdiff1d(np.unique(y), fitted_classes)
+    if len(unknown):
+        raise ValueError(f"y holds classes {unknown.tolist()} not seen in the first fit "
+                         "(warm_start=True or partial_fit).")
+    enc = np.searchsorted(fitted_classes, y)
+    return EncodedTargets(enc.astype(np.int64), len(fitted_classes))
+
+
+def encode_multilabel_targets(Y: np.ndarray, n_sets: int, first_fit: bool, classes, *,
+                              name: str, class_weight=None, fitted_classes=None,
+                              multilabel: bool = False) -> EncodedTargets:
+    """The float64 indicator matrix ``Y`` checked against ``n_sets`` and against the first fit
+    (``fitted_classes``: its labels; ``multilabel``: whether it was multi-label); on the first
+    fit ``fitted`` holds ``classes_ = arange(n_labels)`` (as ``MLPClassifier``),
+    ``_multilabel``, ``_y_dtype`` (the dtype ``predict`` returns: ``Y``'s) and
+    ``class_weight_``."""
+    n_labels = Y.shape[1]
+    if Y.shape[0] != n_sets:
+        raise ValueError(f"y has {Y.shape[0]} rows but X holds {n_sets} sets; give one row of "
+                         "labels per set.")
+    values = np.unique(Y)
+    if not np.isin(values, (0, 1)).all():  # type_of_target admits any two integer values
+        raise ValueError(f"y has shape {Y.shape} with the values {values.tolist()}; a multi-label "
+                         "indicator matrix holds 0 (label absent) and 1 (label present) only.")
+    if first_fit:
+        if classes is not None and not np.array_equal(np.asarray(classes).ravel(),
+                                                      np.arange(n_labels)):
+            raise ValueError(f"{name}: y is a multi-label indicator matrix of {n_labels} labels, "
+                             f"whose classes are arange({n_labels}); classes={classes!r} differs "
+                             "(leave classes=None: the width of y fixes the labels).")
+        labels = np.arange(n_labels)
+        y_dtype = Y.dtype.name
+        Y = Y.astype(np.float64)
+        return EncodedTargets(Y, n_labels, {
+            "classes_": labels, "_multilabel": True, "_y_dtype": y_dtype,
+            "class_weight_": class_weights(class_weight, labels, Y, name)})
+    if not multilabel:
+        raise ValueError(f"{name} was fitted on single-label targets (classes "
+                         f"{np.asarray(fitted_classes).tolist()}); y here is a multi-label "
+                         f"indicator matrix of shape {Y.shape} (warm_start=True or partial_fit).")
+    if n_labels != len(fitted_classes):
+        raise ValueError(f"y has {n_labels} labels but the first fit had {len(fitted_classes)} "
+                         "(warm_start=True or partial_fit).")
+    return EncodedTargets(Y.astype(np.float64), n_labels)
+
+
+def encode_regression_targets(y, n_sets: int, first_fit: bool,
+                              sample_weight: np.ndarray | None = None, *, name: str, dtype,
+                              y_mean=None, y_scale=None) -> EncodedTargets:
+    """Standardise numeric targets ``(n_sets,)`` or ``(n_sets, n_outputs)``.
+
+    Shared by every set regressor (``name`` in the messages): the network, of torch dtype
+    ``dtype``, sees unit-scale targets. On the first fit ``fitted`` holds ``_y_ndim`` (so
+    ``predict`` returns ``y``'s shape), ``y_mean_`` and ``y_scale_``, the mean and standard
+    deviation weighted by ``sample_weight`` when given (:func:`weighted_mean_std`); a later fit
+    standardises with the first fit's ``y_mean`` and ``y_scale``. ``targets`` are the
+    standardised ``(n_sets, n_outputs)`` values.
+    """
+    y = check_set_labels(y, n_sets, multi_output=True)
+    try:
+        y = y.astype(np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} needs numeric targets; y has dtype {y.dtype}.") from None
+    y2 = y.reshape(n_sets, -1)
+    fitted = {}
+    if first_fit:
+        y_mean, std = weighted_mean_std(y2, sample_weight)
+        y_scale = np.where(std > 0, std, 1.0)
+        fitted = {"_y_ndim": y.ndim, "y_mean_": y_mean, "y_scale_": y_scale}
+    elif y2.shape[1] != len(y_mean):
+        raise ValueError(f"y has {y2.shape[1]} outputs but the first fit had "
+                         f"{len(y_mean)} (warm_start=True).")
+    with np.errstate(over="ignore", invalid="ignore"):
+        z = (y2 - y_mean) / y_scale
+        if not np.isfinite(z).all():  # y - mean overflowed (near 1e308); z itself may not
+            z = y2 / y_scale - y_mean / y_scale
+    # the network fits z in its dtype (squared in the loss): it must be within the input limit;
+    # sets of weight 0 take no part in the fit (their z is never used)
+    used = slice(None) if sample_weight is None else sample_weight > 0
+    limit = max_abs_value(dtype)
+    if not np.abs(z[used]).max() <= limit:
+        raise ValueError(
+            f"{name}: the standardised targets (y - y_mean_) / y_scale_ reach "
+            f"{np.abs(z[used]).max():.3g}, beyond what a {dtype_name(dtype)} network can fit "
+            f"(|z| <= {limit:.0e}); y_mean_={y_mean.tolist()}, y_scale_={y_scale.tolist()}. "
+            + ("Refit without warm_start, or rescale y." if not first_fit else "Rescale y."))
+    if sample_weight is not None:
+        z[~used] = np.clip(z[~used], -limit, limit)
+    return EncodedTargets(z, y2.shape[1], fitted)
