@@ -12,6 +12,7 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .._base import SksetEstimator
+from .._config import get_config
 from .._sets import check_finite_output, check_sets, length_batches, pack, pack_weights
 from .._streaming import PARTIAL_FIT_WEIGHTS_DOC, weight_scale
 from .._threads import SCOPE_FRAMES
@@ -308,13 +309,13 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         out = np.empty((len(sets), q * p * d), dtype=np.float64 if self._tdtype == torch.float64
                        else np.float32)
         blocks = out.reshape(len(sets), q, p, d)  # a view: each batch writes its own rows
+        compile = get_config()["compile"]  # the compiled kernels where skset.set_config says so
 
         def run(idx):
             with torch.no_grad():  # thread-local in torch
                 X, M, W = self._pack_batch(sets, masses, idx)
-                # skset.nn.otk_embed (compiled where skset.set_config(compile=True)) of the packed
-                # batch, whose padding is zero already
-                pooled = to_numpy(_zeroed_embed(X, M, references, weights=W,
+                # skset.nn.otk_embed of the packed batch, whose padding is zero already
+                pooled = to_numpy(_zeroed_embed(X, M, references, weights=W, compile=compile,
                                                 **self._otk_settings()))
                 if np.all(np.diff(idx) == 1):  # a run of rows: a plain block copy (3x the fancy)
                     blocks[idx[0]: idx[-1] + 1] = pooled

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils.validation import check_is_fitted
 
+from .._config import get_config
 from .._sets import kmer_windows, pack_weights
 from .._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, Boolean, Integer
 from .._weighting import element_masses, kmer_weights
@@ -104,7 +105,8 @@ class _OTKNetwork(torch.nn.Module):
             x, mask = kmer_unfold(x, mask, self.window)
         if weights is not None:
             weights = kmer_mass(weights, self.window)
-        z = self.otk(x, mask, weights).flatten(1) - self.center
+        # the estimators' network reads skset's compile setting (the layer takes it as an argument)
+        z = self.otk(x, mask, weights, compile=get_config()["compile"]).flatten(1) - self.center
         if self.normalize:
             z = normalize_rows(z)
         return z
