@@ -16,7 +16,7 @@ from torch import nn
 
 from .nn.attention import _zero_padding  # a select, not a product: NaN * 0 is NaN
 from .nn.nystrom import NystromLayer
-from .nn.otk import noise_floor, normalize_rows
+from .nn.otk import embedding_output
 
 __all__ = ["NetworkServing", "NystromServing", "OTKEmbeddingServing", "freeze_nystrom",
            "set_sinkhorn", "network_serving"]
@@ -101,12 +101,9 @@ class OTKEmbeddingServing(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor):
         raw = self.layer(_zero_padding(x, mask), mask).flatten(1)
-        z = raw - self.center
-        if self.normalize:  # as OTKEmbedding.transform: a row within the noise of 0 stays 0
-            floor = noise_floor(raw, self.center, tuple(self.layer.references.shape),
-                                self.sinkhorn_tol)
-            z = normalize_rows(z, floor)
-        return (z,)
+        # as OTKEmbedding.transform: a row within the noise of 0 stays 0
+        return (embedding_output(raw, self.center, tuple(self.layer.references.shape),
+                                 normalize=self.normalize, sinkhorn_tol=self.sinkhorn_tol),)
 
 
 def network_serving(estimator, net, head, mean, scale) -> NetworkServing:

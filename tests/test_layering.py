@@ -91,6 +91,12 @@ def test_ot_package_imports_nothing_above_it(path):
     assert not bad, f"{path.relative_to(PACKAGE_DIR.parent)} imports from above skset.ot: {bad}"
 
 
+@pytest.mark.parametrize("path", NN_FILES, ids=lambda p: str(p.relative_to(PACKAGE_DIR)))
+def test_nn_imports_no_numpy_and_no_settings(path):
+    bad = [f"line {line}: {name}" for line, name in _imported_modules(path) if _nn_forbidden(name)]
+    assert not bad, f"{path.relative_to(PACKAGE_DIR.parent)} imports {bad}"
+
+
 def test_engine_rules_catch_violations(tmp_path):
     """The two predicates above on sources that break (and keep) the rules."""
     pkg = tmp_path / "skset"
@@ -104,6 +110,11 @@ def test_engine_rules_catch_violations(tmp_path):
         ("ot", "def f():\n    from ..nn.otk import otk_pool"): True,
         ("ot", "import skset.embedding"): True,
         ("ot", "import torch"): False,
+        ("nn", "import numpy as np"): True,
+        ("nn", "from numpy.linalg import norm"): True,
+        ("nn", "from .._config import get_config"): True,
+        ("nn", "from ..ot import sinkhorn"): False,
+        ("nn", "import numbers"): False,
     }
     for i, ((folder, source), forbidden) in enumerate(cases.items()):
         path = pkg / folder / f"m{i}.py"

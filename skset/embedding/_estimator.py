@@ -19,7 +19,7 @@ from .._threads import SCOPE_FRAMES
 from .._torch import map_on_threads, resolve_dtype, split_for_threads, to_numpy
 from .._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, check_sample_weight
 from .._weighting import count_distinct, drop_zero_weight, element_masses
-from ..nn.otk import POSITION_MODES, OTKLayer, _zeroed_embed, noise_floor, otk_plans
+from ..nn.otk import _ROUNDING_EPS, _TOL_FACTOR, POSITION_MODES, OTKLayer, _zeroed_embed, otk_plans
 from ._references import fit_references, reference_counts, update_references
 
 __all__ = ["OTKEmbedding"]
@@ -503,7 +503,12 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
     def _noise_floor(self, raw: np.ndarray) -> np.ndarray:
         """``(n_sets,)``: the norm below which a centred embedding is noise of the computation
         (see ``normalize``), from the raw embeddings ``raw (n_sets, q*p*d)``."""
-        return noise_floor(raw, self.mean_, self.references_.shape, self.sinkhorn_tol)
+        q, p, d = self.references_.shape
+        eps, blocks = np.finfo(raw.dtype).eps, raw.reshape(-1, q, p, d).astype(np.float64)
+        spread = np.linalg.norm((blocks - blocks.mean(2, keepdims=True)).reshape(len(raw), -1),
+                                axis=1)
+        size = np.linalg.norm(raw.astype(np.float64), axis=1) + np.linalg.norm(self.mean_)
+        return _ROUNDING_EPS * eps * size + _TOL_FACTOR * float(self.sinkhorn_tol or 0.0) * spread
 
     def _check_finite(self, out):
         cause = None

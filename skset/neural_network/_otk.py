@@ -25,7 +25,7 @@ from .._weighting import element_masses, kmer_weights
 from ..embedding import OTKEmbedding
 from ..kernel_approximation import NystromFeatures
 from ..nn.nystrom import DEFAULT_N_COMPONENTS, NystromLayer, kmer_unfold
-from ..nn.otk import POSITION_MODES, OTKLayer, normalize_rows
+from ..nn.otk import POSITION_MODES, OTKLayer, embedding_output
 from ._base import SetNetworkEstimator, TrainingSetup, compose_doc
 from ._heads import (
     AlternatingHead,
@@ -106,10 +106,10 @@ class _OTKNetwork(torch.nn.Module):
         if weights is not None:
             weights = kmer_mass(weights, self.window)
         # the estimators' network reads skset's compile setting (the layer takes it as an argument)
-        z = self.otk(x, mask, weights, compile=get_config()["compile"]).flatten(1) - self.center
-        if self.normalize:
-            z = normalize_rows(z)
-        return z
+        raw = self.otk(x, mask, weights, compile=get_config()["compile"]).flatten(1)
+        # OTKEmbedding's output step without its noise floor: training needs no such switch
+        return embedding_output(raw, self.center, tuple(self.otk.references.shape),
+                                normalize=self.normalize, floor=False)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor,
                 weights: torch.Tensor | None = None) -> torch.Tensor:

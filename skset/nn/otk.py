@@ -40,7 +40,6 @@ from __future__ import annotations
 import math
 import numbers
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -308,31 +307,42 @@ _ROUNDING_EPS = 1000.0
 _TOL_FACTOR = 10.0
 
 
-def noise_floor(raw, mean, shape, sinkhorn_tol):
-    """Per row of the raw OTK embeddings ``raw (B, q*p*d)`` (numpy or torch), the norm below which
-    the row minus ``mean`` is indistinguishable from 0: ``1000 eps (||raw|| + ||mean||)`` plus
+def noise_floor(raw: torch.Tensor, mean: torch.Tensor, shape, sinkhorn_tol) -> torch.Tensor:
+    """Per row of the raw OTK embeddings ``raw (B, q*p*d)``, the norm below which the row minus
+    ``mean`` is indistinguishable from 0: ``1000 eps (||raw|| + ||mean||)`` plus
     ``10 sinkhorn_tol`` times the spread of the row over the supports (``shape = (q, p, d)``)."""
     q, p, d = shape
-    if isinstance(raw, torch.Tensor):
-        eps, blocks = torch.finfo(raw.dtype).eps, raw.reshape(-1, q, p, d)
-        spread = torch.linalg.vector_norm((blocks - blocks.mean(2, keepdim=True)).flatten(1),
-                                          dim=1)
-        size = torch.linalg.vector_norm(raw, dim=1) + torch.linalg.vector_norm(mean)
-    else:
-        eps, blocks = np.finfo(raw.dtype).eps, raw.reshape(-1, q, p, d).astype(np.float64)
-        spread = np.linalg.norm((blocks - blocks.mean(2, keepdims=True)).reshape(len(raw), -1),
-                                axis=1)
-        size = np.linalg.norm(raw.astype(np.float64), axis=1) + np.linalg.norm(mean)
+    eps, blocks = torch.finfo(raw.dtype).eps, raw.reshape(-1, q, p, d)
+    spread = torch.linalg.vector_norm((blocks - blocks.mean(2, keepdim=True)).flatten(1), dim=1)
+    size = torch.linalg.vector_norm(raw, dim=1) + torch.linalg.vector_norm(mean)
     return _ROUNDING_EPS * eps * size + _TOL_FACTOR * float(sinkhorn_tol or 0.0) * spread
 
 
 def normalize_rows(z: torch.Tensor, floor: torch.Tensor | None = None) -> torch.Tensor:
     """Rows of ``z (B, D)`` rescaled to norm ``sqrt(D)`` (the unit-variance scale of OTK's
     centred embeddings); with ``floor (B,)``, a row whose norm is not above its floor (noise of
-    the computation, :func:`noise_floor`) becomes 0 instead of noise scaled up. The numpy twin,
-    in place on a transform's output, is in ``OTKEmbedding.transform``."""
+    the computation, :func:`noise_floor`) becomes 0 instead of noise scaled up."""
     norm = torch.linalg.vector_norm(z, dim=1, keepdim=True)
     if floor is None:
         return z * (math.sqrt(z.shape[1]) / norm.clamp_min(1e-12))
     return z * torch.where(norm > floor.unsqueeze(1),
                            math.sqrt(z.shape[1]) / norm.clamp_min(1e-12), 0.0)
+
+
+def embedding_output(raw: torch.Tensor, center: torch.Tensor, shape, *, normalize: bool = True,
+                     floor: bool = True, sinkhorn_tol: float | None = None) -> torch.Tensor:
+    """The output step of an OTK embedding: centre, noise floor, normalise.
+
+    ``raw (B, q*p*d)`` are the flattened raw embeddings (:func:`otk_embed`), ``center (q*p*d,)``
+    the mean embedding subtracted from each row (zeros: no centring), ``shape = (q, p, d)``.
+    With ``normalize`` the centred rows are rescaled to norm ``sqrt(q*p*d)``
+    (:func:`normalize_rows`); with ``floor`` too, a row whose norm is within the noise of the
+    computation (:func:`noise_floor`, from ``raw``, ``center`` and ``sinkhorn_tol``) becomes 0
+    rather than noise scaled up. :meth:`skset.OTKEmbedding.transform` and its serving module
+    use the floor; the supervised OTK network trains without one (``floor=False``: no
+    data-dependent switch in its gradient). Differentiable; the one copy of this step.
+    """
+    z = raw - center
+    if not normalize:
+        return z
+    return normalize_rows(z, noise_floor(raw, center, shape, sinkhorn_tol) if floor else None)
