@@ -3,7 +3,8 @@
 Each estimator builds its own in ``_serving_module`` from these parts: the standardisation, the
 network and the output transform of a set-to-target network (:class:`NetworkServing`; its
 element map replaced by the map's export copy, :func:`for_export`), a frozen Nystrom layer
-(:class:`NystromServing`) and the centred, normalised OTK embedding (:class:`OTKEmbeddingServing`). Engine modules only: this file imports :mod:`skset.nn`, never an
+(:class:`NystromServing`) and the centred, normalised OTK embedding
+(:class:`OTKEmbeddingServing`). Engine modules only: this file imports :mod:`skset.nn`, never an
 estimator.
 """
 
