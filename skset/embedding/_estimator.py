@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import math
 import warnings
 
 import numpy as np
@@ -19,7 +18,7 @@ from .._threads import SCOPE_FRAMES
 from .._torch import map_on_threads, resolve_dtype, split_for_threads, to_numpy
 from .._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, check_sample_weight
 from .._weighting import count_distinct, drop_zero_weight, element_masses
-from ..nn.otk import _ROUNDING_EPS, _TOL_FACTOR, POSITION_MODES, OTKLayer, _zeroed_embed, otk_plans
+from ..nn.otk import POSITION_MODES, OTKLayer, _zeroed_embed, embedding_output, otk_plans
 from ._references import fit_references, reference_counts, update_references
 
 __all__ = ["OTKEmbedding"]
@@ -486,29 +485,17 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         sets = self._check_X(X)
         masses = self._check_masses(element_weight, sets)
         ref_t = torch.as_tensor(self.references_, device=self.device_)
-        emb = self._raw_embed(sets, ref_t, masses)  # a fresh array: centred, scaled in place
-        if self.normalize:
-            floor = self._noise_floor(emb)
-        if self.center:
-            emb -= self.mean_
-        if self.normalize:
-            norms = np.linalg.norm(emb, axis=1, keepdims=True)
-            # a row within the noise of 0 is 0 (the mean embedding), not noise scaled up to
-            # norm sqrt(D) (which a permutation of the set would point elsewhere)
-            emb *= np.where(norms > floor[:, None],
-                            math.sqrt(emb.shape[1]) / np.maximum(norms, 1e-12), 0.0)
+        emb = self._raw_embed(sets, ref_t, masses)
+        if self.center or self.normalize:
+            # the embedding's one output step (skset.nn.otk.embedding_output, also that of the
+            # serving module): a row within the noise of 0 is 0 (the mean embedding), not noise
+            # scaled up to norm sqrt(D) (which a permutation of the set would point elsewhere)
+            raw = torch.from_numpy(emb)
+            emb = embedding_output(raw, torch.as_tensor(self.mean_, dtype=raw.dtype),
+                                   self.references_.shape, normalize=self.normalize,
+                                   sinkhorn_tol=self.sinkhorn_tol).numpy()
         self._check_finite(emb)
         return emb
-
-    def _noise_floor(self, raw: np.ndarray) -> np.ndarray:
-        """``(n_sets,)``: the norm below which a centred embedding is noise of the computation
-        (see ``normalize``), from the raw embeddings ``raw (n_sets, q*p*d)``."""
-        q, p, d = self.references_.shape
-        eps, blocks = np.finfo(raw.dtype).eps, raw.reshape(-1, q, p, d).astype(np.float64)
-        spread = np.linalg.norm((blocks - blocks.mean(2, keepdims=True)).reshape(len(raw), -1),
-                                axis=1)
-        size = np.linalg.norm(raw.astype(np.float64), axis=1) + np.linalg.norm(self.mean_)
-        return _ROUNDING_EPS * eps * size + _TOL_FACTOR * float(self.sinkhorn_tol or 0.0) * spread
 
     def _check_finite(self, out):
         cause = None
