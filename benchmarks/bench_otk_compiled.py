@@ -19,7 +19,7 @@ Every method runs once per round, ``--repeats`` rounds; the table gives the min 
 (a shared machine: the min is the least disturbed, the median what a user sees), and ratios and
 shares of the matmul rate from both. Compile time: the first compiled transform of the process,
 with a fresh inductor cache (what a first user pays; ``--cache DIR`` to reuse one), minus an eager
-transform, the sum of the kernels' first calls (``skset._compiled.compile_seconds``), and the same
+transform, the sum of the kernels' first calls (``skset.ot._compiled.compile_seconds``), and the same
 first call in a new process reusing the cache this run filled (what later processes pay). Also a
 typical transform, eager vs compiled: the estimator's defaults (epsilon 0.1, tolerance 1e-4, cap
 3000), which run more iterations than 10 (the same 64 supports).
@@ -78,7 +78,8 @@ from bench_peers import (  # noqa: E402
 )
 
 import skset  # noqa: E402
-from skset import OTKEmbedding, _compiled  # noqa: E402
+from skset import OTKEmbedding  # noqa: E402
+from skset.ot import _compiled  # noqa: E402
 
 GEMM = "matmul 2048^2"
 COMPILE: dict = {}  # "cold": seconds of the process's first compilation

@@ -4,11 +4,18 @@ Fits each public estimator with fixed seeds on small bundled or synthetic data a
 line per setting: the name and a SHA-1 prefix of its outputs (transform, predict, predict_proba,
 fitted attributes where they are the result). Run it before and after a change and compare:
 
-    python benchmarks/hash_outputs.py > before.txt
+    PYTHONPATH=. python benchmarks/hash_outputs.py > before.txt
     ...change...
-    python benchmarks/hash_outputs.py > after.txt && diff before.txt after.txt
+    PYTHONPATH=. python benchmarks/hash_outputs.py > after.txt && diff before.txt after.txt
 
-One thread, CPU, float32 (float64 where a setting says so); about a minute on 2 cores. The
+(from the repository root: ``PYTHONPATH=.`` makes the checkout's ``skset`` the one imported, not
+an installed copy; the first line printed is the path of the package that ran.)
+
+One thread, CPU, float32 (float64 where a setting says so); a few minutes on 2 cores. Besides the
+estimators' own methods, the last settings cover the other paths of the OTK engine: each Sinkhorn
+solver (``sinkhorn_method``), the compiled kernels (``skset.config_context(compile=True)``; a line
+saying so when torch.compile does not work here), the serving modules of ``skset.export`` and
+their ONNX graphs run by onnxruntime (skipped, with a line, without onnx). The
 ``skset.distributed`` settings (``transform`` and ``fit`` on a dask frame and Bag, dask's
 synchronous scheduler, and ``transform`` on a one-worker ``LocalCluster(processes=False)``) run
 when dask is installed; their outputs are sorted by set id before hashing.
@@ -24,7 +31,9 @@ import io  # noqa: E402
 import logging  # noqa: E402
 import pickle  # noqa: E402
 import sys  # noqa: E402
+import tempfile  # noqa: E402
 import warnings  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -33,6 +42,7 @@ from sklearn.pipeline import Pipeline  # noqa: E402
 
 import skset  # noqa: E402
 from skset.datasets import load_japanese_vowels, make_circles_instances  # noqa: E402
+from skset.export import export_onnx, pad_sets, run_onnx, serving_module  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -140,6 +150,7 @@ def distributed_settings(S, Xtr, ytr, Xte, only):
 
 
 def main():
+    print(f"skset from {Path(skset.__file__).parent}", flush=True)
     Xtr, ytr = load_japanese_vowels(subset="train", return_X_y=True)
     Xte, _ = load_japanese_vowels(subset="test", return_X_y=True)
     Xtr, ytr, Xte = list(Xtr[:120]), np.asarray(ytr[:120]), list(Xte[:60])
@@ -191,6 +202,7 @@ def main():
         buf = io.BytesIO()
         pickle.dump(est, buf)
         report(name + " (pickled)", *outputs(pickle.loads(buf.getvalue()), Xeval))
+    engine_paths(Xtr, ytr, Xte, seqs, yseq, only)
     if not only or any(o in "ABCClusterer" for o in only):
         inst, lab = make_circles_instances(6, 40, n_circles=2, random_state=0)
         abc = S.ABCClusterer(max_steps=20, eval_every=10, instance_size=40, random_state=0,
@@ -201,6 +213,81 @@ def main():
         labels = S.EigengapSpectralClustering(random_state=0).fit_predict(pts)
         report("EigengapSpectralClustering", labels)
     distributed_settings(S, Xtr, ytr, Xte, only)
+
+
+def engine_paths(Xtr, ytr, Xte, seqs, yseq, only):
+    """The OTK engine's other paths: Sinkhorn solvers, compiled kernels, serving modules, ONNX."""
+    S = skset
+
+    def wanted(name):
+        return not only or any(o in name for o in only)
+
+    def fitted(make, X, y=None):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return make().fit(X, y) if y is not None else make().fit(X)
+
+    for method in ("log", "exp"):
+        name = f"OTKEmbedding sinkhorn_method={method}"
+        if wanted(name):
+            est = fitted(lambda m=method: S.OTKEmbedding(sinkhorn_method=m, random_state=0), Xtr)
+            report(name, est.transform(Xte))
+    name = "OTKEmbedding tol=None reg_m=1 exp float64"
+    if wanted(name):
+        est = fitted(lambda: S.OTKEmbedding(sinkhorn_tol=None, sinkhorn_iter=50, reg_m=1.0,
+                                            sinkhorn_method="exp", dtype="float64",
+                                            random_state=0), Xtr)
+        report(name, est.transform(Xte))
+    emb = fitted(lambda: S.OTKEmbedding(random_state=0), Xtr)
+    emb_pos = fitted(lambda: S.OTKEmbedding(position_sigma=0.1, n_references=2, reg_m=2.0,
+                                            random_state=0), Xtr)
+    clf = fitted(lambda: S.OTKClassifier(max_iter=2, random_state=0), Xtr, ytr)
+    clf_w = fitted(lambda: S.OTKClassifier(window=4, n_components=0, max_iter=2,
+                                           random_state=0), seqs, yseq)
+    nys = fitted(lambda: S.NystromFeatures(random_state=0), Xtr)
+    if wanted("compiled"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", S.CompileWarning)
+            with S.config_context(compile=True):
+                outs = [("OTKEmbedding compiled", emb.transform(Xte)),
+                        ("OTKEmbedding position reg_m compiled", emb_pos.transform(Xte)),
+                        ("OTKClassifier compiled", clf.predict_proba(Xte)),
+                        ("OTKClassifier window compiled", clf_w.predict_proba(seqs))]
+        if any(issubclass(w.category, S.CompileWarning) for w in caught):
+            print("compiled: torch.compile does not work here (eager results)", flush=True)
+        for name, out in outs:
+            report(name, out)
+    serving = [("NystromFeatures", nys, Xte), ("OTKEmbedding", emb, Xte),
+               ("OTKEmbedding position reg_m", emb_pos, Xte), ("OTKClassifier", clf, Xte),
+               ("OTKClassifier window", clf_w, seqs)]
+    for label, est, X in serving:
+        for method in ("log", "exp"):
+            name = f"serving {label} {method}"
+            if not wanted(name):
+                continue
+            module = serving_module(est, sinkhorn_method=method, sinkhorn_iter=(
+                100 if isinstance(est, S.OTKEmbedding) else None))
+            x, mask = pad_sets(X[:20])
+            with torch.no_grad():
+                report(name, *module(torch.from_numpy(x), torch.from_numpy(mask)))
+    try:
+        import onnx  # noqa: F401
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        print("onnx: not installed (ONNX settings skipped)", flush=True)
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, est, X in serving[:4]:  # k-mers: the legacy exporter has no dynamic unfold
+            name = f"onnx {label}"
+            if not wanted(name):
+                continue
+            path = Path(tmp) / "model.onnx"
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                export_onnx(est, path, dynamo=False, sinkhorn_iter=(
+                    100 if isinstance(est, S.OTKEmbedding) else None))
+            out = run_onnx(path, X[:20])
+            report(name, *(out[k] for k in sorted(out)))
 
 
 if __name__ == "__main__":

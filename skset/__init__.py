@@ -4,7 +4,6 @@ A *set* is a variable-size collection of feature vectors, given as an ``(n_i, d)
 collection of sets is a list of such arrays (or a 3-D array when all sets have one size).
 """
 
-from ._compiled import CompileWarning
 from ._config import config_context, get_config, set_config
 from ._frames import frame_from_sets, sets_from_frame
 from ._persist import load, save
@@ -21,6 +20,7 @@ from .neural_network import (
     SetTransformerClassifier,
     SetTransformerRegressor,
 )
+from .ot._compiled import CompileWarning
 
 __all__ = [
     "ABCClusterer",

@@ -68,17 +68,19 @@ def set_config(compile=None, n_threads=None) -> None:
     ----------
     compile : bool or None, default=None
         Run the OTK embedding through ``torch.compile``: :meth:`skset.OTKEmbedding.transform`
-        (and ``fit``'s mean embedding) and the forward pass of :class:`skset.nn.OTKLayer` without
-        autograd (hence the prediction of :class:`skset.OTKClassifier` /
-        :class:`skset.OTKRegressor`). The similarity, Gibbs kernel, Sinkhorn iterations and
-        pooling run as fused kernels: same results to float rounding (1e-5), faster per call once
-        compiled (on two CPU threads: up to 6x at small ``epsilon``, where the plans run in the
-        log domain, 1.0-1.2x at a few exp-domain iterations, where the matrix products dominate;
-        see the OTK user guide), but the first call in a process pays the compilation (about
-        20 s; about 5 s once torch's on-disk cache holds the kernels). Variable set sizes and
-        batch sizes reuse the same compiled kernels (dynamic shapes). Where compiling fails (no
-        C++ compiler, an unsupported platform) skset warns once (:class:`skset.CompileWarning`)
-        and runs the eager code. Default ``False``, or ``True`` when the environment variable
+        (and ``fit``'s mean embedding) and the forward pass of the networks of
+        :class:`skset.OTKClassifier` / :class:`skset.OTKRegressor` without autograd (their
+        prediction). The engine layers do not read it: :class:`skset.nn.OTKLayer` and
+        :func:`skset.nn.otk_embed` take ``compile=True`` as an argument. The similarity, Gibbs
+        kernel, Sinkhorn iterations and pooling run as fused kernels: same results to float
+        rounding (1e-5), faster per call once compiled (on two CPU threads: up to 6x at small
+        ``epsilon``, where the plans run in the log domain, 1.0-1.2x at a few exp-domain
+        iterations, where the matrix products dominate; see the OTK user guide), but the first
+        call in a process pays the compilation (about 20 s; about 5 s once torch's on-disk cache
+        holds the kernels). Variable set sizes and batch sizes reuse the same compiled kernels
+        (dynamic shapes). Where compiling fails (no C++ compiler, an unsupported platform) skset
+        warns once (:class:`skset.CompileWarning`) and runs the eager code. Default ``False``, or
+        ``True`` when the environment variable
         ``SKSET_COMPILE=1`` is set at import.
     n_threads : "auto" or int, default=None
         Threads of skset's own calls (every ``fit``, ``transform``, ``predict``... of a skset

@@ -1,8 +1,9 @@
 """The torch modules that serve a fitted estimator (see :mod:`skset.export`).
 
 Each estimator builds its own in ``_serving_module`` from these parts: the standardisation, the
-network and the output transform of a set-to-target network (:class:`NetworkServing`), a frozen
-Nystrom layer (:class:`NystromServing`) and the centred, normalised OTK embedding
+network and the output transform of a set-to-target network (:class:`NetworkServing`; its
+element map replaced by the map's export copy, :func:`for_export`), a frozen Nystrom layer
+(:class:`NystromServing`) and the centred, normalised OTK embedding
 (:class:`OTKEmbeddingServing`). Engine modules only: this file imports :mod:`skset.nn`, never an
 estimator.
 """
@@ -15,30 +16,27 @@ import torch
 from torch import nn
 
 from .nn.attention import _zero_padding  # a select, not a product: NaN * 0 is NaN
-from .nn.nystrom import NystromLayer
-from .nn.otk import noise_floor, normalize_rows
+from .nn.nystrom import (
+    NystromLayer,
+    _FrozenNystromLayer,  # noqa: F401 (serving modules pickled before it moved)
+)
+from .nn.otk import embedding_output
 
 __all__ = ["NetworkServing", "NystromServing", "OTKEmbeddingServing", "freeze_nystrom",
-           "set_sinkhorn", "network_serving"]
-
-
-class _FrozenNystromLayer(NystromLayer):
-    """A :class:`NystromLayer` whose ``kappa(w, w)^{-1/2}`` is a fixed buffer (ONNX has no
-    eigendecomposition; for a fitted layer the matrix depends on the anchors alone)."""
-
-    def normalization(self) -> torch.Tensor:
-        return self.frozen_normalization
+           "for_export", "set_sinkhorn", "network_serving"]
 
 
 def freeze_nystrom(layer: NystromLayer, normalization: torch.Tensor | None = None) -> NystromLayer:
-    frozen = copy.deepcopy(layer)
-    if normalization is None:
-        with torch.no_grad():
-            normalization = layer.normalization()
-    frozen.__class__ = _FrozenNystromLayer
-    frozen.register_buffer("frozen_normalization",
-                           normalization.detach().to(layer.anchors.dtype).clone())
-    return frozen
+    """A copy of a Nystrom layer whose ``kappa(w, w)^{-1/2}`` is a fixed buffer
+    (:meth:`skset.nn.NystromLayer.for_export`)."""
+    return layer.for_export(normalization)
+
+
+def for_export(element_map: nn.Module) -> nn.Module:
+    """What a serving module holds in place of an element map: its ``for_export()`` copy where it
+    defines one (a Nystrom layer without its eigendecomposition), else a copy of the map."""
+    export = getattr(element_map, "for_export", None)
+    return export() if export is not None else copy.deepcopy(element_map)
 
 
 def set_sinkhorn(otk, method: str, n_iter: int | None) -> None:
@@ -101,12 +99,9 @@ class OTKEmbeddingServing(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor):
         raw = self.layer(_zero_padding(x, mask), mask).flatten(1)
-        z = raw - self.center
-        if self.normalize:  # as OTKEmbedding.transform: a row within the noise of 0 stays 0
-            floor = noise_floor(raw, self.center, tuple(self.layer.references.shape),
-                                self.sinkhorn_tol)
-            z = normalize_rows(z, floor)
-        return (z,)
+        # as OTKEmbedding.transform: a row within the noise of 0 stays 0
+        return (embedding_output(raw, self.center, tuple(self.layer.references.shape),
+                                 normalize=self.normalize, sinkhorn_tol=self.sinkhorn_tol),)
 
 
 def network_serving(estimator, net, head, mean, scale) -> NetworkServing:

@@ -17,9 +17,10 @@ import torch
 from conftest import make_sets
 
 import skset
-from skset import CompileWarning, OTKEmbedding, _compiled
+from skset import CompileWarning, OTKEmbedding
 from skset._sets import pack
 from skset.nn import OTKLayer, otk_embed
+from skset.ot import _compiled
 
 
 def _raw(**kw):
@@ -196,8 +197,7 @@ def test_layer_forward_without_autograd_garbage_padding(compiled_ok):
         eager = layer(X, M, W)
         with warnings.catch_warnings():
             warnings.simplefilter("error", CompileWarning)
-            with skset.config_context(compile=True):
-                compiled = layer(X, M, W)
+            compiled = layer(X, M, W, compile=True)
     assert torch.isfinite(compiled).all()
     _close(compiled.numpy(), eager.numpy())
 
@@ -225,11 +225,25 @@ def test_autograd_runs_eager(compiled_ok, monkeypatch):
     monkeypatch.setattr(_compiled, "otk_embed", lambda *a, **k: calls.append(1))
     layer = OTKLayer(4, 3, epsilon=0.5)
     X, M = pack(_sets(8), dtype=torch.float32)
-    with skset.config_context(compile=True):
-        layer(X, M).sum().backward()
-        assert layer.references.grad is not None and not calls
-        with torch.no_grad():
-            layer(X, M)  # returns None from the spy: the eager code runs
+    layer(X, M, compile=True).sum().backward()
+    assert layer.references.grad is not None and not calls
+    with torch.no_grad():
+        layer(X, M, compile=True)  # returns None from the spy: the eager code runs
+    assert calls == [1]
+
+
+def test_engine_reads_no_global_setting(compiled_ok, monkeypatch):
+    """The engine layer takes compile as an argument: skset.set_config(compile=True) alone
+    leaves OTKLayer and otk_embed eager (the estimators read the setting and pass it)."""
+    calls = []
+    monkeypatch.setattr(_compiled, "otk_embed", lambda *a, **k: calls.append(1))
+    layer = OTKLayer(4, 3, epsilon=0.5)
+    X, M = pack(_sets(8), dtype=torch.float32)
+    with skset.config_context(compile=True), torch.no_grad():
+        layer(X, M)
+        otk_embed(X, M, layer.references, epsilon=0.5)
+        assert not calls
+        otk_embed(X, M, layer.references, epsilon=0.5, compile=True)
     assert calls == [1]
 
 
@@ -237,11 +251,10 @@ def test_otk_embed_rejects_like_eager(compiled_ok):
     X, M = pack(_sets(8), dtype=torch.float32)
     M[2] = False
     refs = torch.randn(1, 3, 4)
-    with skset.config_context(compile=True):
-        with pytest.raises(ValueError, match="mask row 2 is all False"):
-            otk_embed(X, M, refs, epsilon=0.5)
-        with pytest.raises(ValueError, match="epsilon"):
-            otk_embed(X, None, refs, epsilon=-1.0)
+    with pytest.raises(ValueError, match="mask row 2 is all False"):
+        otk_embed(X, M, refs, epsilon=0.5, compile=True)
+    with pytest.raises(ValueError, match="epsilon"):
+        otk_embed(X, None, refs, epsilon=-1.0, compile=True)
     assert _compiled.compile_failed() is None
 
 

@@ -127,7 +127,7 @@ def test_export_program_batch_not_bounded_by_sinkhorn_blocks(monkeypatch):
     """torch.export program of supervised OTK: the CPU Sinkhorn cuts batches into blocks of sets
     (here made tiny); the program must neither inherit a bound on the batch size from that nor
     change the outputs."""
-    monkeypatch.setattr(skset.ot, "_CPU_BLOCK_BYTES", 512)
+    monkeypatch.setattr(skset.ot._sinkhorn, "_CPU_BLOCK_BYTES", 512)
     est, X_new = _fit("otk_reg")
     program = sx.export_program(est)
     X_big = X_new * 6  # 42 sets: many blocks of the eager solver

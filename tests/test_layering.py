@@ -1,8 +1,11 @@
 """The engine (``skset.nn``, ``skset.ot``, ``skset._sets``, ``skset._stats``...) depends on no estimator.
 
 The estimators build on the engine, never the other way round: no engine module imports
-scikit-learn or one of skset's estimator modules, at module level or inside a function. The check
-parses the sources (nothing is imported), resolving relative imports.
+scikit-learn or one of skset's estimator modules, at module level or inside a function. Within
+the engine, the OT package ``skset/ot/`` is the bottom: it imports no other skset module (no
+``skset._config`` either: its callers pass the compiled-or-eager choice); the layers of
+``skset/nn/`` import neither numpy nor ``skset._config`` (they take arguments; the estimators read
+the settings). The check parses the sources (nothing is imported), resolving relative imports.
 """
 
 import ast
@@ -12,9 +15,11 @@ from pathlib import Path
 import pytest
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent / "skset"
-ENGINE_FILES = sorted([*(PACKAGE_DIR / "nn").glob("*.py"), PACKAGE_DIR / "ot.py",
+OT_FILES = sorted((PACKAGE_DIR / "ot").glob("*.py"))
+NN_FILES = sorted((PACKAGE_DIR / "nn").glob("*.py"))
+ENGINE_FILES = sorted([*NN_FILES, *OT_FILES,
                        PACKAGE_DIR / "_sets.py", PACKAGE_DIR / "_weighting.py", PACKAGE_DIR / "_stats.py",
-                       PACKAGE_DIR / "_serving.py", PACKAGE_DIR / "_compiled.py",
+                       PACKAGE_DIR / "_serving.py",
                        PACKAGE_DIR / "_config.py", PACKAGE_DIR / "_threads.py"])
 FORBIDDEN = (
     "sklearn",
@@ -66,7 +71,58 @@ def _is_forbidden(name: str) -> bool:
 
 def test_engine_files_found():
     names = {p.name for p in ENGINE_FILES}
-    assert {"__init__.py", "nystrom.py", "otk.py", "ot.py", "_sets.py"} <= names
+    assert {"__init__.py", "nystrom.py", "otk.py", "_sinkhorn.py", "_compiled.py", "_common.py",
+            "_sets.py"} <= names
+
+
+def _outside_ot(name: str) -> bool:
+    """An import that leaves the OT package: any skset module but ``skset.ot`` and its modules."""
+    return (name == "skset" or name.startswith("skset.")) and not (
+        name == "skset.ot" or name.startswith("skset.ot."))
+
+
+def _nn_forbidden(name: str) -> bool:
+    """What a layer of ``skset/nn/`` may not import: numpy and the process-wide settings."""
+    return any(name == f or name.startswith(f + ".") for f in ("numpy", "skset._config"))
+
+
+@pytest.mark.parametrize("path", OT_FILES, ids=lambda p: str(p.relative_to(PACKAGE_DIR)))
+def test_ot_package_imports_nothing_above_it(path):
+    bad = [f"line {line}: {name}" for line, name in _imported_modules(path) if _outside_ot(name)]
+    assert not bad, f"{path.relative_to(PACKAGE_DIR.parent)} imports from above skset.ot: {bad}"
+
+
+@pytest.mark.parametrize("path", NN_FILES, ids=lambda p: str(p.relative_to(PACKAGE_DIR)))
+def test_nn_imports_no_numpy_and_no_settings(path):
+    bad = [f"line {line}: {name}" for line, name in _imported_modules(path) if _nn_forbidden(name)]
+    assert not bad, f"{path.relative_to(PACKAGE_DIR.parent)} imports {bad}"
+
+
+def test_engine_rules_catch_violations(tmp_path):
+    """The two predicates above on sources that break (and keep) the rules."""
+    pkg = tmp_path / "skset"
+    (pkg / "ot").mkdir(parents=True)
+    (pkg / "nn").mkdir(parents=True)
+    cases = {
+        ("ot", "from ._common import _tracing"): False,
+        ("ot", "from . import _compiled"): False,
+        ("ot", "from .._config import _config"): True,
+        ("ot", "from .. import _config"): True,
+        ("ot", "def f():\n    from ..nn.otk import otk_pool"): True,
+        ("ot", "import skset.embedding"): True,
+        ("ot", "import torch"): False,
+        ("nn", "import numpy as np"): True,
+        ("nn", "from numpy.linalg import norm"): True,
+        ("nn", "from .._config import get_config"): True,
+        ("nn", "from ..ot import sinkhorn"): False,
+        ("nn", "import numbers"): False,
+    }
+    for i, ((folder, source), forbidden) in enumerate(cases.items()):
+        path = pkg / folder / f"m{i}.py"
+        path.write_text(source + "\n")
+        names = [name for _, name in _imported_modules(path, pkg)]
+        rule = _outside_ot if folder == "ot" else _nn_forbidden
+        assert any(map(rule, names)) == forbidden, (source, names)
 
 
 @pytest.mark.parametrize("path", ENGINE_FILES, ids=lambda p: str(p.relative_to(PACKAGE_DIR)))

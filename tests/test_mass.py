@@ -164,7 +164,7 @@ def test_tol_stops_each_set_by_the_documented_rule(rng, method, reg_m):
 
 
 def test_set_alone_equals_set_in_batch_with_weights(rng, monkeypatch):
-    import skset.ot as sot
+    import skset.ot._sinkhorn as sot
 
     sim, mask, w = _problem(rng)
     for reg_m in (None, 0.4):

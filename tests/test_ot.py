@@ -190,7 +190,7 @@ def test_tol_plan_does_not_depend_on_the_batch(rng, method):
 
 def test_tol_on_cpu_blocks(rng, monkeypatch):
     """Block-wise processing (one set per block here) gives the same plans."""
-    import skset.ot as sot
+    import skset.ot._sinkhorn as sot
 
     sim, mask = _mixed_problem(rng)
     P = sinkhorn(sim, mask, epsilon=0.2, n_iter=300, tol=1e-6)

@@ -100,10 +100,92 @@ def test_network_gradcheck_small_doubles():
     r0 = otk.references.detach().clone().requires_grad_()
 
     def f(a, r):
-        return torch.func.functional_call(net, {"nystrom.anchors": a, "otk.references": r},
+        return torch.func.functional_call(net, {"element_map.anchors": a, "otk.references": r},
                                           (X, M))
 
     assert torch.autograd.gradcheck(f, (a0, r0), fast_mode=True)
+
+
+class _ElementLinear(torch.nn.Module):
+    """An element map that is neither Nystrom nor k-mers: a linear map of each element."""
+
+    def __init__(self, d_in, d_out):
+        super().__init__()
+        self.linear = torch.nn.Linear(d_in, d_out, dtype=torch.float64)
+
+    def forward(self, x, mask):
+        return self.linear(x) * mask.unsqueeze(-1), mask
+
+
+def test_network_takes_any_element_map():
+    """_OTKNetwork runs any (x, mask) -> (x', mask') module: its embedding is OTKLayer's on the
+    mapped elements (a naive reference), gradients reach the map, a set's embedding does not
+    depend on its padding, and export holds a copy of the map (no for_export of its own)."""
+    from skset._serving import for_export
+
+    torch.manual_seed(0)
+    emap = _ElementLinear(2, 3)
+    otk = OTKLayer(3, 2, epsilon=0.5, sinkhorn_iter=5).double()
+    center = torch.randn(6, dtype=torch.float64)
+    net = _OTKNetwork(emap, otk, 1, center, True, 2)
+    X = torch.randn(2, 5, 2, dtype=torch.float64)
+    M = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
+    z = net.embed(X, M)
+    for b, n in enumerate((5, 3)):
+        raw = otk(emap.linear(X[b:b + 1, :n]), None).flatten(1) - center
+        ref = raw * (6 ** 0.5 / raw.norm())
+        torch.testing.assert_close(z[b:b + 1], ref, rtol=1e-12, atol=1e-12)
+    net(X, M).sum().backward()
+    assert emap.linear.weight.grad.abs().sum() > 0
+    assert net.nystrom is None
+    copy = for_export(emap)
+    assert copy is not emap and torch.equal(copy(X, M)[0], emap(X, M)[0])
+
+
+def test_nystrom_for_export_is_a_copy_with_a_fixed_normalization():
+    """NystromLayer.for_export builds a new layer (the original is untouched) computing the same
+    map, with kappa(w, w)^{-1/2} a buffer that no longer follows the anchors."""
+    torch.manual_seed(0)
+    layer = NystromLayer(2, 4, window=2, normalize=True).double()
+    layer.mean.fill_(0.3)
+    layer.scale.fill_(2.0)
+    X = torch.randn(3, 6, 2, dtype=torch.float64)
+    M = torch.arange(6) < torch.tensor([[6], [4], [2]])
+    frozen = layer.for_export()
+    assert type(layer) is NystromLayer and not hasattr(layer, "frozen_normalization")
+    assert isinstance(frozen, NystromLayer) and frozen is not layer
+    with torch.no_grad():  # the kernels' inference path in both
+        out, out_mask = frozen(X, M)
+        ref, ref_mask = layer(X, M)
+    assert torch.equal(out, ref) and torch.equal(out_mask, ref_mask)
+    with torch.no_grad():
+        frozen.anchors.add_(1.0)
+    torch.testing.assert_close(frozen.normalization(), layer.normalization())
+
+
+@pytest.mark.parametrize("n_components", [4, None])
+def test_network_saved_with_the_old_map_name_loads(n_components):
+    """Networks saved or pickled when the element map was the attribute `nystrom` (None without
+    Nystrom) load into the element map and give the same outputs."""
+    rng = np.random.default_rng(0)
+    X, y = _sets(rng, 30), np.arange(30) % 2
+    clf = OTKClassifier(n_components=n_components, n_supports=3, max_iter=1, random_state=0,
+                        device="cpu").fit(X, y)
+    net = clf.module_
+    state = {k.replace("element_map.", "nystrom."): v for k, v in net.state_dict().items()}
+    rebuilt = clf._untrained_module()
+    rebuilt.load_state_dict(state, strict=True)
+    Xp = torch.as_tensor(np.stack([s[:5] for s in X[:4]]), dtype=torch.float32)
+    Mp = torch.ones(4, 5, dtype=torch.bool)
+    with torch.no_grad():
+        torch.testing.assert_close(rebuilt(Xp, Mp), net(Xp, Mp), rtol=0, atol=0)
+    old = pickle.loads(pickle.dumps(net))  # the old layout: _modules["nystrom"]
+    emap = old._modules.pop("element_map")
+    old._modules["nystrom"] = emap if n_components else None
+    restored = pickle.loads(pickle.dumps(old))
+    assert "nystrom" not in restored._modules
+    with torch.no_grad():
+        torch.testing.assert_close(restored(Xp, Mp), net(Xp, Mp), rtol=0, atol=0)
 
 
 # -- sklearn contract --

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import math
 import warnings
 
 import numpy as np
@@ -12,13 +11,14 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .._base import SksetEstimator
+from .._config import get_config
 from .._sets import check_finite_output, check_sets, length_batches, pack, pack_weights
 from .._streaming import PARTIAL_FIT_WEIGHTS_DOC, weight_scale
 from .._threads import SCOPE_FRAMES
 from .._torch import map_on_threads, resolve_dtype, split_for_threads, to_numpy
 from .._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, check_sample_weight
 from .._weighting import count_distinct, drop_zero_weight, element_masses
-from ..nn.otk import POSITION_MODES, OTKLayer, _zeroed_embed, noise_floor, otk_plans
+from ..nn.otk import POSITION_MODES, OTKLayer, _zeroed_embed, embedding_output, otk_plans
 from ._references import fit_references, reference_counts, update_references
 
 __all__ = ["OTKEmbedding"]
@@ -308,13 +308,13 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         out = np.empty((len(sets), q * p * d), dtype=np.float64 if self._tdtype == torch.float64
                        else np.float32)
         blocks = out.reshape(len(sets), q, p, d)  # a view: each batch writes its own rows
+        compile = get_config()["compile"]  # the compiled kernels where skset.set_config says so
 
         def run(idx):
             with torch.no_grad():  # thread-local in torch
                 X, M, W = self._pack_batch(sets, masses, idx)
-                # skset.nn.otk_embed (compiled where skset.set_config(compile=True)) of the packed
-                # batch, whose padding is zero already
-                pooled = to_numpy(_zeroed_embed(X, M, references, weights=W,
+                # skset.nn.otk_embed of the packed batch, whose padding is zero already
+                pooled = to_numpy(_zeroed_embed(X, M, references, weights=W, compile=compile,
                                                 **self._otk_settings()))
                 if np.all(np.diff(idx) == 1):  # a run of rows: a plain block copy (3x the fancy)
                     blocks[idx[0]: idx[-1] + 1] = pooled
@@ -485,24 +485,17 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         sets = self._check_X(X)
         masses = self._check_masses(element_weight, sets)
         ref_t = torch.as_tensor(self.references_, device=self.device_)
-        emb = self._raw_embed(sets, ref_t, masses)  # a fresh array: centred, scaled in place
-        if self.normalize:
-            floor = self._noise_floor(emb)
-        if self.center:
-            emb -= self.mean_
-        if self.normalize:
-            norms = np.linalg.norm(emb, axis=1, keepdims=True)
-            # a row within the noise of 0 is 0 (the mean embedding), not noise scaled up to
-            # norm sqrt(D) (which a permutation of the set would point elsewhere)
-            emb *= np.where(norms > floor[:, None],
-                            math.sqrt(emb.shape[1]) / np.maximum(norms, 1e-12), 0.0)
+        emb = self._raw_embed(sets, ref_t, masses)
+        if self.center or self.normalize:
+            # the embedding's one output step (skset.nn.otk.embedding_output, also that of the
+            # serving module): a row within the noise of 0 is 0 (the mean embedding), not noise
+            # scaled up to norm sqrt(D) (which a permutation of the set would point elsewhere)
+            raw = torch.from_numpy(emb)
+            emb = embedding_output(raw, torch.as_tensor(self.mean_, dtype=raw.dtype),
+                                   self.references_.shape, normalize=self.normalize,
+                                   sinkhorn_tol=self.sinkhorn_tol).numpy()
         self._check_finite(emb)
         return emb
-
-    def _noise_floor(self, raw: np.ndarray) -> np.ndarray:
-        """``(n_sets,)``: the norm below which a centred embedding is noise of the computation
-        (see ``normalize``), from the raw embeddings ``raw (n_sets, q*p*d)``."""
-        return noise_floor(raw, self.mean_, self.references_.shape, self.sinkhorn_tol)
 
     def _check_finite(self, out):
         cause = None

@@ -18,13 +18,14 @@ import torch.nn.functional as F
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils.validation import check_is_fitted
 
+from .._config import get_config
 from .._sets import kmer_windows, pack_weights
 from .._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, Boolean, Integer
 from .._weighting import element_masses, kmer_weights
 from ..embedding import OTKEmbedding
 from ..kernel_approximation import NystromFeatures
 from ..nn.nystrom import DEFAULT_N_COMPONENTS, NystromLayer, kmer_unfold
-from ..nn.otk import POSITION_MODES, OTKLayer, normalize_rows
+from ..nn.otk import POSITION_MODES, OTKLayer, embedding_output
 from ._base import SetNetworkEstimator, TrainingSetup, compose_doc
 from ._callbacks import ReduceLROnPlateau
 from ._heads import (
@@ -80,35 +81,68 @@ def kmer_mass(weights: torch.Tensor, window: int) -> torch.Tensor:
     return weights.unfold(1, window, 1).mean(-1)
 
 
-class _OTKNetwork(torch.nn.Module):
-    """Nystrom (optional) -> OTK -> centring / normalisation -> linear head.
+class _KmerUnfold(torch.nn.Module):
+    """The element map without Nystrom: the k-mers of each sequence (:func:`kmer_unfold`; window
+    1: the elements as they are)."""
 
+    def __init__(self, window: int):
+        super().__init__()
+        self.window = int(window)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor):
+        return kmer_unfold(x, mask, self.window)
+
+
+class _OTKNetwork(torch.nn.Module):
+    """Element map -> OTK -> centring / normalisation -> linear head.
+
+    ``element_map``: any module ``(x (B, n, d), mask (B, n)) -> (x' (B, m, k), mask' (B, m))``
+    whose output rows are real where ``mask'`` is (a :class:`skset.nn.NystromLayer`, the k-mers
+    of :class:`_KmerUnfold`...); ``k`` is the OTK layer's ``in_features``. A map may define
+    ``for_export()``, the copy that :func:`skset.export.serving_module` puts in its place
+    (``NystromLayer.for_export``: the inverse square root as a fixed buffer).
     ``weights (B, n)``: optional element masses (see :class:`skset.nn.OTKLayer`); with k-mers
     (``window > 1``) a k-mer's mass is the mean of its elements' (:func:`kmer_mass`).
     """
 
-    def __init__(self, nystrom: NystromLayer | None, otk: OTKLayer, window: int,
+    def __init__(self, element_map: torch.nn.Module, otk: OTKLayer, window: int,
                  center: torch.Tensor, normalize: bool, n_outputs: int):
         super().__init__()
-        self.nystrom = nystrom
+        self.element_map = element_map
         self.otk = otk
         self.window = int(window)
         self.normalize = bool(normalize)
         self.register_buffer("center", center.clone())
         self.head = torch.nn.Linear(center.shape[0], n_outputs, dtype=center.dtype)
 
+    @property
+    def nystrom(self) -> NystromLayer | None:
+        """The element map when it is a Nystrom layer, else ``None`` (read-only; the name of the
+        map before it could be any module)."""
+        return self.element_map if isinstance(self.element_map, NystromLayer) else None
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        if "nystrom" in self._modules:  # pickled when the map was `nystrom` (None: k-mers)
+            nystrom = self._modules.pop("nystrom")
+            self._modules["element_map"] = _KmerUnfold(self.window) if nystrom is None else nystrom
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        old = prefix + "nystrom."  # models saved when the map was `nystrom`
+        for key in [k for k in state_dict if k.startswith(old)]:
+            state_dict[prefix + "element_map." + key[len(old):]] = state_dict.pop(key)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
     def embed(self, x: torch.Tensor, mask: torch.Tensor,
               weights: torch.Tensor | None = None) -> torch.Tensor:
-        if self.nystrom is not None:
-            x, mask = self.nystrom(x, mask)
-        else:
-            x, mask = kmer_unfold(x, mask, self.window)
+        x, mask = self.element_map(x, mask)
         if weights is not None:
             weights = kmer_mass(weights, self.window)
-        z = self.otk(x, mask, weights).flatten(1) - self.center
-        if self.normalize:
-            z = normalize_rows(z)
-        return z
+        # the estimators' network reads skset's compile setting (the layer takes it as an argument)
+        raw = self.otk(x, mask, weights, compile=get_config()["compile"]).flatten(1)
+        # OTKEmbedding's output step without its noise floor: training needs no such switch
+        return embedding_output(raw, self.center, tuple(self.otk.references.shape),
+                                normalize=self.normalize, floor=False)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor,
                 weights: torch.Tensor | None = None) -> torch.Tensor:
@@ -174,11 +208,9 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
             self.nystrom_._fit_with_incumbent(sets, y, sample_weight=sample_weight,
                                               element_weight=masses, incumbent=PAPER_MAP)
             feats = self.nystrom_.transform(sets)
-            nystrom = self.nystrom_.to_module()
         else:
             self.nystrom_ = None
             feats = kmer_windows(sets, self.window) if self.window > 1 else sets
-            nystrom = None
         self.embedding_ = OTKEmbedding(
             n_supports=self.n_supports, n_references=self.n_references, epsilon=self.epsilon,
             sinkhorn_iter=self.sinkhorn_iter, sinkhorn_tol=None, fit_method=self.fit_method,
@@ -190,7 +222,13 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
                             if masses is None else kmer_weights(masses, self.window))
         otk = self.embedding_.to_module()
         center = torch.as_tensor(self.embedding_.mean_, dtype=self.dtype_)
-        return _OTKNetwork(nystrom, otk, self.window, center, True, n_outputs)
+        return _OTKNetwork(self._element_map(), otk, self.window, center, True, n_outputs)
+
+    def _element_map(self) -> torch.nn.Module:
+        """The network's element map, from the fitted ``nystrom_`` (``None``: the k-mers)."""
+        if self.nystrom_ is None:
+            return _KmerUnfold(self.window)
+        return self.nystrom_.to_module()
 
     def _refit_head(self, module: _OTKNetwork, sets, targets: torch.Tensor,
                     weight: torch.Tensor | None = None, masses=None, first: bool = False) -> None:
@@ -256,17 +294,16 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
 
     def _untrained_module(self):
         n_out = self._n_outputs_fitted
-        nystrom = self.nystrom_.to_module() if self.nystrom_ is not None else None
         center = torch.as_tensor(self.embedding_.mean_)
-        return _OTKNetwork(nystrom, self.embedding_.to_module(), self.window, center, True, n_out)
+        return _OTKNetwork(self._element_map(), self.embedding_.to_module(), self.window, center,
+                           True, n_out)
 
     def _serving_module(self, *, sinkhorn_method="log", sinkhorn_iter=None):
-        from .._serving import freeze_nystrom, network_serving, set_sinkhorn
+        from .._serving import for_export, network_serving, set_sinkhorn
 
         check_is_fitted(self, "module_")
         net = copy.deepcopy(self.module_)
-        if net.nystrom is not None:
-            net.nystrom = freeze_nystrom(net.nystrom)
+        net.element_map = for_export(net.element_map)
         set_sinkhorn(net.otk, sinkhorn_method, sinkhorn_iter)
         return network_serving(self, net, net.head, None, None)
 

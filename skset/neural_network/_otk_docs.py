@@ -158,7 +158,8 @@ _DOC_ATTRS = """
     embedding_ : OTKEmbedding
         The unsupervised embedding the references were initialised from.
     module_ : torch.nn.Module
-        The trained network (``module_.nystrom``, ``module_.otk``, ``module_.head``).
+        The trained network (``module_.element_map``: the Nystrom layer, or the k-mers
+        without one; ``module_.otk``, ``module_.head``).
     loss_curve_ : list of float
         Mean training loss per epoch.
     validation_scores_ : list of float

@@ -257,6 +257,19 @@ class NystromLayer(nn.Module):
         w = _unit(self.anchors)[0] if self.normalize else self.anchors
         return inv_sqrt_psd(gaussian_kernel(w, w, self.bandwidth), self.eigenvalue_floor)
 
+    def for_export(self, normalization: torch.Tensor | None = None) -> NystromLayer:
+        """A copy of this layer whose ``kappa(w, w)^{-1/2}`` is a fixed buffer, for export (ONNX
+        has no eigendecomposition; for a fitted layer the matrix depends on the anchors alone).
+
+        ``normalization``: the matrix to hold (default: :meth:`normalization` of the current
+        anchors, without autograd). The copy computes the same map and is not meant for training
+        (its matrix no longer follows the anchors).
+        """
+        if normalization is None:
+            with torch.no_grad():
+                normalization = self.normalization()
+        return _FrozenNystromLayer(self, normalization)
+
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None):
         if mask is None:
             mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
@@ -273,3 +286,24 @@ class NystromLayer(nn.Module):
         psi = nystrom_map(x, w, self.normalization(), self.bandwidth,
                           normalize=self.normalize, keep_norm=self.keep_norm)
         return psi * mask.unsqueeze(-1).to(psi.dtype), mask
+
+
+class _FrozenNystromLayer(NystromLayer):
+    """:meth:`NystromLayer.for_export`: a copy of ``layer`` (its settings, anchors and
+    standardisation) whose ``kappa(w, w)^{-1/2}`` is the buffer ``frozen_normalization``."""
+
+    def __init__(self, layer: NystromLayer, normalization: torch.Tensor):
+        super().__init__(
+            layer.in_features, layer.n_components, bandwidth=layer.bandwidth,
+            window=layer.window, kmer_coding=getattr(layer, "kmer_coding", "plain"),
+            normalize=layer.normalize, keep_norm=layer.keep_norm,
+            eigenvalue_floor=layer.eigenvalue_floor, anchors=layer.anchors.detach())
+        self.anchors.requires_grad_(layer.anchors.requires_grad)
+        self.mean = layer.mean.detach().clone()
+        self.scale = layer.scale.detach().clone()
+        self.train(layer.training)
+        self.register_buffer("frozen_normalization",
+                             normalization.detach().to(layer.anchors.dtype).clone())
+
+    def normalization(self) -> torch.Tensor:
+        return self.frozen_normalization

@@ -40,20 +40,12 @@ from __future__ import annotations
 import math
 import numbers
 
-import numpy as np
 import torch
 from torch import nn
 
-from .. import _compiled
-from .._config import _config
-from ..ot import (
-    _check_nonempty,
-    _check_weights,
-    _tracing,
-    position_log_weights,
-    position_weights,
-    sinkhorn,
-)
+from ..ot import position_log_weights, position_weights, sinkhorn
+from ..ot._common import _check_nonempty, _check_weights
+from ..ot._compiled import try_embed
 from .attention import _zero_padding
 
 __all__ = ["OTKLayer", "otk_embed", "otk_plans", "otk_pool"]
@@ -140,36 +132,6 @@ def otk_pool(x: torch.Tensor, plans: torch.Tensor) -> torch.Tensor:
     return torch.einsum("bqnp,bnk->bqpk", plans, x) * math.sqrt(p / q)
 
 
-def _compiled_path(x, mask, references, weights, epsilon, sinkhorn_iter, method, sinkhorn_tol):
-    """Whether :func:`otk_embed` runs the compiled kernels: ``skset.set_config(compile=True)``, no
-    autograd, not inside an export or another compiler's trace, float32/float64 inputs of
-    consistent shapes and valid settings (anything else goes the eager way, which raises the
-    usual errors)."""
-    if not _config["compile"]:
-        return False
-    if _tracing() or torch.compiler.is_compiling():
-        return False
-    if torch.is_grad_enabled() and (x.requires_grad or references.requires_grad or (
-            isinstance(weights, torch.Tensor) and weights.requires_grad)):
-        return False
-    if not (isinstance(x, torch.Tensor) and isinstance(references, torch.Tensor)
-            and x.dtype in (torch.float32, torch.float64) and references.dtype == x.dtype
-            and x.dim() == 3 and references.dim() == 3 and references.shape[2] == x.shape[2]
-            and x.device == references.device and x.shape[0] > 0 and x.shape[1] > 0):
-        return False
-    if mask is not None and not (isinstance(mask, torch.Tensor) and mask.shape == x.shape[:2]
-                                 and mask.device == x.device):
-        return False
-    if method not in ("auto", "log", "exp") or not (
-            isinstance(epsilon, numbers.Real) and 0 < epsilon < math.inf):
-        return False
-    if not (isinstance(sinkhorn_iter, numbers.Integral) and not isinstance(sinkhorn_iter, bool)
-            and sinkhorn_iter >= 1):
-        return False
-    return sinkhorn_tol is None or (isinstance(sinkhorn_tol, numbers.Real) and not isinstance(
-        sinkhorn_tol, bool) and 0 <= sinkhorn_tol < math.inf)
-
-
 def otk_embed(
     x: torch.Tensor,
     mask: torch.Tensor | None,
@@ -183,14 +145,16 @@ def otk_embed(
     position_mode: str = "kernel",
     weights: torch.Tensor | None = None,
     reg_m: float | None = None,
+    compile: bool = False,
 ) -> torch.Tensor:
     """The OTK embeddings ``(B, q, p, k)``: :func:`otk_pool` of :func:`otk_plans` (same arguments),
     padded rows of ``x`` (``mask`` False) ignored whatever they hold.
 
-    With ``skset.set_config(compile=True)`` and no autograd (``torch.no_grad()``, or no input
-    requiring grad) the batch runs through compiled kernels (``torch.compile``: similarity, Gibbs
-    kernel, Sinkhorn iterations and pooling fused), with the same result to float rounding;
-    where compiling fails, a :class:`skset.CompileWarning` (once per process) and the eager code.
+    With ``compile=True`` and no autograd (``torch.no_grad()``, or no input requiring grad) the
+    batch runs through compiled kernels (``torch.compile``: similarity, Gibbs kernel, Sinkhorn
+    iterations and pooling fused), with the same result to float rounding; where compiling
+    fails, a :class:`skset.CompileWarning` (once per process) and the eager code. The estimators
+    pass ``skset.get_config()["compile"]`` here (``skset.set_config(compile=True)``).
     """
     check_position_mode(position_mode)
     if mask is None:
@@ -199,26 +163,20 @@ def otk_embed(
     return _zeroed_embed(_zero_padding(x, mask), mask, references, epsilon=epsilon,
                          sinkhorn_iter=sinkhorn_iter, position_sigma=position_sigma,
                          method=method, sinkhorn_tol=sinkhorn_tol, position_mode=position_mode,
-                         weights=weights, reg_m=reg_m)
+                         weights=weights, reg_m=reg_m, compile=compile)
 
 
 def _zeroed_embed(x, mask, references, *, epsilon, sinkhorn_iter=10, position_sigma=None,
                   method="auto", sinkhorn_tol=None, position_mode="kernel", weights=None,
-                  reg_m=None):
+                  reg_m=None, compile=False):
     """:func:`otk_embed` of ``x`` whose padded rows are already zero (:func:`skset._sets.pack`'s
     output), ``mask`` a tensor: no pass over ``x`` to zero them."""
-    if _compiled_path(x, mask, references, weights, epsilon, sinkhorn_iter, method, sinkhorn_tol):
-        mask = mask.to(torch.bool)
-        _check_nonempty(mask)
-        a = _check_weights(weights, mask, x)
-        if a is None:
-            a = mask.to(x.dtype) / mask.sum(1, keepdim=True).to(x.dtype)
-        out = _compiled.otk_embed(x, mask, references, a, epsilon=epsilon,
-                                  sinkhorn_iter=sinkhorn_iter, method=method,
-                                  sinkhorn_tol=sinkhorn_tol, position_sigma=position_sigma,
-                                  position_mode=position_mode, reg_m=reg_m)
-        if out is not None:
-            return out
+    # skset.ot._compiled.try_embed chooses: the compiled kernels, or None for the eager code
+    out = try_embed(x, mask, references, weights, compile=compile, epsilon=epsilon,
+                    sinkhorn_iter=sinkhorn_iter, method=method, sinkhorn_tol=sinkhorn_tol,
+                    position_sigma=position_sigma, position_mode=position_mode, reg_m=reg_m)
+    if out is not None:
+        return out
     return otk_pool(x, _zeroed_plans(x, mask, references, epsilon=epsilon,
                                      sinkhorn_iter=sinkhorn_iter, position_sigma=position_sigma,
                                      method=method, sinkhorn_tol=sinkhorn_tol,
@@ -264,6 +222,8 @@ class OTKLayer(nn.Module):
     for a linear head. ``weights`` are optional element masses (non-negative, normalised per set;
     ``None``: uniform). Padded entries of ``x`` and ``weights`` (``mask`` False) may hold anything,
     NaN and infinity included: they change neither the outputs nor the gradients.
+    ``forward(..., compile=True)`` runs the compiled kernels where there is no autograd (see
+    :func:`otk_embed`); the layer itself reads no global setting.
 
     Examples
     --------
@@ -326,14 +286,15 @@ class OTKLayer(nn.Module):
                          reg_m=getattr(self, "reg_m", None))  # layers pickled before reg_m
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None,
-                weights: torch.Tensor | None = None) -> torch.Tensor:
-        # padding may hold anything (zeroed before P^T x); compiled without autograd where
-        # skset.set_config(compile=True), see otk_embed
+                weights: torch.Tensor | None = None, *, compile: bool = False) -> torch.Tensor:
+        # padding may hold anything (zeroed before P^T x); compiled without autograd with
+        # compile=True, see otk_embed
         out = otk_embed(x, mask, self.references, epsilon=self.epsilon,
                         sinkhorn_iter=self.sinkhorn_iter, position_sigma=self.position_sigma,
                         method=self.method, sinkhorn_tol=self.sinkhorn_tol,
                         position_mode=self.position_mode, weights=weights,
-                        reg_m=getattr(self, "reg_m", None))  # layers pickled before reg_m
+                        reg_m=getattr(self, "reg_m", None),  # layers pickled before reg_m
+                        compile=compile)
         return out.reshape(x.shape[0], -1, x.shape[-1])
 
 
@@ -346,31 +307,42 @@ _ROUNDING_EPS = 1000.0
 _TOL_FACTOR = 10.0
 
 
-def noise_floor(raw, mean, shape, sinkhorn_tol):
-    """Per row of the raw OTK embeddings ``raw (B, q*p*d)`` (numpy or torch), the norm below which
-    the row minus ``mean`` is indistinguishable from 0: ``1000 eps (||raw|| + ||mean||)`` plus
+def noise_floor(raw: torch.Tensor, mean: torch.Tensor, shape, sinkhorn_tol) -> torch.Tensor:
+    """Per row of the raw OTK embeddings ``raw (B, q*p*d)``, the norm below which the row minus
+    ``mean`` is indistinguishable from 0: ``1000 eps (||raw|| + ||mean||)`` plus
     ``10 sinkhorn_tol`` times the spread of the row over the supports (``shape = (q, p, d)``)."""
     q, p, d = shape
-    if isinstance(raw, torch.Tensor):
-        eps, blocks = torch.finfo(raw.dtype).eps, raw.reshape(-1, q, p, d)
-        spread = torch.linalg.vector_norm((blocks - blocks.mean(2, keepdim=True)).flatten(1),
-                                          dim=1)
-        size = torch.linalg.vector_norm(raw, dim=1) + torch.linalg.vector_norm(mean)
-    else:
-        eps, blocks = np.finfo(raw.dtype).eps, raw.reshape(-1, q, p, d).astype(np.float64)
-        spread = np.linalg.norm((blocks - blocks.mean(2, keepdims=True)).reshape(len(raw), -1),
-                                axis=1)
-        size = np.linalg.norm(raw.astype(np.float64), axis=1) + np.linalg.norm(mean)
+    eps, blocks = torch.finfo(raw.dtype).eps, raw.reshape(-1, q, p, d)
+    spread = torch.linalg.vector_norm((blocks - blocks.mean(2, keepdim=True)).flatten(1), dim=1)
+    size = torch.linalg.vector_norm(raw, dim=1) + torch.linalg.vector_norm(mean)
     return _ROUNDING_EPS * eps * size + _TOL_FACTOR * float(sinkhorn_tol or 0.0) * spread
 
 
 def normalize_rows(z: torch.Tensor, floor: torch.Tensor | None = None) -> torch.Tensor:
     """Rows of ``z (B, D)`` rescaled to norm ``sqrt(D)`` (the unit-variance scale of OTK's
     centred embeddings); with ``floor (B,)``, a row whose norm is not above its floor (noise of
-    the computation, :func:`noise_floor`) becomes 0 instead of noise scaled up. The numpy twin,
-    in place on a transform's output, is in ``OTKEmbedding.transform``."""
+    the computation, :func:`noise_floor`) becomes 0 instead of noise scaled up."""
     norm = torch.linalg.vector_norm(z, dim=1, keepdim=True)
     if floor is None:
         return z * (math.sqrt(z.shape[1]) / norm.clamp_min(1e-12))
     return z * torch.where(norm > floor.unsqueeze(1),
                            math.sqrt(z.shape[1]) / norm.clamp_min(1e-12), 0.0)
+
+
+def embedding_output(raw: torch.Tensor, center: torch.Tensor, shape, *, normalize: bool = True,
+                     floor: bool = True, sinkhorn_tol: float | None = None) -> torch.Tensor:
+    """The output step of an OTK embedding: centre, noise floor, normalise.
+
+    ``raw (B, q*p*d)`` are the flattened raw embeddings (:func:`otk_embed`), ``center (q*p*d,)``
+    the mean embedding subtracted from each row (zeros: no centring), ``shape = (q, p, d)``.
+    With ``normalize`` the centred rows are rescaled to norm ``sqrt(q*p*d)``
+    (:func:`normalize_rows`); with ``floor`` too, a row whose norm is within the noise of the
+    computation (:func:`noise_floor`, from ``raw``, ``center`` and ``sinkhorn_tol``) becomes 0
+    rather than noise scaled up. :meth:`skset.OTKEmbedding.transform` and its serving module
+    use the floor; the supervised OTK network trains without one (``floor=False``: no
+    data-dependent switch in its gradient). Differentiable; the one copy of this step.
+    """
+    z = raw - center
+    if not normalize:
+        return z
+    return normalize_rows(z, noise_floor(raw, center, shape, sinkhorn_tol) if floor else None)

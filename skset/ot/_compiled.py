@@ -1,6 +1,9 @@
 """The compiled OTK embedding: ``torch.compile`` kernels for one batch of :func:`skset.nn.otk_embed`.
 
-Opt-in with ``skset.set_config(compile=True)`` (:mod:`skset._config`). The eager engine
+Opt-in: the caller passes ``compile=True`` (:func:`skset.nn.otk_embed`, :class:`skset.nn.OTKLayer`);
+the estimators pass ``skset.get_config()["compile"]`` (``skset.set_config(compile=True)``). The
+choice between these kernels and the eager code is made in one place, :func:`try_embed`. The eager
+engine
 (:func:`skset.nn.otk_plans` then :func:`skset.nn.otk_pool`) runs each element-wise step of the
 Gibbs kernel and of every Sinkhorn iteration as its own pass over the ``(B, n, p)`` block; here
 they are fused into the reductions by inductor, and the plan is formed inside the pooling's
@@ -20,21 +23,24 @@ When compiling fails (no C++ compiler, an unsupported platform or torch), one
 from __future__ import annotations
 
 import math
+import numbers
 import threading
 import time
 import warnings
 
 import torch
 
-from .ot import _CHECK_EVERY, _relaxation, position_log_weights, position_weights
+from ._common import _CHECK_EVERY, _METHODS, _check_nonempty, _check_weights, _relaxation, _tracing
+from ._positions import position_log_weights, position_weights
 
-__all__ = ["CompileWarning", "otk_embed", "compile_seconds"]
+__all__ = ["CompileWarning", "try_embed", "otk_embed", "compile_seconds"]
 
 
 class CompileWarning(UserWarning):
     """``torch.compile`` failed: skset runs its eager code instead (same results, slower).
 
-    Issued once per process by the compiled paths of ``skset.set_config(compile=True)``.
+    Issued once per process by the compiled paths (``skset.set_config(compile=True)`` for the
+    estimators, ``compile=True`` for :func:`skset.nn.otk_embed` and :class:`skset.nn.OTKLayer`).
     """
 
 
@@ -55,7 +61,7 @@ def _pairs(sim, q: int):
 
 def _k_setup_exp(sim, mask, a, epsilon, lam, *, q: int, unbalanced: bool):
     """Row-shifted Gibbs kernel ``E``, (tilted) marginal ``a``, ``pad_one`` and ``E 1`` (the row
-    products of the first iteration, ``v = 1``): ``skset.ot._exp_setup``."""
+    products of the first iteration, ``v = 1``): ``skset.ot._sinkhorn._exp_setup``."""
     s = _pairs(sim, q)
     pad = ~mask.unsqueeze(-1)
     raw_max = s.amax(2, keepdim=True).masked_fill(pad, 0.0)
@@ -71,7 +77,7 @@ def _k_setup_exp(sim, mask, a, epsilon, lam, *, q: int, unbalanced: bool):
 def _k_chunk_exp(E, a, pad_one, Ev, b, lam, *, k: int, unbalanced: bool):
     """``k`` exp-domain iterations from the row products ``Ev = E v``; returns ``u``, ``v``, the
     next row products, each set's row-marginal error and whether its scalings are in range
-    (``skset.ot._exp_block_tol`` and ``skset.ot._safe``)."""
+    (``skset.ot._sinkhorn._exp_block_tol`` and ``_safe``)."""
     for _ in range(k):
         d = Ev + pad_one
         # unbalanced: a / d^lam as exp(-lam log d), vectorised in the dtype (pow with the float64
@@ -91,7 +97,7 @@ def _k_chunk_exp(E, a, pad_one, Ev, b, lam, *, k: int, unbalanced: bool):
 
 def _k_setup_log(sim, mask, a, epsilon, *, q: int):
     """``K / epsilon`` (0 on pads), ``log a`` (``-inf`` on pads and elements of mass 0) and the row
-    log-sum-exp of the first iteration (``g = 0``): ``skset.ot._log_block_tol``."""
+    log-sum-exp of the first iteration (``g = 0``): ``skset.ot._sinkhorn._log_block_tol``."""
     logK = (_pairs(sim, q) / epsilon).masked_fill(~mask.unsqueeze(-1), 0.0)
     pos = a > 0
     log_a = torch.where(pos, torch.log(torch.where(pos, a, 1.0)), -math.inf).unsqueeze(-1)
@@ -184,7 +190,7 @@ def _failed(exc: BaseException) -> None:
         "skset.set_config(compile=True): torch.compile failed, so skset runs its eager code "
         f"(same results, slower) for the rest of this process. Cause: {reason[:500]}. A C++ "
         "compiler (g++, or $CXX) is needed on a CPU, triton on a GPU; "
-        "skset.set_config(compile=False) silences this.", CompileWarning, stacklevel=4)
+        "skset.set_config(compile=False) silences this.", CompileWarning, stacklevel=5)
 
 
 def compile_failed() -> str | None:
@@ -199,6 +205,57 @@ def _reset() -> None:
         _compiled.clear()
         _warm.clear()
         compile_seconds.clear()
+
+
+# -- the choice: compiled or eager -------------------------------------------------------------
+def applies(x, mask, references, weights, epsilon, sinkhorn_iter, method, sinkhorn_tol) -> bool:
+    """Whether the compiled kernels can take this batch: no autograd, not inside an export or
+    another compiler's trace, float32/float64 inputs of consistent shapes and valid settings
+    (anything else goes the eager way, which raises the usual errors)."""
+    if _tracing() or torch.compiler.is_compiling():
+        return False
+    if torch.is_grad_enabled() and (x.requires_grad or references.requires_grad or (
+            isinstance(weights, torch.Tensor) and weights.requires_grad)):
+        return False
+    if not (isinstance(x, torch.Tensor) and isinstance(references, torch.Tensor)
+            and x.dtype in (torch.float32, torch.float64) and references.dtype == x.dtype
+            and x.dim() == 3 and references.dim() == 3 and references.shape[2] == x.shape[2]
+            and x.device == references.device and x.shape[0] > 0 and x.shape[1] > 0):
+        return False
+    if mask is not None and not (isinstance(mask, torch.Tensor) and mask.shape == x.shape[:2]
+                                 and mask.device == x.device):
+        return False
+    if method not in _METHODS or not (
+            isinstance(epsilon, numbers.Real) and 0 < epsilon < math.inf):
+        return False
+    if not (isinstance(sinkhorn_iter, numbers.Integral) and not isinstance(sinkhorn_iter, bool)
+            and sinkhorn_iter >= 1):
+        return False
+    return sinkhorn_tol is None or (isinstance(sinkhorn_tol, numbers.Real) and not isinstance(
+        sinkhorn_tol, bool) and 0 <= sinkhorn_tol < math.inf)
+
+
+def try_embed(x, mask, references, weights, *, compile: bool, epsilon, sinkhorn_iter, method,
+              sinkhorn_tol, position_sigma, position_mode, reg_m):
+    """The raw OTK embeddings ``(B, q, p, k)`` by the compiled kernels, or ``None``: the caller
+    (:func:`skset.nn.otk_embed`) then runs the eager code.
+
+    The one place where compiled or eager is chosen: ``None`` unless ``compile`` is true, the
+    batch :func:`applies` and compiling works in this process. ``x (B, n, k)`` has zero padded
+    rows, ``mask (B, n)`` is a tensor; ``weights (B, n)`` are the element masses (``None``:
+    uniform), checked here as the eager code checks them, so that errors name the same set.
+    """
+    if not compile or _state["failed"] is not None or not applies(
+            x, mask, references, weights, epsilon, sinkhorn_iter, method, sinkhorn_tol):
+        return None
+    mask = mask.to(torch.bool)
+    _check_nonempty(mask)
+    a = _check_weights(weights, mask, x)
+    if a is None:
+        a = mask.to(x.dtype) / mask.sum(1, keepdim=True).to(x.dtype)
+    return otk_embed(x, mask, references, a, epsilon=epsilon, sinkhorn_iter=sinkhorn_iter,
+                     method=method, sinkhorn_tol=sinkhorn_tol, position_sigma=position_sigma,
+                     position_mode=position_mode, reg_m=reg_m)
 
 
 # -- the driver ---------------------------------------------------------------------------------
@@ -269,7 +326,7 @@ def _solve_exp(sim, mask, a, epsilon, n_iter, tol, check_every, lam, q, stop_uns
     p = E.shape[2]
     u, v, ok = _iterate("chunk_exp", [E, a, pad_one], Ev, (1.0 / p, lam), n_iter, tol,
                         check_every, stop_unsafe, unbalanced=unbalanced)
-    if ok is None:  # the saved states: the range test of skset.ot._safe
+    if ok is None:  # the saved states: the range test of skset.ot._sinkhorn._safe
         thr = torch.finfo(u.dtype).tiny ** 0.25
         ok = ((v > thr) & (v < 1 / thr)).all(1) & (u < 1 / thr).all(1)
     return E, u, v, ok

@@ -1,79 +1,6 @@
-r"""Batched, masked entropic optimal transport between sets and references.
-
-For a set :math:`\mathbf{x} = (x_1, \dots, x_n)` and a reference
-:math:`\mathbf{z} = (z_1, \dots, z_p)` with similarity :math:`K_{ij} = \langle x_i, z_j \rangle` (the
-cost is :math:`C = -K`), the entropic plan of Mialon et al. (2021, eq. 1) is
-
-.. math::
-
-    \mathbf{P}(\mathbf{x}, \mathbf{z}) = \arg\max_{P \in U(a, b)} \langle P, K \rangle
-    + \varepsilon H(P), \qquad a = \tfrac{1}{n}\mathbf{1}_n, \quad b = \tfrac{1}{p}\mathbf{1}_p,
-
-computed by Sinkhorn's fixed-point iterations. Every function here takes a batch ``(B, n_max, p)`` of
-similarities and a boolean mask ``(B, n_max)`` (``True`` on real elements): padded rows get zero
-mass, and ``n`` in ``a`` is each set's real size, so a set's plan never depends on the rest of its
-batch.
-
-**Element mass.** With ``weights`` (``(B, n_max)``, non-negative, not all zero on a set's real
-elements; padded entries are ignored) the set's measure is :math:`a_i = w_i / \sum_{i'} w_{i'}`
-instead of :math:`1/n` (cell counts, quality scores...). An element of mass 0 gets an empty row,
-exactly as if it were removed.
-
-**Unbalanced transport.** With ``reg_m`` (:math:`\rho`) the row (set) marginal is relaxed by a KL
-penalty while the column (reference) marginal stays exact, so that the plan still sends mass
-:math:`1/p` to every support and the OTK pooling keeps its meaning:
-
-.. math::
-
-    \mathbf{P} = \arg\max_{P \ge 0,\ P^\top \mathbf{1}_n = b} \langle P, K \rangle
-    - \varepsilon\, \mathrm{KL}(P \,|\, a b^\top) - \rho\, \mathrm{KL}(P \mathbf{1}_p \,|\, a),
-
-POT's ``ot.unbalanced.sinkhorn_unbalanced(a, b, -K, reg=epsilon, reg_m=(rho, inf))`` (its
-default ``reg_type="kl"``). Elements of low similarity to every support then receive less
-mass than :math:`a_i` (outliers are down-weighted) and the others more; ``reg_m=None`` (or
-infinity) is the balanced plan above.
-The row update becomes :math:`f = \log a - \lambda\, \mathrm{LSE}_j(K_{ij}/\varepsilon + g_j)`
-with :math:`\lambda = \rho / (\rho + \varepsilon)` (Chizat et al. 2018), the column update is
-unchanged.
-
-Two solvers share one iteration schedule (start from :math:`g = 0`, update the row potential then
-the column potential, ``n_iter`` times, so the column marginals hold exactly):
-
-* ``method="log"``: log-domain updates with ``logsumexp`` (Peyre & Cuturi 2019, Remark 4.23); never
-  overflows, two exponentials of the whole ``(B, n, p)`` block per iteration.
-* ``method="exp"``: the scaling form :math:`u = a / (E v)`, :math:`v = b / (E^\top u)` on
-  :math:`E = \exp((K - \max_j K_{ij}) / \varepsilon)`: one exponential in all, then matrix-vector
-  products. The row shift keeps every row's largest entry at 1, so :math:`E v` never vanishes, but a
-  column far from every element can still underflow for small epsilon. Unbalanced:
-  :math:`u = \tilde a / (E v)^\lambda`, where the row shift no longer cancels and moves into
-  :math:`\tilde a_i = a_i e^{(1 - \lambda)(m_i - \max_{i'} m_{i'})}` (:math:`m_i` the row's shift;
-  the per-set constant cancels in the column update).
-* ``method="auto"`` (default): ``"exp"``, then ``"log"`` again for just the sets whose scalings are
-  not finite and positive. Same iterates, so the same plan up to rounding, at the exp-domain speed
-  where it is safe and the log-domain stability where it is not.
-
-Stopping rule: with ``tol=None`` (or 0) every set gets exactly ``n_iter`` iterations. With a ``tol``,
-``n_iter`` is a cap: every ``check_every`` iterations (5 by default) each set's row-marginal error
-:math:`\|P\mathbf{1}_p - a\|_1` (the column marginals hold exactly) is read off the row sums that
-the next row update computes anyway (:math:`u \odot Ev` in the exp domain, the row ``logsumexp``
-in the log domain: no extra pass over the block), and a set whose error is at most ``tol`` keeps
-that plan. Unbalanced, the target is not :math:`a` but the row sums :math:`t` the next row update
-would give, scaled to total mass 1: :math:`\|P\mathbf{1}_p - t / \sum t\|_1`, which is 0 exactly at
-a fixed point of the iterations (and is the balanced error when :math:`\rho` is infinite).
-A block stops once all its sets have, and sets that stopped are dropped from the
-iterations when they are half of the block. Each set stops on its own error, so its plan still does
-not depend on its batch. Under autograd (grad enabled and ``similarity`` or ``weights`` requiring
-grad) ``tol`` is ignored and ``n_iter`` iterations run, so that the backward pass differentiates a fixed,
-deterministic computation.
-
-References
-----------
-.. [1] G. Mialon, D. Chen, A. d'Aspremont, J. Mairal. A Trainable Optimal Transport Embedding for
-   Feature Aggregation and its Relationship to Attention. ICLR 2021.
-.. [2] M. Cuturi. Sinkhorn Distances: Lightspeed Computation of Optimal Transport. NeurIPS 2013.
-.. [3] G. Peyre, M. Cuturi. Computational Optimal Transport. Foundations and Trends in ML, 2019.
-.. [4] L. Chizat, G. Peyre, B. Schmitzer, F.-X. Vialard. Scaling algorithms for unbalanced optimal
-   transport problems. Mathematics of Computation, 2018.
+"""The eager Sinkhorn solvers of :mod:`skset.ot` (the method, the stopping rule and the
+references are in the package docstring): log and exp domains, blocks of sets that fit in a CPU
+cache, the tolerance checks and the exp-domain fallback to the log domain of ``method="auto"``.
 """
 
 from __future__ import annotations
@@ -83,10 +10,16 @@ import numbers
 
 import torch
 
-__all__ = ["sinkhorn", "sinkhorn_log", "sinkhorn_exp", "transport_similarity", "position_weights",
-           "position_log_weights"]
+from ._common import (
+    _CHECK_EVERY,
+    _METHODS,
+    _check_nonempty,
+    _check_weights,
+    _relaxation,
+    _tracing,
+)
 
-_METHODS = ("auto", "log", "exp")
+__all__ = ["sinkhorn", "sinkhorn_log", "sinkhorn_exp", "transport_similarity"]
 
 
 def _log_marginal(mask: torch.Tensor, dtype, a: torch.Tensor | None = None) -> torch.Tensor:
@@ -98,55 +31,6 @@ def _log_marginal(mask: torch.Tensor, dtype, a: torch.Tensor | None = None) -> t
     n_real = mask.sum(1, keepdim=True).to(dtype)
     log_a = -torch.log(n_real).expand(mask.shape)
     return torch.where(mask, log_a, torch.full_like(log_a, -math.inf))
-
-
-def _check_weights(weights, mask: torch.Tensor, similarity: torch.Tensor):
-    """The normalised masses ``a (B, n)`` (0 on pads) of ``weights``, or ``None`` for uniform.
-
-    Raises ``ValueError`` naming the set (its index in the batch) for a negative, NaN or infinite
-    weight on a real element, or a set whose weights are all zero. Padded entries are ignored.
-    Differentiable with respect to ``weights``.
-    """
-    if weights is None:
-        return None
-    w = torch.as_tensor(weights, device=similarity.device)
-    if w.shape != mask.shape:
-        raise ValueError(f"weights shape {tuple(w.shape)} does not match the sets "
-                         f"{tuple(mask.shape)} (B, n_max)")
-    if w.is_complex():
-        raise ValueError(f"weights must be real numbers, got dtype {w.dtype}")
-    # normalised in the wider of the two dtypes, each set by its largest weight first, then cast:
-    # only relative weights matter, and float64 weights of 1e-12 or 1e39 (or float32 ones beside
-    # a float16 similarity) must not underflow to 0 or overflow to inf in the cast
-    wide = torch.promote_types(w.dtype, similarity.dtype) if w.is_floating_point() else \
-        similarity.dtype
-    w = torch.where(mask, w.to(wide), 0.0)  # pads: ignored, whatever they hold
-    wd = w.detach()
-    bad = (~torch.isfinite(wd) | (wd < 0)).any(1)
-    if bool(bad.any()):
-        b = int(bad.nonzero()[0, 0])
-        raise ValueError(f"weights of set {b} hold a negative, NaN or infinite value; element "
-                         "masses must be finite and non-negative")
-    top = wd.amax(1, keepdim=True)
-    bad = ~(top[:, 0] > 0)
-    if bool(bad.any()):
-        b = int(bad.nonzero()[0, 0])
-        raise ValueError(f"weights of set {b} are all zero; a set needs a positive, finite total "
-                         "mass")
-    w = w / top  # in (0, 1]: the sum below cannot overflow
-    return (w / w.sum(1, keepdim=True)).to(similarity.dtype)
-
-
-def _relaxation(reg_m, epsilon: float) -> float:
-    """``lambda = reg_m / (reg_m + epsilon)`` of the unbalanced row update; 1.0 when balanced
-    (``reg_m`` None or infinite)."""
-    if reg_m is None:
-        return 1.0
-    if not (isinstance(reg_m, numbers.Real) and not isinstance(reg_m, bool) and reg_m > 0):
-        raise ValueError(f"reg_m must be None or a positive number, got {reg_m!r}")
-    if math.isinf(reg_m):
-        return 1.0
-    return float(reg_m) / (float(reg_m) + epsilon)
 
 
 def _as_similarity(similarity) -> torch.Tensor:
@@ -182,21 +66,6 @@ def _check(similarity: torch.Tensor, mask, epsilon: float, n_iter):
     mask = mask.to(torch.bool)
     _check_nonempty(mask)
     return mask
-
-
-def _check_nonempty(mask: torch.Tensor) -> None:
-    """Raise a ``ValueError`` naming the first set (row of ``mask``) without a real element.
-
-    Such a set has no measure (``a = 1/0``): its plan would be NaN. Not checked while tracing for
-    export (a data-dependent branch): the exported graph documents the requirement instead.
-    """
-    if _tracing():
-        return
-    empty = ~mask.any(1)
-    if bool(empty.any()):
-        b = int(empty.nonzero()[0, 0])
-        raise ValueError(f"mask row {b} is all False: set {b} of the batch has no real element; "
-                         "every set needs at least one (leave empty sets out of the batch)")
 
 
 def _stopping(similarity: torch.Tensor, tol, check_every, weights=None) -> float | None:
@@ -258,21 +127,12 @@ class _Snapshots:
             dst[idx] = src[rest]
 
 
-_CHECK_EVERY = 5
-
-
 # On CPU the Sinkhorn iterations are bound by memory traffic (two passes over the (B, n, p) block
 # per iteration, a few flops per element): running all iterations on blocks of sets that fit in
 # cache beats sweeping the whole batch each time (measured 1.3-1.7x on a 2-core EPYC, 2 MiB L2 /
 # 32 MiB L3; with bmm matvecs 16 MiB blocks beat 4 MiB ones, 0.69 vs 0.82 s on 1024 x 500 x 64;
 # benchmarks/bench_otk_transform.py). GPUs get the whole batch in one go.
 _CPU_BLOCK_BYTES = 16 << 20
-
-
-def _tracing() -> bool:
-    """Whether the code is being traced for export (``torch.export``, ONNX, TorchScript)."""
-    return (torch.compiler.is_exporting() or torch.jit.is_tracing()
-            or torch.onnx.is_in_onnx_export())
 
 
 def _block_sets(similarity: torch.Tensor) -> int:
@@ -626,56 +486,6 @@ def sinkhorn(
             (good,), sinkhorn_exp(similarity[good], mask[good],
                                   weights=None if weights is None else weights[good], **kw))
     return P.index_put((bad,), P_bad)
-
-
-def position_weights(
-    mask: torch.Tensor, n_supports: int, sigma: float, dtype: torch.dtype = torch.float32
-) -> torch.Tensor:
-    r"""Positional weights :math:`S_{ij} = \exp(-(i/n - j/p)^2 / \sigma^2)`, ``(B, n_max, p)``.
-
-    ``n`` is each set's real length (not the padded one), so a set's weights never depend on its
-    batch; padded rows are 0. Any ``sigma > 0`` is safe, in float32 too: a huge one (up to
-    ``inf``) gives weights 1 (no positional weighting), a tiny one (down to the smallest float64)
-    weights 1 where ``i/n == j/p`` and 0 elsewhere, the limit of a vanishing bandwidth.
-    """
-    d = _position_offsets(mask, n_supports, dtype)
-    # (d / sigma)^2, not d^2 / sigma^2: sigma^2 overflows for 1e300 (a Python OverflowError) and
-    # underflows for 1e-300; a sigma below the dtype's range is 0 there, and 0 / 0 is NaN: where
-    S = torch.where(d == 0, 1.0, torch.exp(-((d / sigma) ** 2)))
-    return S * mask.unsqueeze(-1).to(S.dtype)
-
-
-def _position_offsets(mask, n_supports, dtype):
-    """``i/n - j/p`` with ``n`` each set's real length, ``(B, n_max, p)``."""
-    n_real = mask.sum(1, keepdim=True).to(dtype)  # (B, 1)
-    i = torch.arange(mask.shape[1], device=mask.device, dtype=n_real.dtype)
-    j = torch.arange(n_supports, device=mask.device, dtype=n_real.dtype) / n_supports
-    return (i.unsqueeze(0) / n_real).unsqueeze(-1) - j.view(1, 1, -1)
-
-
-# floor of the row-shifted log weights: exp(-1e4) is 0 in any float, and a finite floor keeps the
-# log-domain iterations free of inf - inf
-_LOG_WEIGHT_FLOOR = -1e4
-
-
-def position_log_weights(
-    mask: torch.Tensor, n_supports: int, sigma: float, dtype: torch.dtype = torch.float32
-) -> torch.Tensor:
-    r"""Row-normalised log positional weights, ``(B, n_max, p)``, for the Gibbs kernel.
-
-    :math:`\log S_{ij} - \max_{j'} \log S_{ij'}` with
-    :math:`\log S_{ij} = -(i/n - j/p)^2 / \sigma^2`, floored at ``-1e4`` so that it stays finite
-    for any ``sigma``; 0 on padded rows. The row shift multiplies each row of
-    :math:`\exp(K/\varepsilon) \odot S` by a constant, which changes the Sinkhorn scaling ``u``
-    but not the plan, and it keeps each row's best-placed support at 0 so that the floor only
-    touches weights below :math:`e^{-10^4}` of the row's largest.
-    """
-    d2 = _position_offsets(mask, n_supports, dtype) ** 2
-    d2 = d2 - d2.amin(dim=2, keepdim=True)  # >= 0, exactly 0 at each row's best support
-    # divided by sigma twice: sigma**2 overflows (1e300: a Python OverflowError) or underflows;
-    # where: 0 / 0 when sigma is 0 in the dtype; inf / inf cannot happen (d2 <= 1)
-    logS = torch.where(d2 > 0, -(d2 / sigma) / sigma, 0.0).clamp_min_(_LOG_WEIGHT_FLOOR)
-    return logS.masked_fill_(~mask.unsqueeze(-1), 0.0)
 
 
 def transport_similarity(plan: torch.Tensor, similarity: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,87 @@
+"""What the eager and the compiled solvers of :mod:`skset.ot` share: the solver names, the
+checks of masks and element masses, the unbalanced relaxation, the export test and the default
+interval of the stopping checks. Package-internal (:mod:`skset.nn.otk` checks its batches with
+the same functions before it calls either solver).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+
+_METHODS = ("auto", "log", "exp")
+
+# iterations between two checks of a stopping tolerance
+_CHECK_EVERY = 5
+
+
+def _tracing() -> bool:
+    """Whether the code is being traced for export (``torch.export``, ONNX, TorchScript)."""
+    return (torch.compiler.is_exporting() or torch.jit.is_tracing()
+            or torch.onnx.is_in_onnx_export())
+
+
+def _check_nonempty(mask: torch.Tensor) -> None:
+    """Raise a ``ValueError`` naming the first set (row of ``mask``) without a real element.
+
+    Such a set has no measure (``a = 1/0``): its plan would be NaN. Not checked while tracing for
+    export (a data-dependent branch): the exported graph documents the requirement instead.
+    """
+    if _tracing():
+        return
+    empty = ~mask.any(1)
+    if bool(empty.any()):
+        b = int(empty.nonzero()[0, 0])
+        raise ValueError(f"mask row {b} is all False: set {b} of the batch has no real element; "
+                         "every set needs at least one (leave empty sets out of the batch)")
+
+
+def _check_weights(weights, mask: torch.Tensor, similarity: torch.Tensor):
+    """The normalised masses ``a (B, n)`` (0 on pads) of ``weights``, or ``None`` for uniform.
+
+    Raises ``ValueError`` naming the set (its index in the batch) for a negative, NaN or infinite
+    weight on a real element, or a set whose weights are all zero. Padded entries are ignored.
+    Differentiable with respect to ``weights``.
+    """
+    if weights is None:
+        return None
+    w = torch.as_tensor(weights, device=similarity.device)
+    if w.shape != mask.shape:
+        raise ValueError(f"weights shape {tuple(w.shape)} does not match the sets "
+                         f"{tuple(mask.shape)} (B, n_max)")
+    if w.is_complex():
+        raise ValueError(f"weights must be real numbers, got dtype {w.dtype}")
+    # normalised in the wider of the two dtypes, each set by its largest weight first, then cast:
+    # only relative weights matter, and float64 weights of 1e-12 or 1e39 (or float32 ones beside
+    # a float16 similarity) must not underflow to 0 or overflow to inf in the cast
+    wide = torch.promote_types(w.dtype, similarity.dtype) if w.is_floating_point() else \
+        similarity.dtype
+    w = torch.where(mask, w.to(wide), 0.0)  # pads: ignored, whatever they hold
+    wd = w.detach()
+    bad = (~torch.isfinite(wd) | (wd < 0)).any(1)
+    if bool(bad.any()):
+        b = int(bad.nonzero()[0, 0])
+        raise ValueError(f"weights of set {b} hold a negative, NaN or infinite value; element "
+                         "masses must be finite and non-negative")
+    top = wd.amax(1, keepdim=True)
+    bad = ~(top[:, 0] > 0)
+    if bool(bad.any()):
+        b = int(bad.nonzero()[0, 0])
+        raise ValueError(f"weights of set {b} are all zero; a set needs a positive, finite total "
+                         "mass")
+    w = w / top  # in (0, 1]: the sum below cannot overflow
+    return (w / w.sum(1, keepdim=True)).to(similarity.dtype)
+
+
+def _relaxation(reg_m, epsilon: float) -> float:
+    """``lambda = reg_m / (reg_m + epsilon)`` of the unbalanced row update; 1.0 when balanced
+    (``reg_m`` None or infinite)."""
+    if reg_m is None:
+        return 1.0
+    if not (isinstance(reg_m, numbers.Real) and not isinstance(reg_m, bool) and reg_m > 0):
+        raise ValueError(f"reg_m must be None or a positive number, got {reg_m!r}")
+    if math.isinf(reg_m):
+        return 1.0
+    return float(reg_m) / (float(reg_m) + epsilon)

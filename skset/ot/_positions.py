@@ -1,0 +1,59 @@
+r"""Positional weights of the OTK embedding (Mialon et al. 2021, Appendix B.3): the weights
+:math:`S_{ij} = \exp(-(i/n - j/p)^2 / \sigma^2)` and their row-normalised logarithm, shared by the
+eager and the compiled OTK embedding."""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["position_weights", "position_log_weights"]
+
+
+def position_weights(
+    mask: torch.Tensor, n_supports: int, sigma: float, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
+    r"""Positional weights :math:`S_{ij} = \exp(-(i/n - j/p)^2 / \sigma^2)`, ``(B, n_max, p)``.
+
+    ``n`` is each set's real length (not the padded one), so a set's weights never depend on its
+    batch; padded rows are 0. Any ``sigma > 0`` is safe, in float32 too: a huge one (up to
+    ``inf``) gives weights 1 (no positional weighting), a tiny one (down to the smallest float64)
+    weights 1 where ``i/n == j/p`` and 0 elsewhere, the limit of a vanishing bandwidth.
+    """
+    d = _position_offsets(mask, n_supports, dtype)
+    # (d / sigma)^2, not d^2 / sigma^2: sigma^2 overflows for 1e300 (a Python OverflowError) and
+    # underflows for 1e-300; a sigma below the dtype's range is 0 there, and 0 / 0 is NaN: where
+    S = torch.where(d == 0, 1.0, torch.exp(-((d / sigma) ** 2)))
+    return S * mask.unsqueeze(-1).to(S.dtype)
+
+
+def _position_offsets(mask, n_supports, dtype):
+    """``i/n - j/p`` with ``n`` each set's real length, ``(B, n_max, p)``."""
+    n_real = mask.sum(1, keepdim=True).to(dtype)  # (B, 1)
+    i = torch.arange(mask.shape[1], device=mask.device, dtype=n_real.dtype)
+    j = torch.arange(n_supports, device=mask.device, dtype=n_real.dtype) / n_supports
+    return (i.unsqueeze(0) / n_real).unsqueeze(-1) - j.view(1, 1, -1)
+
+
+# floor of the row-shifted log weights: exp(-1e4) is 0 in any float, and a finite floor keeps the
+# log-domain iterations free of inf - inf
+_LOG_WEIGHT_FLOOR = -1e4
+
+
+def position_log_weights(
+    mask: torch.Tensor, n_supports: int, sigma: float, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
+    r"""Row-normalised log positional weights, ``(B, n_max, p)``, for the Gibbs kernel.
+
+    :math:`\log S_{ij} - \max_{j'} \log S_{ij'}` with
+    :math:`\log S_{ij} = -(i/n - j/p)^2 / \sigma^2`, floored at ``-1e4`` so that it stays finite
+    for any ``sigma``; 0 on padded rows. The row shift multiplies each row of
+    :math:`\exp(K/\varepsilon) \odot S` by a constant, which changes the Sinkhorn scaling ``u``
+    but not the plan, and it keeps each row's best-placed support at 0 so that the floor only
+    touches weights below :math:`e^{-10^4}` of the row's largest.
+    """
+    d2 = _position_offsets(mask, n_supports, dtype) ** 2
+    d2 = d2 - d2.amin(dim=2, keepdim=True)  # >= 0, exactly 0 at each row's best support
+    # divided by sigma twice: sigma**2 overflows (1e300: a Python OverflowError) or underflows;
+    # where: 0 / 0 when sigma is 0 in the dtype; inf / inf cannot happen (d2 <= 1)
+    logS = torch.where(d2 > 0, -(d2 / sigma) / sigma, 0.0).clamp_min_(_LOG_WEIGHT_FLOOR)
+    return logS.masked_fill_(~mask.unsqueeze(-1), 0.0)
