@@ -65,7 +65,7 @@ PAPER_MAP = {"standardize": True, "normalize": True, "keep_norm": True, "bandwid
 # from the previous epoch's head. On the 1,000-class task of benchmarks/bench_many_classes.py
 # the end refit took 54 iterations to 3e-4 and 10 to 1e-3 (objective 0.1127 against 0.1182), for
 # the same test top-1/5/10 accuracy (85.6 / 99.1 / 99.7 and 85.7 / 99.1 / 99.6).
-HEAD_TOL, HEAD_TOL_BETWEEN = 3e-4, 1e-3
+HEAD_TOL, HEAD_TOL_BETWEEN, HEAD_WARM_ITER = 3e-4, 1e-3, 10
 
 
 def kmer_mass(weights: torch.Tensor, window: int) -> torch.Tensor:
@@ -403,7 +403,8 @@ class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
         # the (n_classes, n_features) head: with many classes these solves are most of the fit.
         loose = not head.weight.requires_grad or (
             first and self.solver == "alternating" and self.max_iter > 0)
-        fit_logistic_head(head, Z, targets, float(self.alpha), max_iter=10 if loose else 100,
+        fit_logistic_head(head, Z, targets, float(self.alpha),
+                          max_iter=HEAD_WARM_ITER if loose else 100,
                           weight=weight, tol=HEAD_TOL_BETWEEN if loose else HEAD_TOL)
 
     def decision_function(self, X, element_weight=None) -> np.ndarray:
