@@ -94,7 +94,7 @@ def map_on_threads(fn, items, device: torch.device | str = "cpu") -> list:
     Many small, independent batched operations (a chunk of small eigendecompositions, attention
     over a chunk of short sets) run faster this way than one big call on all intra-op threads:
     LAPACK's threading overhead on small matrices is larger than the work (a batched ``eigh`` of
-    small matrices is slower on 2 OpenMP threads than on 1; BENCHMARKS.md, ABC), and a chunk's
+    small matrices is slower on 2 OpenMP threads than on 1; user guide, clustering, Cost), and a chunk's
     activations stay in cache. The total number of busy threads stays ``torch.get_num_threads()`` (so
     :func:`skset.utils.limit_threads` still bounds it), and the calling thread's setting is
     restored afterwards. On other devices the items run one after the other. Each item runs on

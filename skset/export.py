@@ -154,17 +154,17 @@ def export_program(estimator, *, sinkhorn_method: str = "log",
 
 def export_onnx(estimator, path, *, dynamo: bool = True, opset_version: int | None = None,
                 sinkhorn_method: str = "log", sinkhorn_iter: int | None = None) -> Path:
-    """Write the fitted ``estimator`` as an ONNX model (see :func:`serving_module`).
+    """Write the fitted ``estimator`` as an ONNX model (see :func:`~skset.export.serving_module`).
 
     The graph has two inputs, ``x`` ``(batch, n_elements, n_features_in_)`` in the estimator's
     dtype (float32 by default) and ``mask`` ``(batch, n_elements)`` boolean, both axes dynamic,
     and the outputs listed in the module docstring. The model's metadata hold the estimator's
-    name and, for classifiers, ``classes_`` (JSON), which :func:`run_onnx` reads.
+    name and, for classifiers, ``classes_`` (JSON), which :func:`~skset.export.run_onnx` reads.
 
     Parameters
     ----------
     estimator : fitted estimator
-        See :func:`serving_module`.
+        See :func:`~skset.export.serving_module`.
     path : str or path-like
         The ``.onnx`` file to write.
     dynamo : bool, default=True
@@ -174,7 +174,7 @@ def export_onnx(estimator, path, *, dynamo: bool = True, opset_version: int | No
     opset_version : int or None, default=None
         ONNX opset; ``None`` takes the exporter's default.
     sinkhorn_method, sinkhorn_iter
-        OTK only, see :func:`serving_module`.
+        OTK only, see :func:`~skset.export.serving_module`.
 
     Returns
     -------
@@ -240,7 +240,7 @@ def run_onnx(model, X, *, max_elements: int = 131072) -> dict:
     Parameters
     ----------
     model : str, path-like or onnxruntime.InferenceSession
-        The file written by :func:`export_onnx`, or an ``InferenceSession`` on it.
+        The file written by :func:`~skset.export_onnx`, or an ``InferenceSession`` on it.
     X : list of array-like of shape (n_i, d), or ndarray (n_sets, n, d)
         The sets, unstandardised (the model standardises them as the estimator does).
     max_elements : int, default=131072

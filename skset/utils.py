@@ -106,7 +106,7 @@ def iter_transform(
     ------
     output
         ``getattr(estimator, method)(chunk)`` for each chunk: a 2-D array for set-to-vector
-        estimators and predictions, a list of per-set arrays for :class:`NystromFeatures`.
+        estimators and predictions, a list of per-set arrays for :class:`~skset.NystromFeatures`.
         ``np.concatenate(list(iter_transform(est, X)))`` equals ``est.transform(X)`` (up to
         floating-point rounding: batches are cut differently).
 

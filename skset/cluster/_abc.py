@@ -61,9 +61,8 @@ class ABCClusterer(KernelTraining, KernelSelection, KernelInference, BaseNeuralE
         Form of the compatibility ``c(z_i, z_j)`` (scaled dot product, or ``v^T tanh(W_q z_i +
         W_k z_j)``).
     hidden_size : int, default=64
-        Width of the embedding and the SABs. The paper uses 128; on a CPU a step of width 64 costs
-        less and learns the 2-5 circles about as fast per step, so in the same minutes it trains
-        further (figures in BENCHMARKS.md, ABC).
+        Width of the embedding and the SABs, 32 to 256 (the paper uses 128); a wider network
+        costs more per step. Why 64: :ref:`abc-training-defaults` in the user guide.
     n_layers : int, default=2
         Number of SABs (0: the pairwise, context-free ablation).
     n_heads : int, default=4
@@ -105,8 +104,8 @@ class ABCClusterer(KernelTraining, KernelSelection, KernelInference, BaseNeuralE
     standardize : bool, default=True
         Centre the features on the training elements' mean and divide them all by **one** scale,
         the root mean square of their standard deviations: distances keep the features' relative
-        scales, and a near-constant feature is never blown up (per-feature scaling amplified rare
-        pixels and ruined distances on unseen digit classes, see BENCHMARKS.md, ABC).
+        scales, and a near-constant feature (a rare pixel) is never blown up, as it is by
+        per-feature scaling.
     instance_size : int, default=100
         Elements per sampled training instance (pool input only).
     instance_n_clusters : int or (int, int), default=(2, 6)
@@ -129,16 +128,14 @@ class ABCClusterer(KernelTraining, KernelSelection, KernelInference, BaseNeuralE
     learning_rate_schedule : {"cosine", "constant"}, default="cosine"
         ``"cosine"``: per step, a linear warm-up to ``learning_rate_init`` over the first
         ``warmup_fraction`` of ``max_steps``, the rate held, then a cosine decay to 0.01 times
-        it over the last ``decay_fraction`` of ``max_steps`` (:class:`WarmupCosineSchedule`);
+        it over the last ``decay_fraction`` of ``max_steps``;
         ``"constant"``: ``learning_rate_init`` throughout (the schedule of models fitted before
         it existed).
     warmup_fraction : float in [0, 1), default=0.05
         Fraction of ``max_steps`` spent warming up (``"cosine"``).
     decay_fraction : float in [0, 1], default=0.3
         Fraction of ``max_steps`` over which the rate decays at the end (``"cosine"``; 1: the
-        plain warm-up + cosine schedule). Holding the rate and decaying at the end kept the
-        progress of a constant rate on short budgets (a cosine over the whole of a short run
-        trained the circles kernel less than the constant rate, see BENCHMARKS.md, ABC).
+        plain warm-up + cosine schedule). Why 0.3: :ref:`abc-training-defaults`.
     eval_every : int, default=100
         Steps between two entries of ``loss_curve_`` / validations; the stopping rules count in
         these units (the default patience, 10 checks, is 1,000 steps).
@@ -164,27 +161,24 @@ class ABCClusterer(KernelTraining, KernelSelection, KernelInference, BaseNeuralE
         Checks (every ``eval_every`` steps) without an improvement of ``tol`` before the
         ``"cosine"`` schedule starts its decay early, or stops during it (without that schedule:
         before stopping): of the validation score with ``early_stopping``, else of the training
-        BCE; with the schedule, of the mean of the last 5 scores. 20 checks of 64 validation
-        instances: with 10, the noise of the score started the decay halfway through a circles
-        run while the kernel was still improving.
+        BCE; with the schedule, of the mean of the last 5 scores. 5 to 50; why 20:
+        :ref:`abc-training-defaults`.
     tol : float, default=1e-4
         Smallest improvement that counts.
     min_clusters : int, default=1
         Smallest number of clusters the k rule may return at prediction (and on the validation
         instances). ``min_clusters_`` records the smallest training k, a natural value when new
         instances hold at least as many clusters as the training ones; the default keeps one
-        cluster possible (a bound of 2 found k slightly more often on circles and digits with
-        the eigengap, but let a near-constant kernel of a barely trained model win the kernel
-        selection on a single validation instance by a lucky split).
+        cluster possible (why: :ref:`abc-training-defaults`).
     n_clusters_rule : {"calibrated", "eigengap"}, default="calibrated"
         How ``k`` is found when ``predict`` is not given it. ``"eigengap"``: the largest gap of
         the Laplacian's eigenvalues within ``[min_clusters, max_clusters]``.
         ``"calibrated"``: after training, the eigengap or the count of eigenvalues below a
-        threshold (:func:`skset.nn.spectral.threshold_n_clusters`, thresholds 0.02-0.95),
+        threshold (``skset.nn.spectral.threshold_n_clusters``, thresholds 0.02-0.95),
         whichever finds the true ``k`` of most validation instances (``eigen_threshold_``; the
-        eigengap on ties). A kernel that is not perfectly sharp lifts the small eigenvalues, the more the
-        more clusters, and the eigengap then under-counts (on 2-5 circles the calibrated count
-        finds k more often, see BENCHMARKS.md, ABC). Calibration needs
+        eigengap on ties). A kernel that is not perfectly sharp lifts the small eigenvalues, the
+        more the more clusters, and the eigengap then under-counts (measured in the user guide,
+        :ref:`clustering`). Calibration needs
         validation instances of several ``k``: held-out classes of a small pool give one ``k``;
         then the prior's rule is calibrated on instances of every class (the prior learns from
         none) and the learned kernels keep the eigengap. Without ``early_stopping`` the eigengap
@@ -204,7 +198,7 @@ class ABCClusterer(KernelTraining, KernelSelection, KernelInference, BaseNeuralE
         maps and the eigendecomposition all scale with it). On a CPU, inference batches are
         smaller (``2**18`` pairs, e.g. 26 instances of 100 elements) and run side by side on
         ``torch.get_num_threads()`` threads with one intra-op thread each, which is faster than
-        one big batch (see BENCHMARKS.md, ABC). Labels do not depend on the number of
+        one big batch (user guide, :ref:`abc-cost`). Labels do not depend on the number of
         threads.
     warm_start : bool, default=False
         Continue training the fitted network (and its optimiser state) in the next ``fit``.

@@ -46,7 +46,7 @@ class KernelInference:
         On a GPU a chunk fills the ``max_pairs`` budget. On a CPU chunks are capped at
         ``CPU_CHUNK_PAIRS`` padded pairs (they run in parallel on the intra-op threads, see
         :func:`skset._torch.map_on_threads`): the SAB activations of one chunk then stay in
-        cache, which is faster than one batch (``benchmarks/bench_abc.py profile``; BENCHMARKS.md).
+        cache, which is faster than one batch (``benchmarks/bench_abc.py profile``).
         """
         budget = int(self.max_pairs)
         if self.device_.type == "cpu":

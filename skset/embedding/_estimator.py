@@ -57,32 +57,27 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         entropic plan of the squared Euclidean cost at ``2 * epsilon``. (Taking the largest
         :math:`\langle P, K\rangle` instead would favour references of large norm.)
     epsilon : float, default=0.1
-        Entropic regularisation ``epsilon`` of the plan (relative to the features' scale; the
-        paper's grid is 0.01-1). Stable from 1e-3 to 10. Chosen on the real-data suite
-        (``benchmarks/bench_suite.py``): the grid search over 0.1, 0.5 and 1 picked 0.1 in most
-        (data set, framing) rows, and 0.1 as the default beat 0.5 on the mean over the suite
-        (BENCHMARKS.md). Smaller values need more Sinkhorn iterations (``sinkhorn_tol``).
-        :class:`skset.nn.OTKLayer` and the supervised models keep 0.5: they run a fixed 10
-        iterations, which converge at 0.5 but not at 0.1.
+        Entropic regularisation ``epsilon`` of the plan, relative to the features' scale: small
+        values (0.01 to 0.1) give sharp, nearly one-to-one alignments, large ones (1 to 10)
+        tend to mean pooling; 0.1 to 1 is the usual grid (the paper's: 0.01 to 1). Any value
+        from 1e-3 to 10 is computed stably; smaller values need more Sinkhorn iterations
+        (``sinkhorn_tol``). :class:`skset.nn.OTKLayer` and the supervised models keep 0.5: they
+        run a fixed 10 iterations, which converge at 0.5 but not at 0.1. How the default was
+        chosen: :ref:`otk-defaults` in the user guide.
     sinkhorn_iter : int, default=3000
         Most Sinkhorn iterations per plan (the cap of the ``sinkhorn_tol`` rule; the exact count
-        when ``sinkhorn_tol=None``). The paper uses 100 iterations for its unsupervised embedding
-        "to ensure the convergence" and 10 in its supervised models (Appendix D.3). 100 is not
-        always enough: on Nystrom features of the Japanese vowels at ``epsilon=0.1`` 100
-        iterations are visibly off a 5,000-iteration solve, and sets with heavy-tailed element
-        norms can need thousands (errors against that solve in BENCHMARKS.md, "OTKEmbedding's
-        Sinkhorn stopping rule"; ``benchmarks/bench_sinkhorn_tol.py``).
+        when ``sinkhorn_tol=None``); at least 1. Small ``epsilon`` and sets with heavy-tailed
+        element norms can need thousands of iterations to converge, easy sets a few tens. The
+        paper uses 100 iterations for its unsupervised embedding and 10 in its supervised models
+        (Appendix D.3).
     sinkhorn_tol : float or None, default=1e-4
         Sinkhorn stopping tolerance on each plan's row-marginal error
         :math:`\sum_i |\sum_j P_{ij} - 1/n|` (between 0 and 2; the column marginals hold
         exactly), checked every 5 iterations, set by set (see :func:`skset.ot.sinkhorn`). Easy
         sets stop after 5 to a few tens of iterations, hard ones (small ``epsilon`` relative to
-        the features' scale, heavy-tailed norms) run up to ``sinkhorn_iter``. With the defaults
-        the raw embedding stays close to a 5,000-iteration solve on random data, the Japanese
-        vowels and heavy-tailed element norms, at a cost from that of 10 fixed iterations on
-        easy data to many times it on hard data, where 10 iterations are far off (errors and
-        times in BENCHMARKS.md, "OTKEmbedding's Sinkhorn stopping rule").
-        Float32 rounding floors the error near 1e-6..1e-5: smaller values run to the cap.
+        the features' scale, heavy-tailed norms) run up to ``sinkhorn_iter``. Float32 rounding
+        floors the error near 1e-6..1e-5: smaller values run to the cap. How far the default
+        stops from a converged plan: :ref:`otk-defaults` in the user guide.
         ``None``: exactly ``sinkhorn_iter`` iterations (the paper's fixed count).
     fit_method : {"kmeans", "wasserstein"}, default="kmeans"
         How references are fitted: k-means on the elements of the training sets, or the
@@ -102,9 +97,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         :math:`\varepsilon (i/n - j/p)^2/\sigma_{pos}^2`), so the plan itself follows positions,
         then :math:`\odot S`; ``"similarity"``: Sinkhorn on :math:`e^{(K \odot S)/\varepsilon}`
         then :math:`\odot S`, what the authors' code does. Ignored without ``position_sigma``.
-        The three were compared on the real-data suite (``benchmarks/bench_suite.py``, framing
-        ``pos``; BENCHMARKS.md): "kernel", the default, had the best mean test accuracy and the
-        smallest shortfall from the best mode on any one data set.
+        How the default was chosen: :ref:`otk-defaults` in the user guide.
     reg_m : float or None, default=None
         Unbalanced transport: strength :math:`\rho` of a KL penalty that replaces the exact
         set-side marginal (POT's ``reg_m``, in the units of ``epsilon``; the reference side stays
@@ -135,10 +128,10 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         Sinkhorn solver, see :func:`skset.ot.sinkhorn`.
     max_elements : int, default=32768
         Budget of padded elements per batch: sets are sorted by length and cut into batches of at
-        most this many padded elements, which bounds memory. Small batches are also faster on a
-        CPU (their cost and plan matrices stay in cache): 32768 transformed faster than 131072
-        (BENCHMARKS.md, "OTKEmbedding.transform", part 6). On a GPU a larger budget may pay off
-        (not measured: no GPU was available when the default was chosen).
+        most this many padded elements, which bounds memory (a longer set gets a batch of its
+        own). Small batches are also faster on a CPU (their cost and plan matrices stay in
+        cache); 8192 to 131072 are reasonable, and on a GPU a larger budget may pay off. How the
+        default was chosen: :ref:`otk-defaults` in the user guide.
     device : str, default="auto"
         Torch device; ``"auto"`` uses CUDA when available.
     dtype : {"float32", "float64"}, default="float32"

@@ -297,7 +297,7 @@ class WarmupCosineSchedule(Callback):
     stall stops training, and so does the end of the decay (a stop early in the decay, at nearly
     the peak rate, lost the annealing's gain on circles). So a plateau of the validation score
     ends in an annealing phase rather than in a stop at the peak rate (a stop before the decay
-    lost clustering quality on circles, see BENCHMARKS.md, ABC). Pair it with
+    lost clustering quality on circles; user guide, :ref:`abc-training-defaults`). Pair it with
     :class:`BestCheckpoint` and no other stopping rule.
 
     ``smoothing``: the stall is judged on the mean of the last ``smoothing`` validation scores

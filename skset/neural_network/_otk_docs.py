@@ -61,8 +61,8 @@ _DOC_PARAMS = """
         ``"kernel"`` runs Sinkhorn on ``exp(K / epsilon) * S`` and multiplies the plan by ``S``;
         ``"similarity"`` runs it on ``exp(K * S / epsilon)`` and multiplies the plan by ``S`` (the
         authors' code). See :mod:`skset.nn.otk`. :class:`OTKEmbedding` defaults to
-        ``"kernel"`` (chosen on the unsupervised real-data suite); the supervised models keep the
-        paper's ``"plan"``, with which their benchmarks were measured.
+        ``"kernel"``; the supervised models keep the paper's ``"plan"`` (user guide,
+        :ref:`otk-defaults`).
     reg_m : float or None, default=None
         Unbalanced transport, as in :class:`OTKEmbedding`: strength :math:`\\rho` of a KL
         penalty that replaces the exact set-side marginal (POT's ``reg_m``, in the units of
@@ -146,8 +146,8 @@ _DOC_PARAMS_REGRESSION = _DOC_PARAMS.replace("""    alpha : float, default=1e-3
         the unsupervised initialisation of the anchors, references and head. ``"auto"``: on for
         fits of 20 to 999 sets, with at least 10 sets held out; off otherwise (the default of
         the Set Transformer and Deep Sets regressors). The default ``False`` leaves the guard to
-        the penalty ``alpha="auto"`` chooses on every training set: on the regression rows of
-        BENCHMARKS.md a split of 10 held-out sets shrank weak signals to the mean.
+        the penalty ``alpha="auto"`` chooses on every training set (why: user guide,
+        :ref:`regression-few-sets`).
 """)
 assert "alpha : float or \"auto\"" in _DOC_PARAMS_REGRESSION
 assert "early_stopping : bool or \"auto\", default=False" in _DOC_PARAMS_REGRESSION
