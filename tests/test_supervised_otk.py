@@ -36,7 +36,7 @@ def _sets(rng, n, d=3, lo=4, hi=12):
 def test_initialisation_is_the_unsupervised_pipeline(motif_data):
     X, y = motif_data
     # a vanishing learning rate: the network stays at its initialisation (the adam solver: its
-    # first head is solved to HEAD_TOL, where the alternating solver's warm refits stop early)
+    # first head is solved from zero to its tolerance, where the alternating solver refits it)
     clf = OTKClassifier(**{**SMALL, "max_iter": 1}, solver="adam", learning_rate_init=1e-12,
                         alpha=1e-2, random_state=0).fit(X, y)
     feats = clf.embedding_.transform(clf.nystrom_.transform(X))
@@ -44,7 +44,7 @@ def test_initialisation_is_the_unsupervised_pipeline(motif_data):
     # the head is the L2-regularised logistic regression on those features (C = 1 / (alpha n))
     # (binary: softmax over two rows halves the penalty on their difference, hence C * 2)
     lr = LogisticRegression(C=2 / (1e-2 * len(X)), tol=1e-10, max_iter=10_000).fit(feats, y)
-    # (to 3e-3: the head's solve stops at HEAD_TOL)
+    # (to 3e-3: the head's solve stops at a tolerance on its gradient)
     np.testing.assert_allclose(clf.predict_proba(X), lr.predict_proba(feats), atol=3e-3)
 
 
