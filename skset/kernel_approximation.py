@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import warnings
 
 import numpy as np
@@ -31,6 +32,7 @@ from ._sets import (
 from ._streaming import PARTIAL_FIT_WEIGHTS_DOC, center_counts, minibatch_kmeans_step, step_rng, weight_scale
 from ._threads import SCOPE_FRAMES, one_thread
 from ._torch import (
+    map_on_threads,
     resolve_dtype,
     to_numpy,
 )
@@ -42,10 +44,63 @@ from .nn.nystrom import (
     NystromLayer,
     gaussian_kernel,
     inv_sqrt_psd,
-    nystrom_map,
+    nystrom_map_into,
 )
 
 __all__ = ["NystromFeatures"]
+
+
+#: rows of elements mapped per step of ``transform`` on the CPU: their kernel values (rows x
+#: n_components) stay in the cache between the two matrix products and the exponential
+#: (benchmarks/bench_nystrom_transform.py; benchmarks/results/nystrom_transform.md)
+CACHE_BYTES = 1 << 20
+
+
+def _map_rows(x, idx, mean, scale, anchors, norm, bandwidth, *, normalize, keep_norm, max_rows,
+              name):
+    """The Nystrom map of every row of ``x`` (or of the k-mers ``x[idx].reshape(len(idx), -1)``),
+    standardised by ``mean`` and ``scale`` (``None``: as they are), into one ``(rows, k)`` tensor.
+
+    The same numbers as :func:`skset.nn.nystrom_map` of the standardised rows (up to float
+    rounding), a block of rows at a time (:func:`skset.nn.nystrom.nystrom_map_into`: the kernel
+    values in a buffer reused by every block, the product with ``norm`` written straight into
+    the output). On the CPU a block is small enough that its kernel values stay in the cache
+    (:data:`CACHE_BYTES`), so only the inputs and the output cross the memory, and the blocks
+    are spread over the torch threads
+    (:func:`skset._torch.map_on_threads`: one intra-op thread each, so the numbers do not depend
+    on the thread count); elsewhere a block is ``max_rows`` rows. A non-finite output raises
+    :func:`skset._sets.check_finite_output`'s ``ValueError``.
+    """
+    n = x.shape[0] if idx is None else idx.shape[0]
+    k = anchors.shape[0]
+    dtype, dev = anchors.dtype, anchors.device
+    if dev.type == "cpu":
+        step = max(64, min(max_rows, CACHE_BYTES // (k * anchors.element_size())))
+        # numpy's allocator asks the kernel for huge pages on large arrays (madvise): writing the
+        # output then faults in 2 MiB pages, not 4 KiB ones, five times faster than torch.empty
+        # for an output of hundreds of MB (benchmarks/results/nystrom_transform.md)
+        np_dtype = np.float64 if dtype == torch.float64 else np.float32
+        out = torch.from_numpy(np.empty((n, k), dtype=np_dtype))
+    else:
+        step = max_rows
+        out = torch.empty(n, k, dtype=dtype, device=dev)
+    step = min(step, max(n, 1))
+    local = threading.local()  # one kernel buffer per thread, reused by its blocks
+
+    def block(i):
+        with torch.no_grad():
+            xb = x[i : i + step] if idx is None else x[idx[i : i + step]].flatten(1)
+            if getattr(local, "buf", None) is None:
+                local.buf = torch.empty(step, k, dtype=dtype, device=dev)
+            ob = out[i : i + step]
+            nystrom_map_into(xb, anchors, norm, bandwidth, ob, local.buf, mean=mean, scale=scale,
+                             normalize=normalize, keep_norm=keep_norm)
+            return ob.sum()
+
+    sums = map_on_threads(block, range(0, n, step), dev)
+    if sums and not bool(torch.isfinite(torch.stack(sums)).all()):
+        check_finite_output(out, name, dtype)  # raises unless only the sums overflowed
+    return out
 
 
 class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstimator):
@@ -572,34 +627,29 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         anchors = torch.as_tensor(self.anchors_, dtype=tdtype, device=dev)
         norm = torch.as_tensor(self.normalization_, dtype=tdtype, device=dev)
 
-        flat = np.concatenate(sets, axis=0)
-        # standardise in torch then build k-mers by one gather; map in chunks of elements
-        xs = (torch.as_tensor(flat, dtype=tdtype, device=dev) - mean) / scale
-        if window > 1:
+        flat = sets[0] if len(sets) == 1 else np.concatenate(sets, axis=0)
+        x = torch.as_tensor(flat, dtype=tdtype, device=dev)
+        idx = None
+        if window > 1:  # plain k-mers: the rows of each window, gathered chunk by chunk
             offsets = np.cumsum(lengths) - lengths
             n_out = lengths - window + 1
             starts = np.repeat(offsets, n_out) + (
                 np.arange(n_out.sum()) - np.repeat(np.cumsum(n_out) - n_out, n_out))
             idx = torch.as_tensor(starts[:, None] + np.arange(window)[None, :], device=dev)
-            xs = xs[idx].reshape(len(starts), -1)
+            mean, scale = mean.repeat(window), scale.repeat(window)  # per value of a k-mer
         else:
             n_out = lengths
-        step = self.max_elements
-
-        def psi(rows):
-            return nystrom_map(rows, anchors, norm, self.bandwidth_, normalize=self.normalize_,
-                               keep_norm=self.keep_norm_)
-
-        with torch.no_grad():
-            if xs.shape[0] <= step:  # one chunk: its output is the output, no copy
-                out = psi(xs)
-            else:  # chunks written into the output: one chunk's temporaries at a time
-                out = torch.empty(xs.shape[0], anchors.shape[0], dtype=tdtype, device=dev)
-                for i in range(0, xs.shape[0], step):
-                    out[i : i + step] = psi(xs[i : i + step])
-        check_finite_output(out, type(self).__name__, tdtype)
+        # the identity standardisation (standardize=False) is skipped: x - 0 and x / 1 are exact
+        standardized = bool(np.any(self.mean_ != 0) or np.any(self.scale_ != 1))
+        out = _map_rows(x, idx, mean if standardized else None,
+                        scale if standardized else None, anchors, norm, self.bandwidth_,
+                        normalize=self.normalize_, keep_norm=self.keep_norm_,
+                        max_rows=self.max_elements, name=type(self).__name__)
         out = to_numpy(out)
-        return coll.wrap(np.split(out, np.cumsum(n_out)[:-1]))
+        if coll.form == "3d" and len(n_out):  # sets of one length: a view, not a stacked copy
+            return out.reshape(len(n_out), int(n_out[0]), out.shape[1])
+        ends = np.cumsum(n_out).tolist()  # one view per set (np.split costs 15 us a set)
+        return coll.wrap([out[a:b] for a, b in zip([0, *ends[:-1]], ends)])
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
