@@ -84,7 +84,6 @@ def main():
                       random_state=0).fit(sets[0])
         sk.components_ = nf.anchors_  # equal work: skset's anchors and normalisation
         sk.normalization_ = nf.normalization_
-        sk.component_indices_ = None
         cases.append((f"{n_sets} x {lo}..{hi} x {d}, {m} anchors", sets, nf, sk))
     X, y = load_japanese_vowels(subset="train", return_X_y=True)
     Xt, _ = load_japanese_vowels(subset="test", return_X_y=True)
