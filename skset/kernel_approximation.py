@@ -77,8 +77,8 @@ def _map_rows(x, idx, mean, scale, anchors, norm, bandwidth, *, normalize, keep_
     if dev.type == "cpu":
         step = max(64, min(max_rows, CACHE_BYTES // (k * anchors.element_size())))
         # numpy's allocator asks the kernel for huge pages on large arrays (madvise): writing the
-        # output then faults in 2 MiB pages, not 4 KiB ones, five times faster than torch.empty
-        # for an output of hundreds of MB (benchmarks/results/nystrom_transform.md)
+        # output then faults in 2 MiB pages, not 4 KiB ones, several times faster than into
+        # torch.empty for an output of hundreds of MB (benchmarks/results/nystrom_transform.md)
         np_dtype = np.float64 if dtype == torch.float64 else np.float32
         out = torch.from_numpy(np.empty((n, k), dtype=np_dtype))
     else:
