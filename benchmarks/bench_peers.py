@@ -20,7 +20,8 @@ Rules of this harness (issue 14), so that its table is what a user would see:
 Cases: S1 = 512 sets x 100 elements x 128 features, S3 = 512 sets of 50..1000 elements x 128
 features; 64 supports, epsilon 0.5, 10 iterations. Nystrom: ``NystromFeatures.transform`` against
 scikit-learn ``Nystroem(kernel="rbf").transform`` of the pooled elements (same number of anchors,
-features and gamma: equal work).
+features and gamma: equal work; scikit-learn is given skset's anchors and normalisation;
+``bench_nystrom_transform.py`` also pins both to the same threads).
 
 Run::
 
@@ -296,6 +297,7 @@ def _nystrom_case(args, rng, lines, n_sets, lo, hi, d, m):
     gamma = 1.0 / (2 * nf.bandwidth_**2)  # the same Gaussian kernel
     sk = Nystroem(kernel="rbf", gamma=gamma, n_components=m, random_state=0).fit(
         np.concatenate(sets[:200]))
+    sk.components_, sk.normalization_ = nf.anchors_, nf.normalization_  # the same anchors
 
     def sk_transform():
         pooled = np.concatenate(sets)

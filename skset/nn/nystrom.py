@@ -145,6 +145,31 @@ def nystrom_map(
     return psi
 
 
+def nystrom_map_into(x, anchors, normalization, bandwidth, out, buf, *, mean=None, scale=None,
+                     normalize=DEFAULT_NORMALIZE, keep_norm=DEFAULT_KEEP_NORM) -> torch.Tensor:
+    """:func:`nystrom_map` of the rows ``x (n, D)``, standardised by ``mean`` and ``scale`` first
+    (``None``: as they are), written into ``out (n, k)``, for inference (no gradient).
+
+    The kernel values ``exp(c (2 x.w - ||w||^2 - ||x||^2))``, ``c = 1 / (2 bandwidth^2)``, are one
+    matrix product with the anchors' norms folded in and three in-place passes over ``buf`` (at
+    least ``n`` rows of ``k``; small enough to stay in the cache when the caller maps a large
+    input block by block), then one matrix product into ``out``. The same numbers as
+    :func:`nystrom_map` up to float rounding. Returns ``out``.
+    """
+    if mean is not None:
+        x = (x - mean) / scale
+    if normalize:
+        x, norm = _unit(x)
+    c = 1.0 / (2.0 * bandwidth**2)
+    k = buf[: x.shape[0]]
+    torch.addmm((anchors * anchors).sum(-1).mul_(-c), x, anchors.T, alpha=2.0 * c, out=k)
+    k.sub_((x * x).sum(-1, keepdim=True).mul_(c)).clamp_max_(0.0).exp_()
+    torch.mm(k, normalization, out=out)
+    if normalize and keep_norm:
+        out.mul_(norm)
+    return out
+
+
 def kmer_unfold(x: torch.Tensor, mask: torch.Tensor, window: int):
     """Concatenate ``window`` consecutive elements of padded sequences.
 
