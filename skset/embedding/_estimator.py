@@ -484,7 +484,8 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
             # serving module): a row within the noise of 0 is 0 (the mean embedding), not noise
             # scaled up to norm sqrt(D) (which a permutation of the set would point elsewhere)
             raw = torch.from_numpy(emb)
-            emb = embedding_output(raw, torch.as_tensor(self.mean_, dtype=raw.dtype),
+            mean = torch.as_tensor(self.mean_, dtype=raw.dtype, device=raw.device)
+            emb = embedding_output(raw, mean,
                                    self.references_.shape, normalize=self.normalize,
                                    sinkhorn_tol=self.sinkhorn_tol).numpy()
         self._check_finite(emb)
