@@ -72,12 +72,6 @@ nitpick_ignore_regex = [
 nitpick_ignore = [
     # torch.nn.Module.forward's docstring, inherited by the forward methods of skset.nn
     ("py:class", "Module"),
-    # private or relative names in docstrings of skset/kernel_approximation.py,
-    # skset/nn/nystrom.py and skset/nn/spectral.py, to be replaced by public paths
-    ("py:mod", "skset._map_selection"),
-    ("py:func", "skset._sets.kmer_level_shape"),
-    ("py:class", "_InvSqrtPSD"),
-    ("py:func", "threshold_n_clusters"),
 ]
 if intersphinx_mapping:
     nitpick_ignore_regex = []

@@ -108,9 +108,8 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         after the other. The steps of a k-mer of a smooth series are strongly correlated, so the
         distance between plain k-mers is dominated by the difference of their levels, counted
         ``window`` times; coded, the level is one coordinate per channel and shapes at different
-        heights are compared as shapes. Chosen on the real-data suite (BENCHMARKS.md): it lifted
-        the univariate series most (outlines, profiles) and lost little elsewhere. Ignored with
-        ``window=1``.
+        heights are compared as shapes. Both codings are linear and lose nothing. Ignored with
+        ``window=1``. The :ref:`nystrom` guide gives the suite figures behind the default.
     standardize : bool or "auto", default="auto"
         Standardise each input feature by its mean and standard deviation over training elements
         (before plain k-mers are built; of the coded k-mers with ``kmer_coding="level_shape"``).
@@ -137,8 +136,8 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         statistic above 2). Without usable labels (``y=None``, a single
         class, a class of one set, fewer than 10 sets, multi-output ``y``) the fixed choice
         ``standardize=True, normalize=False, bandwidth=0.5`` is taken. The choice and the
-        scores are fitted attributes; :mod:`skset._map_selection` and the user guide ("choosing
-        the element map") hold the rule and the suite it was tested on.
+        scores are fitted attributes; the :ref:`nystrom` guide ("choosing the element map")
+        gives the rule and the suite it was tested on.
     anchors : {"kmeans", "random"}, default="kmeans"
         Anchors are k-means centroids of (a sample of) training elements, or random elements.
     max_samples : int, default=100000

@@ -34,6 +34,14 @@ the estimator.
 
 from __future__ import annotations
 
-from ._dask import WORKER_ALLOCATOR, fit, transform, worker_allocator  # noqa: F401
+from . import _dask
+from ._dask import fit, transform, worker_allocator  # noqa: F401
+
+#: The allocator settings :func:`worker_allocator` gives the worker processes, as a dict of
+#: environment variables: ``MALLOC_ARENA_MAX=1`` (one arena), ``MALLOC_MMAP_THRESHOLD_`` 32 MiB
+#: (temporaries below it come from the heap) and ``MALLOC_TRIM_THRESHOLD_`` 256 MiB (freed memory
+#: above it goes back to the system), read by glibc's malloc. The same dict as the one
+#: :func:`worker_allocator` reads.
+WORKER_ALLOCATOR = _dask.WORKER_ALLOCATOR
 
 __all__ = ["fit", "transform", "worker_allocator"]

@@ -20,8 +20,9 @@ from . import _partitions
 
 __all__ = ["WORKER_ALLOCATOR", "fit", "transform", "worker_allocator"]
 
-# glibc allocator settings for worker processes (see worker_allocator): one arena, temporaries
-# under 32 MiB from the heap, freed memory above 256 MiB handed back to the system
+# glibc allocator settings for worker processes (see worker_allocator; documented where
+# skset.distributed re-exports it): one arena, temporaries under 32 MiB from the heap, freed
+# memory above 256 MiB handed back to the system
 WORKER_ALLOCATOR = {"MALLOC_ARENA_MAX": "1", "MALLOC_MMAP_THRESHOLD_": str(32 << 20),
                     "MALLOC_TRIM_THRESHOLD_": str(256 << 20)}
 

@@ -110,7 +110,7 @@ def inv_sqrt_psd(K: torch.Tensor, eigenvalue_floor: float = 1e-4) -> torch.Tenso
 
     Computed in float64 (the matrix is small; float32 ``eigh`` loses digits at a 1e-4 floor) and
     returned in ``K``'s dtype. Differentiable, with a backward that stays finite when eigenvalues
-    coincide (see :class:`_InvSqrtPSD`).
+    coincide (a closed-form backward through the eigendecomposition).
     """
     return _InvSqrtPSD.apply(K.double(), float(eigenvalue_floor)).to(K.dtype)
 
@@ -189,7 +189,7 @@ def kmer_unfold(x: torch.Tensor, mask: torch.Tensor, window: int):
 def kmer_level_shape(x: torch.Tensor, window: int) -> torch.Tensor:
     """k-mers ``(B, m, window * d)`` of :func:`kmer_unfold` coded as level + shape: the
     deviations from each k-mer's mean over its steps, then that mean: ``(B, m, window * d + d)``
-    (see :func:`skset._sets.kmer_level_shape`, the numpy twin)."""
+    (the coding of :class:`skset.NystromFeatures` with ``kmer_coding="level_shape"``)."""
     window = int(window)
     level = x.unflatten(-1, (window, x.shape[-1] // window)).mean(-2)  # (..., d)
     # the level repeated over the steps in x's own layout: a broadcast against a reshaped view

@@ -209,8 +209,8 @@ class OTKLayer(nn.Module):
     position_mode : {"plan", "kernel", "similarity"}, default="kernel"
         How the positional weights enter (module docstring): on the plan after Sinkhorn (the
         paper), on the Gibbs kernel before it (and on the plan), or on the similarity before it
-        (and on the plan; the authors' code). The default is :class:`skset.OTKEmbedding`'s,
-        chosen on the real-data suite.
+        (and on the plan; the authors' code). The default is :class:`skset.OTKEmbedding`'s
+        (:ref:`otk-defaults` says how it was chosen).
     references : Tensor (q, p, k), optional
         Initial references; default small random values.
     reg_m : float or None, default=None

@@ -323,8 +323,8 @@ def spectral_cluster(affinity: torch.Tensor, mask: torch.Tensor | None = None,
                      threshold: float | None = None):
     """Eigengap (when ``n_clusters`` is None) + spectral embedding + k-means, all batched.
 
-    With ``threshold``, ``k`` is the count of eigenvalues below it
-    (:func:`threshold_n_clusters`) instead of the eigengap; ``min_clusters`` and
+    With ``threshold``, ``k`` is the count of eigenvalues below it (``threshold_n_clusters`` in
+    this module) instead of the eigengap; ``min_clusters`` and
     ``max_clusters`` bound either rule.
 
     Returns
