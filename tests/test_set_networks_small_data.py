@@ -34,7 +34,9 @@ def test_auto_rule(cls):
     # integers are used as given
     fixed = cls(batch_size=5, n_iter_no_change=3)
     assert fixed._fit_batch_size(67) == 5 and fixed._fit_patience(67, 5) == 3
-    assert cls().batch_size == 64 and cls().n_iter_no_change == 10
+    # defaults: DeepSetsClassifier's patience is "auto", the rest as before
+    assert cls().batch_size == 64
+    assert cls().n_iter_no_change == ("auto" if cls is DeepSetsClassifier else 10)
 
 
 @pytest.mark.parametrize("cls", [DeepSetsClassifier, SetTransformerClassifier])
@@ -69,7 +71,7 @@ def test_auto_learns_small_scalar_sets():
     X, y = _scalar_sets(67, 0)
     X_test, y_test = _scalar_sets(300, 1)
     base = DeepSetsClassifier(hidden_size=32, max_iter=60, random_state=0)
-    plain = clone(base).fit(X, y)
+    plain = clone(base).set_params(n_iter_no_change=10).fit(X, y)
     auto = clone(base).set_params(batch_size="auto", n_iter_no_change="auto").fit(X, y)
     assert plain.n_iter_ < 60  # stopped by the rule on the training loss
     assert abs(plain.score(X_test, y_test) - 0.5) < 0.05  # the class prior
@@ -77,3 +79,15 @@ def test_auto_learns_small_scalar_sets():
     # "auto" is exactly the resolved integers
     same = clone(base).set_params(batch_size=9, n_iter_no_change=20).fit(X, y)
     np.testing.assert_allclose(same.predict_proba(X_test), auto.predict_proba(X_test))
+
+
+def test_default_patience_outlasts_a_noisy_start():
+    """DeepSetsClassifier's default patience ("auto": 160 steps, here 80 epochs of 2 steps)
+    does not end the fit in the first epochs as 10 epochs of patience do (at the class prior)."""
+    X, y = _scalar_sets(67, 0)
+    short = DeepSetsClassifier(hidden_size=32, max_iter=60, n_iter_no_change=10,
+                               random_state=0).fit(X, y)
+    default = DeepSetsClassifier(hidden_size=32, max_iter=60, random_state=0).fit(X, y)
+    assert short.n_iter_ < 40
+    assert default.n_iter_ == 60
+    assert default.loss_curve_[-1] < min(short.loss_curve_)
