@@ -108,12 +108,13 @@ class BaseNeuralEstimator(SksetEstimator):
         return result
 
     def _standard_callbacks(self, validation=None, callbacks=(),
-                            early_stopping=None) -> list[Callback]:
+                            early_stopping=None, n_iter_no_change=None) -> list[Callback]:
         """:func:`standard_callbacks` with this estimator's ``early_stopping`` (or the resolved
-        value given), ``tol`` and ``n_iter_no_change``."""
+        value given), ``tol`` and ``n_iter_no_change`` (or the resolved patience given)."""
         early = bool(self.early_stopping) if early_stopping is None else bool(early_stopping)
+        patience = self.n_iter_no_change if n_iter_no_change is None else n_iter_no_change
         return standard_callbacks(validation, callbacks, early_stopping=early,
-                                  tol=self.tol, n_iter_no_change=self.n_iter_no_change)
+                                  tol=self.tol, n_iter_no_change=patience)
 
     def _persist_module(self, name: str) -> torch.nn.Module:
         """The untrained architecture of fitted module ``name`` (for :func:`skset.load`, which
@@ -405,9 +406,10 @@ n_labels) multi-label indicators for classifiers)
 
         gen = make_generator(seed + self.n_iter_)
         dev, dt, Y = self.device_, self.dtype_, data.targets
+        batch_size = self._fit_batch_size(len(tr))
 
         def batches(epoch):
-            for b in epoch_batches(data.lengths[tr], batch_size=self.batch_size,
+            for b in epoch_batches(data.lengths[tr], batch_size=batch_size,
                                    max_elements=self.max_elements, generator=gen):
                 idx = tr[b]
                 Xb, Mb = pack([sets[i] for i in idx], device=dev, dtype=dt)
@@ -439,7 +441,9 @@ n_labels) multi-label indicators for classifiers)
         if incremental:  # one epoch, no stopping rule
             callbacks, max_iter = [*setup.callbacks, EpochPrinter()], 1
         else:
-            callbacks = self._standard_callbacks(validation, setup.callbacks, early)
+            callbacks = self._standard_callbacks(
+                validation, setup.callbacks, early,
+                n_iter_no_change=self._fit_patience(len(tr), batch_size))
             max_iter = self.max_iter
         self._train(loss_fn, batches, callbacks, max_iter=max_iter, parameters=setup.parameters,
                     warn_convergence=not incremental,
@@ -447,6 +451,16 @@ n_labels) multi-label indicators for classifiers)
                     **{"stacklevel": 5 + SCOPE_FRAMES, **setup.overrides})
         self._after_training(data)
         return self
+
+    def _fit_batch_size(self, n_train: int) -> int:
+        """The most sets per training batch in a fit on ``n_train`` sets (default:
+        ``batch_size``)."""
+        return int(self.batch_size)
+
+    def _fit_patience(self, n_train: int, batch_size: int) -> int:
+        """The stopping rule's patience in epochs for a fit on ``n_train`` sets in batches of
+        at most ``batch_size`` (default: ``n_iter_no_change``)."""
+        return int(self.n_iter_no_change)
 
     def _validation_split(self, n_sets: int) -> float | None:
         """The fraction of the ``n_sets`` training sets held out for early stopping, or None for

@@ -1,0 +1,93 @@
+"""``batch_size="auto"`` and ``n_iter_no_change="auto"`` of the Set Transformer and Deep Sets:
+the rule, and a fit on a few dozen sets of scalars that the rule takes off the class prior."""
+
+import numpy as np
+import pytest
+import torch
+from sklearn.base import clone
+
+from skset import (
+    DeepSetsClassifier,
+    DeepSetsRegressor,
+    SetTransformerClassifier,
+    SetTransformerRegressor,
+)
+
+torch.set_num_threads(1)
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+CLASSES = [DeepSetsClassifier, DeepSetsRegressor, SetTransformerClassifier,
+           SetTransformerRegressor]
+
+
+@pytest.mark.parametrize("cls", CLASSES)
+def test_auto_rule(cls):
+    est = cls(batch_size="auto", n_iter_no_change="auto")
+    # min(64, ceil(n / 8)): at least 8 steps per epoch
+    assert [est._fit_batch_size(n) for n in (1, 8, 9, 67, 512, 513, 5000)] == [
+        1, 1, 2, 9, 64, 64, 64]
+    # max(10, ceil(160 / ceil(n / batch))): at least 160 steps of patience
+    assert est._fit_patience(67, 9) == 20  # 8 steps per epoch
+    assert est._fit_patience(67, 64) == 80  # 2 steps per epoch
+    assert est._fit_patience(700, 64) == 15  # 11 steps per epoch
+    assert est._fit_patience(5000, 64) == 10  # 79 steps per epoch
+    # integers are used as given
+    fixed = cls(batch_size=5, n_iter_no_change=3)
+    assert fixed._fit_batch_size(67) == 5 and fixed._fit_patience(67, 5) == 3
+    # defaults: DeepSetsClassifier's patience is "auto", the rest as before
+    assert cls().batch_size == 64
+    assert cls().n_iter_no_change == ("auto" if cls is DeepSetsClassifier else 10)
+
+
+@pytest.mark.parametrize("cls", [DeepSetsClassifier, SetTransformerClassifier])
+@pytest.mark.parametrize("param", ["batch_size", "n_iter_no_change"])
+def test_auto_bad_values(cls, param):
+    X = [np.zeros((3, 1)), np.ones((3, 1))]
+    with pytest.raises(ValueError, match=param):
+        cls(**{param: "Auto"}).fit(X, [0, 1])
+    with pytest.raises(ValueError, match=param):
+        cls(**{param: 0}).fit(X, [0, 1])
+
+
+def _scalar_sets(n, seed, size=12):
+    """Sets of ``size`` scalars, each set shifted by its own N(0, 1) offset (the mean says
+    nothing); class 0 draws N(0, 1) around it, class 1 two modes at +-0.95 (std 0.3)."""
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % 2
+    X = []
+    for label in y:
+        if label:
+            x = rng.choice([-1.0, 1.0], size=size) * 0.95 + rng.normal(scale=0.3, size=size)
+        else:
+            x = rng.normal(size=size)
+        X.append((x + rng.normal())[:, None])
+    return X, y
+
+
+def test_auto_learns_small_scalar_sets():
+    """67 training sets as ItalyPowerDemand: with 64 sets per batch an epoch is 2 steps and the
+    stopping rule ends the fit at the class prior; with ``"auto"`` (9 sets per batch, 20 epochs
+    of patience) the same network learns the shape of the sets."""
+    X, y = _scalar_sets(67, 0)
+    X_test, y_test = _scalar_sets(300, 1)
+    base = DeepSetsClassifier(hidden_size=32, max_iter=60, random_state=0)
+    plain = clone(base).set_params(n_iter_no_change=10).fit(X, y)
+    auto = clone(base).set_params(batch_size="auto", n_iter_no_change="auto").fit(X, y)
+    assert plain.n_iter_ < 60  # stopped by the rule on the training loss
+    assert abs(plain.score(X_test, y_test) - 0.5) < 0.05  # the class prior
+    assert auto.score(X_test, y_test) > 0.6
+    # "auto" is exactly the resolved integers
+    same = clone(base).set_params(batch_size=9, n_iter_no_change=20).fit(X, y)
+    np.testing.assert_allclose(same.predict_proba(X_test), auto.predict_proba(X_test))
+
+
+def test_default_patience_outlasts_a_noisy_start():
+    """DeepSetsClassifier's default patience ("auto": 160 steps, here 80 epochs of 2 steps)
+    does not end the fit in the first epochs as 10 epochs of patience do (at the class prior)."""
+    X, y = _scalar_sets(67, 0)
+    short = DeepSetsClassifier(hidden_size=32, max_iter=60, n_iter_no_change=10,
+                               random_state=0).fit(X, y)
+    default = DeepSetsClassifier(hidden_size=32, max_iter=60, random_state=0).fit(X, y)
+    assert short.n_iter_ < 40
+    assert default.n_iter_ == 60
+    assert default.loss_curve_[-1] < min(short.loss_curve_)
