@@ -70,15 +70,8 @@ class _BaseSetNetwork(SetNetworkEstimator):
         return TrainingSetup(overrides={"optimizer": self.optimizer})
 
     def _fit_batch_size(self, n_train):
-        """``batch_size="auto"``: ``min(64, ceil(n_train / 8))``, at least 8 steps per epoch.
-
-        Why: with 64 sets per batch a fit on 67 sets makes 2 steps per epoch, and the training
-        loss of an epoch is noisy enough on so few sets that the stopping rule ends the fit
-        before the network leaves the class prior. Measured on ItalyPowerDemand (67 sets of 24
-        scalars, ``benchmarks/results/trained_vs_pooling.md``): ``DeepSetsClassifier()`` stopped
-        after 19 epochs (38 steps) and predicted one class for every test set (50.1%); without
-        the stopping rule, 200 full-batch epochs reached 53.2%, batches of 8 sets 72.2%.
-        """
+        """``batch_size="auto"``: ``min(64, ceil(n_train / 8))``, at least 8 steps per epoch
+        (see the user guide's "Small training sets")."""
         if self.batch_size == "auto":
             return int(min(_AUTO_BATCH, max(1, -(-n_train // _AUTO_STEPS))))
         return int(self.batch_size)
@@ -192,30 +185,24 @@ _AUTO_BATCH_DOC = ("""    batch_size : int, default=64
         Most sets per batch.
 """, """    batch_size : int or "auto", default=64
         Most sets per batch. ``"auto"``: ``min(64, ceil(n_train / 8))`` for a fit on ``n_train``
-        sets, so that every epoch makes at least 8 optimisation steps (with 64, a fit on 67 sets
-        makes 2 steps per epoch). Measured on the real-data suite
-        (``benchmarks/results/trained_vs_pooling.md``): it lifts Deep Sets on ItalyPowerDemand's
-        sets of 24 scalars from the class prior (50.1%) to 73.0%, and costs points on other
-        data sets of 36-50 sets (ArrowHead, GunPoint), hence not the default.
+        sets, so that every epoch makes at least 8 optimisation steps (see
+        :ref:`small-training-sets`).
 """)
 _AUTO_PATIENCE_DOC = ("""    n_iter_no_change : int, default=10
         Patience in epochs.
 """, """    n_iter_no_change : int or "auto", default=10
         Patience in epochs. ``"auto"``: ``max(10, ceil(160 / steps_per_epoch))`` epochs, at least
-        160 optimisation steps (``steps_per_epoch = ceil(n_train / batch size)``): the epoch loss
-        of a fit on a few dozen sets is noisy, and 10 epochs of 2 steps stop such a fit at the
-        class prior (ItalyPowerDemand, as above).
+        160 optimisation steps (``steps_per_epoch = ceil(n_train / batch size)``), so that a fit
+        on a few dozen sets is not stopped by the noise of its first epochs (see
+        :ref:`small-training-sets`).
 """)
 
 
 _DS_PATIENCE_DOC = (_AUTO_PATIENCE_DOC[1], """    n_iter_no_change : int or "auto", default="auto"
         Patience in epochs. ``"auto"``: ``max(10, ceil(160 / steps_per_epoch))`` epochs, at least
         160 optimisation steps (``steps_per_epoch = ceil(n_train / batch size)``; 10 epochs from
-        1,280 training sets on with batches of 64): the epoch loss of a fit on a few dozen sets
-        is noisy, and 10 epochs of 1-2 steps stopped such fits at the class prior. Measured on 21
-        rows of the real-data suite (``benchmarks/results/trained_vs_pooling.md``, seed 0)
-        against 10: GunPoint's sets of scalars 49.3 to 72.0, WatchMagnitude 38.1 to 50.0, ACSF1
-        10-mers 59.0 to 72.0, no row more than 1.4 points lower.
+        1,280 training sets on with batches of 64), so that a fit on a few dozen sets is not
+        stopped by the noise of its first epochs (see :ref:`small-training-sets`).
 """)
 
 
@@ -323,15 +310,14 @@ _ST_DOC = """
     point_init : {"xavier", "normal"}, default="xavier"
         Initialisation of the learned inducing points and PMA seeds: the reference code's
         Xavier-uniform (entries ~0.15 at width 64) or standard normal entries (the scale of a
-        normalised element; it shortened the plateau of the post-norm ST on raw inputs, and hurt
-        ST++ on Normal Var, see BENCHMARKS.md, st_tasks).
+        normalised element).
     decoder : {"mlp", "sab"}, default="mlp"
         ``"mlp"``: one hidden Linear-ReLU layer on the ``n_seeds`` pooled vectors; ``"sab"``: the
         paper's ``rFF(SAB(PMA_k(Z)))``, a SAB over the pooled seeds then a Linear layer.
     standardize : bool, default=True
         Standardise each element feature by its mean and standard deviation over all training
         elements (``mean_``, ``scale_``), as ``NystromFeatures`` does; ``False`` feeds the raw
-        features (the behaviour before this option).
+        features.
 """
 
 _ST_REFS = """
@@ -507,7 +493,7 @@ _DS_DOC = """
     standardize : bool, default=True
         Standardise each element feature by its mean and standard deviation over all training
         elements (``mean_``, ``scale_``), as ``NystromFeatures`` does; ``False`` feeds the raw
-        features (the behaviour before this option).
+        features.
 """
 
 _DS_REFS = """
