@@ -30,23 +30,9 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import argparse  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
-import time  # noqa: E402
 import warnings  # noqa: E402
 
-
-def interleaved(fns: dict, repeats: int) -> dict:
-    """Median seconds of each callable over ``repeats`` rounds, every round running all of them."""
-    import numpy as np
-
-    times = {k: [] for k in fns}
-    for f in fns.values():  # warm-up
-        f()
-    for _ in range(repeats):
-        for k, f in fns.items():
-            t0 = time.perf_counter()
-            f()
-            times[k].append(time.perf_counter() - t0)
-    return {k: float(np.median(v)) for k, v in times.items()}
+from _timing import interleaved  # noqa: E402
 
 
 def main():

@@ -40,11 +40,11 @@ import argparse  # noqa: E402
 import datetime  # noqa: E402
 import math  # noqa: E402
 import platform  # noqa: E402
-import time  # noqa: E402
 import warnings  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from _timing import interleaved  # noqa: E402
 
 from skset import NystromFeatures, OTKEmbedding  # noqa: E402
 from skset._sets import length_batches, pack  # noqa: E402
@@ -62,19 +62,6 @@ def make_sets(rng, lengths, d, n_clusters=16):
             (n, d)).astype(np.float32)
         out.append((x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32))
     return out
-
-
-def interleaved(fns: dict, repeats: int) -> dict:
-    """Median seconds of each callable over ``repeats`` rounds, every round running all of them."""
-    times = {k: [] for k in fns}
-    for f in fns.values():  # warm-up (and jit compilation) outside the timing
-        f()
-    for _ in range(repeats):
-        for k, f in fns.items():
-            t0 = time.perf_counter()
-            f()
-            times[k].append(time.perf_counter() - t0)
-    return {k: float(np.median(v)) for k, v in times.items()}
 
 
 def best_of(candidates: dict, rounds: int = 2):
