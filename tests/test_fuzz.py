@@ -56,8 +56,9 @@ FACTORIES = {
                                                 sinkhorn_iter=100, random_state=0),
     "SetTransformerClassifier": lambda: SetTransformerClassifier(n_heads=2, n_inducing=2, **NN),
     "SetTransformerRegressor": lambda: SetTransformerRegressor(
-        n_heads=2, n_inducing=None, norm="set", residual="clean", **NN),
-    "DeepSetsClassifier": lambda: DeepSetsClassifier(pooling="max", **NN),
+        n_heads=2, n_inducing=None, norm="set", residual="clean", n_iter_no_change="auto", **NN),
+    # the "auto" batch size and patience (n_iter_no_change="auto" is this one's default)
+    "DeepSetsClassifier": lambda: DeepSetsClassifier(pooling="max", **{**NN, "batch_size": "auto"}),
     "DeepSetsRegressor": lambda: DeepSetsRegressor(norm="set", residual="clean", **NN),
     "OTKClassifier": lambda: OTKClassifier(n_components=4, n_supports=2, max_iter=1,
                                            random_state=0),
