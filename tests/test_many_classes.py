@@ -208,3 +208,28 @@ def test_classes_held_out_whole_stay_columns(cls):
     P = clf.predict_proba(X)
     assert P.shape == (60, 60) and np.isfinite(P).all()
     np.testing.assert_allclose(P.sum(1), 1.0, atol=1e-6)
+
+
+@pytest.mark.parametrize("cheap_work", [1 << 40, 0])
+def test_costly_heads_are_fitted_at_initialisation_and_at_the_end_only(many_classes, monkeypatch,
+                                                                       cheap_work):
+    # the alternating solver refits a cheap head before every epoch after the first and at the
+    # end; a costly one (many classes: more than HEAD_CHEAP_WORK per product) at the end only
+    import skset.neural_network._otk as otk_module
+
+    monkeypatch.setattr(otk_module, "HEAD_CHEAP_WORK", cheap_work)
+    X, y = many_classes
+    calls = []
+    real = OTKClassifier._fit_head
+
+    def counted(self, head, Z, targets, weight=None, first=False):
+        calls.append(first)
+        return real(self, head, Z, targets, weight, first)
+
+    monkeypatch.setattr(OTKClassifier, "_fit_head", counted)
+    clf = OTKClassifier(**dict(CLASSIFIERS[OTKClassifier], max_iter=3), random_state=0,
+                        device="cpu").fit(X, y)
+    assert calls[0] is True and not any(calls[1:])
+    assert len(calls) == (4 if cheap_work else 2)  # init, before epochs 2 and 3, end
+    top1, top5 = _check_outputs(clf, X, y)
+    assert top5 > 0.5, top5

@@ -274,7 +274,10 @@ class AlternatingHead(Callback):
     trains the rest, and fitted once more at the end without a validation split (with one, the
     restored best epoch keeps the head it was validated with). Every refit starts from the
     previous head with the head still frozen, which the classifier's head solve reads as
-    "warm": a few iterations to a loose tolerance (see ``OTKClassifier._fit_head``)."""
+    "warm": a few iterations to a loose tolerance (see ``OTKClassifier._fit_head``). Where the
+    estimator says a head solve is costly (``est._refits_between_epochs(head, n_sets)`` false:
+    many classes), the refits before the epochs are left out: the head is fitted at
+    initialisation and at the end only."""
 
     def __init__(self, est, data, warm: bool):
         self.est, self.warm = est, warm
@@ -289,6 +292,8 @@ class AlternatingHead(Callback):
         state.module.head.requires_grad_(False)
 
     def on_epoch_begin(self, state):
+        if not self.est._refits_between_epochs(state.module.head, len(self.targets)):
+            return
         if state.epoch > 0 or self.warm:  # epoch 0 of a fresh fit: head just fitted at init
             self._refit(state.module)
 

@@ -61,13 +61,17 @@ PAPER_MAP = {"standardize": True, "normalize": True, "keep_norm": True, "bandwid
 # The classifier's head solves stop when the largest gradient entry is HEAD_TOL of its value at
 # W = 0 (see fit_logistic_head). Where an iteration is costly (more than HEAD_CHEAP_WORK
 # multiply-adds in each of its two products: n_sets x (n_features + 1) x n_classes, a few ms
-# on one core at the limit) the alternating solver's warm refits stop at HEAD_TOL_BETWEEN after
-# at most HEAD_WARM_ITER iterations. On the 1,000-class task of benchmarks/bench_many_classes.py
-# the end refit took 54 iterations to 3e-4 and 10 to 1e-3 (objective 0.1127 against 0.1182), for
-# the same test top-1/5/10 accuracy (85.6 / 99.1 / 99.7 and 85.7 / 99.1 / 99.6); on the small
-# suite rows, where every solve is cheap, the head's precision shows in the trained model: over
-# seeds 0-2, PickupGestureWiimoteZ 10-mers 68.7 with loose refits, 70.7 to 3e-4, 72.0 to
-# HEAD_TOL_CHEAP (as with torch's L-BFGS to 1e-7 before), WatchWindows 88.9 / 88.9 / 89.7.
+# on one core at the limit) the alternating solver fits the head at initialisation and at the end
+# only, each time warm (from zero, then from the initial head) and stopping at HEAD_TOL_BETWEEN
+# after at most HEAD_WARM_ITER iterations. On the 1,000-class task of
+# benchmarks/bench_many_classes.py (--max-train 5 --max-size 300, 3 epochs) the refits before
+# each epoch cost 9-11 s of a 33-35 s fit, and leaving them out did not lower test top-1 accuracy
+# (seeds 0-2: 85.7 / 83.3 / 85.0 with them, 85.1 / 84.2 / 85.6 without); the end refit took 54
+# iterations to 3e-4 and 10 to 1e-3 (objective 0.1127 against 0.1182), for the same test
+# top-1/5/10 (85.6 / 99.1 / 99.7 and 85.7 / 99.1 / 99.6). On the small suite rows, where every
+# solve is cheap, the head's precision shows in the trained model: over seeds 0-2,
+# PickupGestureWiimoteZ 10-mers 68.7 with loose refits, 70.7 to 3e-4, 72.0 to HEAD_TOL_CHEAP (as
+# with torch's L-BFGS to 1e-7 before), WatchWindows 88.9 / 88.9 / 89.7.
 HEAD_TOL, HEAD_TOL_BETWEEN, HEAD_TOL_CHEAP, HEAD_WARM_ITER = 3e-4, 1e-3, 1e-5, 10
 HEAD_CHEAP_WORK = 1 << 26
 
@@ -234,6 +238,11 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
             return _KmerUnfold(self.window)
         return self.nystrom_.to_module()
 
+    def _refits_between_epochs(self, head, n_sets: int) -> bool:
+        """Whether the alternating solver refits the head before each epoch (else at
+        initialisation and at the end only; see ``AlternatingHead``)."""
+        return True
+
     def _refit_head(self, module: _OTKNetwork, sets, targets: torch.Tensor,
                     weight: torch.Tensor | None = None, masses=None, first: bool = False) -> None:
         """Fit the head in closed form on the current embedding of ``sets`` (``first``: the fit
@@ -389,6 +398,16 @@ class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
     def _head_alpha(self) -> float:
         return float(self.alpha)
 
+    @staticmethod
+    def _costly_head(head, n_sets: int) -> bool:
+        """Whether one L-BFGS iteration of the head is costly: more than ``HEAD_CHEAP_WORK``
+        multiply-adds in each of its two products with the embedding."""
+        return n_sets * (head.weight.shape[1] + 1) * head.weight.shape[0] > HEAD_CHEAP_WORK
+
+    def _refits_between_epochs(self, head, n_sets: int) -> bool:
+        # measured on single-label heads only: the multi-label head keeps every refit
+        return self._is_multilabel or not self._costly_head(head, n_sets)
+
     def _fit_head(self, head, Z, targets, weight=None, first=False):
         cw = self._class_weight_tensor(Z)
         if self._is_multilabel:  # per-label logistic regressions, one (D, L) weight matrix
@@ -400,16 +419,17 @@ class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
         # Every refit of the alternating solver (AlternatingHead keeps the head frozen for Adam:
         # requires_grad is off) starts from the previous head, near the new solution, before
         # each epoch and at the end; at initialisation Adam then trains the embedding against
-        # this head, and the head is refitted. Where an iteration is costly (many classes) these
-        # solves stop early: at most HEAD_WARM_ITER L-BFGS iterations to a looser tolerance,
-        # since the embedding moves again and test accuracy does not move past it. A cheap head
-        # is solved up to 100 iterations to HEAD_TOL_CHEAP, a costly one that starts cold (the
-        # adam solver's first head) to HEAD_TOL. Each iteration costs
-        # two products of the (n_sets, n_features) embedding with the (n_classes, n_features)
-        # head: with many classes these solves are most of the fit.
+        # this head, and the head is refitted. Where an iteration is costly (many classes) the
+        # refits before the epochs are left out (_refits_between_epochs) and the others stop
+        # early: at most HEAD_WARM_ITER L-BFGS iterations to a looser tolerance, since the
+        # embedding moves again and test accuracy does not move past it. A cheap head is solved
+        # up to 100 iterations to HEAD_TOL_CHEAP, a costly one that starts cold (the adam
+        # solver's first head) to HEAD_TOL. Each iteration costs two products of the (n_sets,
+        # n_features) embedding with the (n_classes, n_features) head: with many classes these
+        # solves would otherwise be most of the fit.
         warm = not head.weight.requires_grad or (
             first and self.solver == "alternating" and self.max_iter > 0)
-        cheap = Z.shape[0] * (Z.shape[1] + 1) * head.weight.shape[0] <= HEAD_CHEAP_WORK
+        cheap = not self._costly_head(head, Z.shape[0])
         loose = warm and not cheap
         tol = HEAD_TOL_BETWEEN if loose else HEAD_TOL_CHEAP if cheap else HEAD_TOL
         fit_logistic_head(head, Z, targets, float(self.alpha),
@@ -454,10 +474,12 @@ OTKClassifier.__doc__ = compose_doc(
     ``classes_`` comes from all of ``y`` and ``predict_proba`` has a column per class (top-k
     scores with ``sklearn.metrics.top_k_accuracy_score(..., labels=clf.classes_)``). The head's
     refits cost two products of the embedding with the ``(n_classes, n_features)`` head per
-    L-BFGS iteration: at most 10 iterations between epochs, from the previous head, up to 100
-    at initialisation and at the end. With ``early_stopping`` and classes of a single set, the
-    validation split keeps every class in training (a singleton is never held out; see the
-    user guide); a class without training sets keeps a column of near-zero probability.
+    L-BFGS iteration: with many classes (more than 2**26 multiply-adds per product) the
+    ``"alternating"`` solver fits the head at initialisation and at the end only, at most 10
+    iterations each, and Adam trains the embedding against the initial head in between. With
+    ``early_stopping`` and classes of a single set, the validation split keeps every class in
+    training (a singleton is never held out; see the user guide); a class without training sets
+    keeps a column of near-zero probability.
 """,
     MULTILABEL_DOC,
     """
