@@ -4,7 +4,8 @@ The data of ``bench_many_classes.py`` (``make_scop_like``) with ``--max-train 5 
 sizes; one fit per seed and epoch count, on the seed's own data. Run it at two commits to
 compare how they train (one line per fit: seed, epochs, fit seconds, top-1/5/10):
 
-    PYTHONPATH=$PWD OMP_WAIT_POLICY=PASSIVE python benchmarks/bench_many_classes_seeds.py --seeds 0 1 2 --epochs 3
+    PYTHONPATH=$PWD OMP_WAIT_POLICY=PASSIVE python benchmarks/bench_many_classes_seeds.py \
+        --seeds 0 1 2 --epochs 3
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
-
 from bench_many_classes import make_scop_like, topk  # noqa: E402
+
 from skset import OTKClassifier  # noqa: E402
 
 warnings.filterwarnings("ignore")

@@ -1,11 +1,14 @@
 """What choosing the element map costs: the default JapaneseVowels pipeline with ``"auto"`` (the
-map chosen from the data) against the same pipeline with the fixed map given explicitly.
+map and the k-mer width chosen from the data) against the same pipeline with them given
+explicitly (``--fixed map``: the fixed map and ``window=1``; ``--fixed window``: ``window=1``
+only, the cost of the k-mer width's rule).
 
 Interleaved runs (auto, fixed, auto, fixed, ...) in one process, the median of each and the
 median of the pair-by-pair ratios; then the README main job (the grid search of
 ``examples/japanese_vowels_otk.py``, where the map is chosen again in every fold) once each way.
 
-    OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=1 python benchmarks/bench_map_choice.py --repeats 21
+    OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=1 python benchmarks/bench_map_choice.py --repeats 21 \
+        [--fixed window]
 """
 
 import os
@@ -25,9 +28,12 @@ from skset import NystromFeatures, OTKEmbedding  # noqa: E402
 from skset._map_selection import DEFAULT_CHOICE  # noqa: E402
 from skset.datasets import load_japanese_vowels  # noqa: E402
 
+FIXED = {"map": {**DEFAULT_CHOICE, "window": 1}, "window": {"window": 1}}
+WHAT = "map"
+
 
 def pipeline(fixed: bool, max_iter=1000):
-    nys = NystromFeatures(random_state=0, **(DEFAULT_CHOICE if fixed else {}))
+    nys = NystromFeatures(random_state=0, **(FIXED[WHAT] if fixed else {}))
     return Pipeline([("nystrom", nys), ("otk", OTKEmbedding(random_state=0)),
                      ("clf", LogisticRegression(max_iter=max_iter))])
 
@@ -36,7 +42,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=21)
     ap.add_argument("--no-grid", action="store_true")
+    ap.add_argument("--fixed", choices=sorted(FIXED), default="map",
+                    help="what the fixed pipeline gives explicitly")
     args = ap.parse_args()
+    global WHAT
+    WHAT = args.fixed
     warnings.filterwarnings("ignore")
     X, y = load_japanese_vowels(subset="train", return_X_y=True)
     Xt, yt = load_japanese_vowels(subset="test", return_X_y=True)
@@ -58,11 +68,11 @@ def main():
     t_auto = (time.perf_counter() - t) / args.repeats
     t = time.perf_counter()
     for _ in range(args.repeats):
-        NystromFeatures(random_state=0, **DEFAULT_CHOICE).fit(X, y)
+        NystromFeatures(random_state=0, **FIXED[WHAT]).fit(X, y)
     t_fixed = (time.perf_counter() - t) / args.repeats
     print(f"NystromFeatures.fit alone: auto {t_auto:.3f} s, fixed {t_fixed:.3f} s; choice: "
           f"standardize={nys.standardize_}, normalize={nys.normalize_}, keep_norm={nys.keep_norm_},"
-          f" bandwidth {nys.relative_bandwidth_}")
+          f" bandwidth {nys.relative_bandwidth_}, window {nys.window_}")
     if not args.no_grid:
         for fixed in (False, True):
             search = GridSearchCV(pipeline(fixed, 2000), {"otk__epsilon": [0.1, 0.5, 1.0],

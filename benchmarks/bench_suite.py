@@ -175,6 +175,7 @@ def spread(name, nys_p, seed=0):
     flat = np.concatenate(X_tr)
     flat = (flat - flat.mean(0)) / np.where(flat.std(0) > 0, flat.std(0), 1.0)
     w = nys_p.get("window", 1)
+    w = w if isinstance(w, int) else 1  # "auto": the raw elements
     lengths = np.array([len(x) for x in X_tr])
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
     ok = np.concatenate([s + np.arange(n - w + 1) for s, n in zip(starts, lengths, strict=True)])
@@ -220,6 +221,7 @@ class Framing:
         value = score(pipe.fit(F_tr, self.y_tr), F_te, self.y_te, self.name)
         chosen = {k: getattr(nys, k + "_") for k in ("standardize", "normalize", "keep_norm")}
         chosen["bandwidth"] = nys.relative_bandwidth_
+        chosen["window"] = getattr(nys, "window_", nys.window)
         return {"otk": (value, t_nys + time.perf_counter() - t, chosen)}
 
     def _mean(self, seed):  # time: pooling + classifier only (the features are the otk row's)
@@ -234,7 +236,8 @@ class Framing:
         if not self.fixed_ok:
             return {}
         t = time.perf_counter()
-        fixed = Pipeline([("nys", NystromFeatures(random_state=seed, **self.nys_p, **FIXED_MAP)),
+        nys_p = {"window": 1, **self.nys_p}  # before: single elements unless a window is given
+        fixed = Pipeline([("nys", NystromFeatures(random_state=seed, **nys_p, **FIXED_MAP)),
                           ("otk", OTKEmbedding(random_state=seed, **self.otk_p)), ("clf", clf())])
         value = score(fixed.fit(self.X_tr, self.y_tr), self.X_te, self.y_te, self.name)
         return {"otk_fixed": (value, time.perf_counter() - t)}

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from sklearn.utils.multiclass import type_of_target
 
-from ._sets import kmer_windows
+from ._sets import kmer_level_shape, kmer_windows
 from ._stats import beats, weighted_median
 from .nn.nystrom import (
     DEFAULT_BANDWIDTH,
@@ -46,8 +46,9 @@ from .nn.nystrom import (
     nystrom_map,
 )
 
-__all__ = ["AUTO_CANDIDATES", "DEFAULT_CHOICE", "distinct_rows", "select_element_map",
-           "median_scale", "sample_sets", "unit_rows"]
+__all__ = ["AUTO_CANDIDATES", "DEFAULT_CHOICE", "WINDOW_CANDIDATES", "distinct_rows",
+           "select_element_map", "select_window", "median_scale", "sample_sets", "unit_rows",
+           "window_candidates"]
 
 # the fixed choice (used without labels, and first in the search so that it wins ties)
 DEFAULT_CHOICE = {"standardize": True, "normalize": DEFAULT_NORMALIZE, "keep_norm": DEFAULT_KEEP_NORM,
@@ -144,6 +145,48 @@ def median_scale(elems: np.ndarray, rng: np.random.RandomState, weights=None) ->
         med = float(np.median(d2))
     scale = float(np.sqrt(med) / np.sqrt(2))
     return scale if scale > 0 and np.isfinite(scale) else 1.0
+
+
+def _sampled_rows(sets, rng, per_set=MAX_PER_SET):
+    """``(rows, owner, inv_counts)``: at most ``per_set`` elements of each set stacked (float64;
+    the mean of a sample estimates the set's mean), the set of each row, and one over each set's
+    sampled count (for the mean pooling)."""
+    rows = [s if len(s) <= per_set else s[rng.choice(len(s), per_set, replace=False)]
+            for s in sets]
+    counts = np.array([len(r) for r in rows])
+    owner = torch.as_tensor(np.repeat(np.arange(len(rows)), counts), device="cpu")
+    inv_counts = torch.as_tensor(1.0 / counts, dtype=torch.float64, device="cpu")[:, None]
+    return np.concatenate(rows, axis=0).astype(np.float64), owner, inv_counts
+
+
+def _targets(task, y):
+    """The ridge targets the proxy scores: one-hot classes (one column for two), or the
+    standardised scalar target."""
+    if task == "classification":
+        classes, codes = np.unique(y, return_inverse=True)
+        onehot = np.eye(len(classes))[codes]
+        return onehot[:, 1:] if len(classes) == 2 else onehot
+    return ((y - y.mean()) / y.std())[:, None]
+
+
+def pooled_map_errors(elems: torch.Tensor, anchors: torch.Tensor, sigma: float, choice: dict,
+                      owner: torch.Tensor, inv_counts: torch.Tensor, target: np.ndarray,
+                      eigenvalue_floor: float) -> np.ndarray:
+    """The proxy's score of one element map: the leave-one-out ridge errors (one per set) of the
+    standardised mean of each set's mapped ``elems`` (rows of the sets of ``owner``), the map
+    being the Gaussian Nystrom map on ``anchors`` (float64; the map runs in ``elems``' dtype)
+    with bandwidth ``sigma`` and ``choice``'s ``normalize`` / ``keep_norm``; infinite errors
+    when a value is not finite."""
+    norm = inv_sqrt_psd(gaussian_kernel(anchors, anchors, sigma), eigenvalue_floor)
+    with torch.no_grad():
+        psi = nystrom_map(elems, anchors.to(elems.dtype), norm.to(elems.dtype), sigma,
+                          normalize=choice["normalize"], keep_norm=choice["keep_norm"])
+        sums = torch.zeros(inv_counts.shape[0], psi.shape[1], dtype=torch.float64, device="cpu")
+        pooled = (sums.index_add_(0, owner, psi.double()) * inv_counts).numpy()
+    sd = pooled.std(0)  # a constant feature (to rounding of the features' magnitude) stays
+    pooled = pooled / np.where(constant_below(sd, np.abs(pooled).max(initial=0.0)), 1.0, sd)
+    errors = loo_ridge_errors(pooled, target)
+    return errors if np.all(np.isfinite(errors)) else np.full(len(errors), np.inf)
 
 
 def _shared_classes(y: np.ndarray) -> np.ndarray:
@@ -265,20 +308,8 @@ def select_element_map(sets, y, *, mean, scale, window: int, n_components: int, 
         mean_k, scale_k = np.tile(mean, window), np.tile(scale, window)
     else:
         mean_k, scale_k = mean, scale
-    # a sample of the elements of each set (the mean of a sample estimates the set's mean)
-    rows = []
-    for s in sub_sets:
-        rows.append(s if len(s) <= MAX_PER_SET else s[rng.choice(len(s), MAX_PER_SET, replace=False)])
-    counts = np.array([len(r) for r in rows])
-    owner = torch.as_tensor(np.repeat(np.arange(len(rows)), counts), device="cpu")  # row's set
-    inv_counts = torch.as_tensor(1.0 / counts, dtype=torch.float64, device="cpu")[:, None]
-    raw = np.concatenate(rows, axis=0).astype(np.float64)
-
-    if task == "classification":  # one-hot targets (one column for two classes)
-        classes, codes = np.unique(sub_y, return_inverse=True)
-        target = np.eye(len(classes))[codes][:, 1:] if len(classes) == 2 else np.eye(len(classes))[codes]
-    else:
-        target = ((sub_y - sub_y.mean()) / sub_y.std())[:, None]
+    raw, owner, inv_counts = _sampled_rows(sub_sets, rng)
+    target = _targets(task, sub_y)
     prepared = {}  # (standardize, normalize) -> (elements, anchors, scale)
     # common random numbers: the anchors are the same sampled elements (distinct ones) under every
     # preprocessing, and the distance pairs are drawn alike, so that candidates differ by the
@@ -299,16 +330,8 @@ def select_element_map(sets, y, *, mean, scale, window: int, n_components: int, 
         elems, anchors, data_scale = prepared[key]
         relative = fixed.get("bandwidth", "auto") == "auto" or not c["normalize"]
         sigma = c["bandwidth"] * data_scale if relative else c["bandwidth"]
-        norm = inv_sqrt_psd(gaussian_kernel(anchors, anchors, sigma), eigenvalue_floor)
-        with torch.no_grad():
-            psi = nystrom_map(elems, anchors.to(dtype), norm.to(dtype), sigma,
-                              normalize=c["normalize"], keep_norm=c["keep_norm"])
-            sums = torch.zeros(len(counts), psi.shape[1], dtype=torch.float64, device="cpu")
-            pooled = (sums.index_add_(0, owner, psi.double()) * inv_counts).numpy()
-        sd = pooled.std(0)  # a constant feature (to rounding of the features' magnitude) stays
-        pooled = pooled / np.where(constant_below(sd, np.abs(pooled).max(initial=0.0)), 1.0, sd)
-        errors = loo_ridge_errors(pooled, target)
-        return errors if np.all(np.isfinite(errors)) else np.full(len(errors), np.inf)
+        return pooled_map_errors(elems, anchors, sigma, c, owner, inv_counts, target,
+                                 eigenvalue_floor)
 
     def stage(group, incumbent):
         """The candidate of ``group`` with the lowest mean error, if it beats the incumbent by
@@ -331,3 +354,83 @@ def select_element_map(sets, y, *, mean, scale, window: int, n_components: int, 
         scored += scored2
     scores = [(c, -float(e.mean())) for c, e in scored]
     return lead[0], scores
+
+
+# -- the k-mer width ----------------------------------------------------------------------------
+#: the k-mer widths ``window="auto"`` compares with single elements (1, the incumbent); a width is
+#: a candidate when every training set has at least twice as many elements
+WINDOW_CANDIDATES = (3, 5, 10, 20)
+#: elements (k-mers) per set the width's proxy maps: more than the map's MAX_PER_SET, since the
+#: widths differ by what long series show in their k-mers. On the suite's univariate series
+#: (mean of seeds 0-2), 256 against 64: GeneFamilies 50.5 -> 56.1, WatchMagnitude 65.1 -> 68.3,
+#: ArrowHead 80.8 -> 84.0, PickupGestureWiimoteZ 58.0 -> 60.7, ACSF1 87.7 -> 85.7 (one seed
+#: kept single elements); every bag row kept single elements with both
+WINDOW_PER_SET = 256
+
+
+def window_candidates(lengths) -> list[int]:
+    """1, then the widths of ``WINDOW_CANDIDATES`` that every set of ``lengths`` can hold twice
+    (a set of ``n`` elements keeps more than half of them as k-mers: ``n - w + 1 > n / 2``)."""
+    shortest = int(np.min(lengths)) if len(lengths) else 0
+    return [1] + [w for w in WINDOW_CANDIDATES if 2 * w <= shortest]
+
+
+def select_window(sets, y, *, kmer_coding: str, fixed: dict, default: dict, n_components: int,
+                  eigenvalue_floor: float, rng: np.random.RandomState, dtype=torch.float32):
+    """Choose the k-mer width of ``window="auto"`` from the labels.
+
+    Each width of :func:`window_candidates` (the first, 1, the incumbent) is scored by the proxy
+    of :func:`select_element_map` with the map fixed (``fixed``'s explicit values, ``default``'s
+    for its ``"auto"`` ones): on a sample of the training sets (classes of one set left out), the
+    k-mers of each (coded as ``kmer_coding`` says; the sets themselves for 1), at most
+    ``WINDOW_PER_SET`` of them per set,
+    standardised by their own mean and deviation when ``choice["standardize"]``, projected on
+    the sphere when ``choice["normalize"]``, mapped on anchors drawn among them, mean-pooled,
+    and the leave-one-out squared error of a ridge model on the pooled features. The width of
+    lowest mean error replaces 1 only when it beats it by more than noise (a paired t statistic
+    over the sampled sets above ``MIN_T``): k-mers are taken when the data say that order
+    matters.
+
+    Returns
+    -------
+    window : int
+    scores : list of (int, float) or None
+        Each width and its score (minus the mean leave-one-out error; higher is better), or
+        ``None`` without usable labels or candidates (then ``window`` is 1).
+    """
+    widths = window_candidates([len(s) for s in sets])
+    choice = {k: default[k] if fixed.get(k, "auto") == "auto" else fixed[k] for k in default}
+    code = kmer_level_shape if kmer_coding == "level_shape" else kmer_windows
+    task = _task(y, len(sets))
+    if task is None or len(widths) < 2:
+        return 1, None
+    if task == "classification":
+        shared = _shared_classes(np.asarray(y))
+        if not shared.all():
+            sets, y = [s for s, k in zip(sets, shared) if k], np.asarray(y)[shared]
+    sub_sets, sub_y = sample_sets(sets, y, rng)
+    if task == "classification" and np.unique(sub_y).size < 2:
+        return 1, None
+    target = _targets(task, sub_y)
+    scored = []
+    for w in widths:
+        raw, owner, inv_counts = _sampled_rows(sub_sets if w == 1 else code(sub_sets, w), rng,
+                                               WINDOW_PER_SET)
+        elems = raw
+        if choice["standardize"]:
+            sd = raw.std(0)
+            elems = (raw - raw.mean(0)) / np.where(constant_below(sd, np.abs(raw).max(0)), 1.0,
+                                                    sd)
+        if choice["normalize"]:
+            elems = unit_rows(elems)
+        distinct = distinct_rows(elems)
+        anchors = elems[rng.choice(distinct, min(n_components, MAX_ANCHORS, len(distinct)),
+                                   replace=False)]
+        sigma = choice["bandwidth"] * median_scale(elems, rng)
+        errors = pooled_map_errors(torch.as_tensor(elems, dtype=dtype, device="cpu"),
+                                   torch.as_tensor(anchors, device="cpu"), sigma, choice, owner,
+                                   inv_counts, target, eigenvalue_floor)
+        scored.append((w, errors))
+    best = min(scored, key=lambda we: we[1].mean())
+    chosen = best[0] if beats(scored[0][1], best[1], MIN_T, flat=0.0) else 1
+    return chosen, [(w, -float(e.mean())) for w, e in scored]

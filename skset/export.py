@@ -112,7 +112,8 @@ DeepSetsRegressor, OTKClassifier, OTKRegressor, OTKEmbedding or NystromFeatures
 
 
 def _min_elements(estimator) -> int:
-    return int(getattr(estimator, "window", 1) or 1)
+    w = getattr(estimator, "window_", None) or getattr(estimator, "window", 1)  # fitted first
+    return int(w) if isinstance(w, (int, np.integer)) else 1
 
 
 def _min_length(estimator) -> int:

@@ -19,6 +19,7 @@ from ._map_selection import (
     median_scale,
     sample_sets,
     select_element_map,
+    select_window,
     unit_rows,
 )
 from ._nystrom_rows import map_rows
@@ -97,9 +98,12 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         explicit value with ``normalize=True`` is absolute, in units of the unit sphere (0.5-0.6
         in the paper). ``"auto"``: chosen in ``fit`` among 0.25, 0.5, 1 and 2 (see below;
         0.5 without labels).
-    window : int, default=1
+    window : int or "auto", default="auto"
         k-mer width: ``window`` consecutive elements of each (ordered) set are concatenated into one
-        element before the map, so a set of ``n`` elements gives ``n - window + 1``.
+        element before the map, so a set of ``n`` elements gives ``n - window + 1``. ``"auto"``:
+        ``window_`` chosen in ``fit`` among 1 and the widths 3, 5, 10, 20 that every training set
+        holds twice, k-mers only where they predict the labels better by more than noise (1
+        without labels, for a 2-D pool); see the :ref:`nystrom` guide.
     kmer_coding : {"level_shape", "plain"}, default="level_shape"
         With ``window > 1``, how a k-mer is written before the standardisation and the map.
         ``"level_shape"``: its deviations from its own mean over the window (its shape,
@@ -172,6 +176,11 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         ``bandwidth_`` over the data's scale (the chosen or given ``bandwidth``).
     standardize_, normalize_, keep_norm_ : bool
         The preprocessing used: the given values, or those chosen for ``"auto"``.
+    window_ : int
+        The k-mer width used: ``window``, or the one chosen for ``"auto"``.
+    window_scores_ : list of (int, float) or None
+        The widths scored by ``window="auto"`` (width, minus the leave-one-out squared error of
+        pooled features; higher is better), ``None`` when nothing was chosen from labels.
     selection_scores_ : list of (dict, float) or None
         The candidates scored by ``"auto"`` (parameters, minus the leave-one-out squared error of
         pooled features; higher is better), ``None`` when nothing was chosen from labels.
@@ -222,7 +231,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
     _parameter_constraints = {
         "n_components": [POSITIVE_INT],
         "bandwidth": ["auto", POSITIVE],
-        "window": [POSITIVE_INT],
+        "window": ["auto", POSITIVE_INT],
         "kmer_coding": ["level_shape", "plain"],
         "standardize": ["auto", Boolean()],
         "normalize": ["auto", Boolean()],
@@ -235,7 +244,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         **TORCH_PARAMS,
     }
 
-    def __init__(self, n_components=DEFAULT_N_COMPONENTS, *, bandwidth="auto", window=1,
+    def __init__(self, n_components=DEFAULT_N_COMPONENTS, *, bandwidth="auto", window="auto",
                  kmer_coding="level_shape", standardize="auto", normalize="auto",
                  keep_norm="auto", anchors="kmeans",
                  max_samples=100_000, eigenvalue_floor=DEFAULT_EIGENVALUE_FLOOR,
@@ -270,7 +279,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         else:
             y_sel = y
             if coll.form == "2d":  # a pool of elements: each row is a set of one (labels per row)
-                if self.window > 1 or y is None:  # k-mers span rows: a row label labels no k-mer
+                if self._width > 1 or y is None:  # k-mers span rows: a row label labels no k-mer
                     sets, y_sel = [], None
                 else:  # the sample the selection scores, drawn here from the pool's rows
                     rows, y_sel = sample_sets(coll.sets[0], y, rng)
@@ -284,6 +293,16 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         self.keep_norm_ = bool(choice["keep_norm"])
         self.relative_bandwidth_ = float(choice["bandwidth"])
         self.selection_scores_ = scores
+
+    def _choose_window(self, coll, y, rng, incumbent: dict) -> None:
+        """Resolve ``window="auto"`` (``window_``, ``window_scores_``; a 2-D pool of elements has
+        no order: 1), see :func:`skset._map_selection.select_window`."""
+        if coll.form != "2d":
+            self.window_, self.window_scores_ = select_window(
+                coll.sets, y, kmer_coding=self.kmer_coding, default=incumbent,
+                fixed={k: getattr(self, k) for k in DEFAULT_CHOICE}, rng=rng,
+                n_components=self.n_components, eigenvalue_floor=self.eigenvalue_floor,
+                dtype=self.dtype_)
 
     @staticmethod
     def _check_y(y, coll):
@@ -306,9 +325,11 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         """A later ``partial_fit`` continues the fitted model: refuse, before anything changes,
         parameters changed since the fit that the fitted anchors cannot follow (the k-mers:
         ``window``, ``kmer_coding``)."""
-        now = (self.window, self.kmer_coding if self.window > 1 else None)
+        w_now = self._width if self.window == "auto" else int(self.window)  # "auto": fitted
+        now = (w_now, self.kmer_coding if w_now > 1 else None)
         fitted = getattr(self, "_fitted_kmers", None)
-        width = (self.window + (1 if self._coded else 0)) * self.n_features_in_
+        coded = w_now > 1 and self.kmer_coding == "level_shape"
+        width = (w_now + (1 if coded else 0)) * self.n_features_in_
         if (fitted is None and width == self.anchors_.shape[1]) or (
                 fitted is not None and tuple(fitted) == now):
             return
@@ -334,8 +355,8 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
             isinstance(X, np.ndarray) and X.ndim == 2
         ) or hasattr(X, "iloc"):
             arr = validate_data(self, X, reset=fitting, dtype=[np.float64, np.float32],
-                                ensure_min_samples=self.window)
-            coll = check_sets(arr, allow_pool=True, min_elements=self.window, compute_dtype=self.dtype,
+                                ensure_min_samples=self._width)
+            coll = check_sets(arr, allow_pool=True, min_elements=self._width, compute_dtype=self.dtype,
                               n_features=None if fitting else self.n_features_in_)
         else:
             coll = check_sets(X, n_features=None if fitting else self.n_features_in_,
@@ -344,29 +365,36 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
                 self.n_features_in_ = coll.n_features
                 if hasattr(self, "feature_names_in_"):
                     del self.feature_names_in_
-        check_kmer_lengths(coll.lengths, self.window)
+        check_kmer_lengths(coll.lengths, self._width)
         return coll
+
+    @property
+    def _width(self) -> int:
+        """The map's k-mer width: ``window_`` (older models: ``window``; "auto" unresolved: 1)."""
+        w = getattr(self, "window_", self.window)
+        return 1 if w == "auto" else int(w)
 
     @property
     def _coded(self) -> bool:
         """k-mers coded as level + shape (:func:`skset._sets.kmer_level_shape`)."""
-        return self.window > 1 and getattr(self, "kmer_coding", "plain") == "level_shape"
+        return self._width > 1 and getattr(self, "kmer_coding", "plain") == "level_shape"
 
     def _map_inputs(self, coll):
         """``(sets, window, lengths)`` that the standardisation and the map see: the checked
         sets and the k-mer window, or, for coded k-mers, the coded k-mers of every set (window 1
         from there on)."""
         if self._coded:
-            sets = kmer_level_shape(coll.sets, self.window)
+            sets = kmer_level_shape(coll.sets, self._width)
             return sets, 1, np.fromiter((len(s) for s in sets), dtype=np.int64, count=len(sets))
-        return coll.sets, self.window, coll.lengths
+        return coll.sets, self._width, coll.lengths
 
-    def _training_elements(self, X, sample_weight, element_weight, *,
-                           fitting: bool) -> _TrainingElements:
+    def _training_elements(self, X, sample_weight, element_weight, *, fitting: bool,
+                           coll=None) -> _TrainingElements:
         """Validate a fit's inputs: the checked collection, the sets, window and lengths of
         :meth:`_map_inputs`, their elements (or coded k-mers) stacked, the weight of each and
-        the scale of ``sample_weight`` (:class:`_TrainingElements`)."""
-        coll = self._elements(X, fitting=fitting)
+        the scale of ``sample_weight`` (:class:`_TrainingElements`); ``coll``: ``X`` already
+        checked by :meth:`_elements`."""
+        coll = self._elements(X, fitting=fitting) if coll is None else coll
         lengths = coll.lengths
         sw = check_sample_weight(sample_weight, lengths.sum() if coll.form == "2d" else
                                  len(lengths), type(self).__name__)
@@ -386,7 +414,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         sets, window, lengths = self._map_inputs(coll)
         if self._coded and ew is not None:  # a coded k-mer weighs the mean of its elements'
             ew = np.concatenate(kmer_weights(np.split(ew, np.cumsum(coll.lengths)[:-1]),
-                                             self.window))
+                                             self._width))
         return _TrainingElements(coll=coll, sets=sets, window=window, lengths=lengths,
                                  raw=np.concatenate(sets, axis=0), weights=ew,
                                  scale=weight_scale(sample_weight))
@@ -463,9 +491,16 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         ``fit`` or ``clone`` starts from ``DEFAULT_CHOICE`` again)."""
         seed, rng = self._begin_fit()
         np_dtype = np.float64 if self.dtype_ == torch.float64 else np.float32
+        self.window_ = 1 if self.window == "auto" else int(self.window)
         data = self._training_elements(X, sample_weight, element_weight, fitting=True)
-        raw, ew, window, lengths = data.raw, data.weights, data.window, data.lengths
         y = self._check_y(y, data.coll)
+        self.window_scores_ = None
+        if self.window == "auto":  # its own stream: keeping 1 fits exactly as window=1
+            self._choose_window(data.coll, y, np.random.RandomState((seed + 2) % 2**32), incumbent)
+            if self.window_ > 1:
+                data = self._training_elements(X, sample_weight, element_weight, fitting=True,
+                                               coll=data.coll)
+        raw, ew, window, lengths = data.raw, data.weights, data.window, data.lengths
         mean, std = weighted_mean_std(raw, ew, keep_dtype=True)
         # a feature is constant when its spread is rounding noise of its own magnitude (relative,
         # so that data of any scale, 1e-30 or 1e30, is standardised alike)
@@ -512,6 +547,9 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
                     "computations (squared distances would underflow or overflow); standardise "
                     "the features (standardize=True or 'auto') or use dtype='float64'.")
         if self.verbose:
+            if self.window_scores_:
+                print(f"[NystromFeatures] k-mer width: window={self.window_} (scores "
+                      + ", ".join(f"{w}: {v:.4f}" for w, v in self.window_scores_) + ")")
             print(f"[NystromFeatures] element map: standardize={self.standardize_}, "
                   f"normalize={self.normalize_}, keep_norm={self.keep_norm_}, bandwidth "
                   f"{self.relative_bandwidth_} x scale = {self.bandwidth_:.4g} "
@@ -519,7 +557,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         self._set_anchors(anchors)
         self.counts_ = data.scale * center_counts(self.anchors_, elems, w)
         self.n_steps_ = 1
-        self._fitted_kmers = (self.window, self.kmer_coding if self.window > 1 else None)
+        self._fitted_kmers = (self._width, self.kmer_coding if self._width > 1 else None)
         return self
 
     def partial_fit(self, X, y=None, sample_weight=None, element_weight=None):
@@ -650,7 +688,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
             self.n_features_in_,
             self.anchors_.shape[0],
             bandwidth=self.bandwidth_,
-            window=self.window,
+            window=self._width,
             kmer_coding="level_shape" if self._coded else "plain",
             normalize=self.normalize_,
             keep_norm=self.keep_norm_,

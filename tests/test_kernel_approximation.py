@@ -112,7 +112,9 @@ def test_layer_and_estimator_share_default_parameters(rng):
     from skset._map_selection import DEFAULT_CHOICE
 
     for name in sorted(shared):
-        if est[name].default == "auto":  # chosen in fit; without labels, the fixed choice
+        if name == "window":  # chosen in fit from labels; without labels 1, the layer's default
+            assert est[name].default == "auto" and layer[name].default == 1
+        elif est[name].default == "auto":  # chosen in fit; without labels, the fixed choice
             assert layer[name].default == DEFAULT_CHOICE[name], name
         else:
             assert layer[name].default == est[name].default, name
@@ -525,7 +527,7 @@ def _naive_map(nf, sets):
     out = []
     for s in sets:
         z = (np.asarray(s, np.float64) - nf.mean_) / nf.scale_
-        w = nf.window
+        w = nf.window_
         z = np.stack([z[i : i + w].reshape(-1) for i in range(len(z) - w + 1)])
         norms = np.linalg.norm(z, axis=1, keepdims=True)
         if nf.normalize_:
@@ -563,7 +565,7 @@ def test_long_sets_block_by_block_match_naive_and_sklearn(rng, monkeypatch, kw, 
         np.testing.assert_array_equal(a, b)  # thread count: same rounding
         np.testing.assert_allclose(a, c, **tol)  # block size: float rounding only
         np.testing.assert_allclose(a, ref, **tol)
-    if not (nf.window > 1 or nf.normalize_ or nf.standardize_):
+    if not (nf.window_ > 1 or nf.normalize_ or nf.standardize_):
         sk = Nystroem(kernel="rbf", gamma=1.0 / (2 * nf.bandwidth_**2),
                       n_components=24).fit(sets[0])
         sk.components_, sk.normalization_ = nf.anchors_, nf.normalization_

@@ -1,0 +1,149 @@
+"""``NystromFeatures(window="auto")``: the k-mer width chosen from the labels.
+
+k-mers are taken when the order of the elements carries the class (series whose classes share
+every value but not their order), single elements when it does not (bags of i.i.d. elements);
+a width kept at 1 fits exactly as ``window=1``; the chosen width holds in transform, the layer,
+pickling, ``partial_fit``, searches and the serving module."""
+
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from sklearn.base import clone
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
+
+from skset import NystromFeatures, OTKEmbedding
+from skset._map_selection import WINDOW_CANDIDATES, select_window, window_candidates
+from skset._sets import pack
+
+
+def _order_task(n=60, length=40, seed=0):
+    """Two classes of univariate series with the same values in another order: a rising and a
+    falling ramp, each with noise and a random level. Single time points cannot tell them apart
+    (the same marginal distribution); short k-mers can."""
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % 2
+    t = np.linspace(-1.0, 1.0, length)
+    X = [((t if c else -t) + rng.uniform(-1, 1) + 0.05 * rng.normal(size=length))[:, None]
+         for c in y]
+    return X, y
+
+
+def _bag_task(n=60, seed=0):
+    """Bags of i.i.d. elements whose class moves their mean: order carries nothing."""
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % 2
+    X = [rng.normal(loc=0.8 * c, size=(int(rng.integers(30, 50)), 3)) for c in y]
+    return X, y
+
+
+def test_candidate_widths_fit_twice_in_every_set():
+    assert window_candidates([7, 30]) == [1, 3]
+    assert window_candidates([40, 100]) == [1, *WINDOW_CANDIDATES]
+    assert window_candidates([5]) == [1]
+    assert window_candidates([]) == [1]
+
+
+def test_order_task_takes_kmers_and_they_help():
+    X, y = _order_task()
+    Xt, yt = _order_task(seed=1)
+    nf = NystromFeatures(n_components=16, window="auto", random_state=0).fit(X, y)
+    assert nf.window_ > 1
+    assert [w for w, _ in nf.window_scores_] == window_candidates([len(x) for x in X])
+    best = max(nf.window_scores_, key=lambda ws: ws[1])
+    assert best[0] == nf.window_
+    out = nf.transform(Xt)
+    assert [o.shape for o in out] == [(len(x) - nf.window_ + 1, nf.n_components_) for x in Xt]
+
+    def accuracy(window):
+        pipe = make_pipeline(NystromFeatures(n_components=16, window=window, random_state=0),
+                             OTKEmbedding(n_supports=2, random_state=0), LogisticRegression())
+        return pipe.fit(X, y).score(Xt, yt)
+
+    assert accuracy("auto") >= 0.9 > accuracy(1) + 0.2
+
+
+def test_bags_keep_single_elements_and_fit_as_window_one():
+    X, y = _bag_task()
+    auto = NystromFeatures(n_components=8, window="auto", random_state=0).fit(X, y)
+    assert auto.window_ == 1 and auto.window_scores_ is not None
+    one = NystromFeatures(n_components=8, window=1, random_state=0).fit(X, y)
+    assert one.window_ == 1 and one.window_scores_ is None
+    for a, b in zip(auto.transform(X), one.transform(X)):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("case", ["no labels", "pool of rows", "short sets"])
+def test_nothing_to_choose_from_gives_one(case):
+    X, y = _order_task()
+    if case == "no labels":
+        y = None
+    elif case == "pool of rows":
+        X, y = np.concatenate(X[:4]), np.repeat(y[:4], 40)
+    else:
+        X = [x[:5] for x in X]  # no width fits twice
+    nf = NystromFeatures(n_components=8, window="auto", random_state=0).fit(X, y)
+    assert nf.window_ == 1 and nf.window_scores_ is None
+
+
+def test_chosen_width_in_layer_pickle_clone_and_search():
+    X, y = _order_task()
+    nf = NystromFeatures(n_components=8, window="auto", dtype="float64", random_state=0).fit(X, y)
+    w = nf.window_
+    assert w > 1 and nf._coded  # level + shape coding, the default
+    out = nf.transform(X)
+    # the layer computes the same map
+    Xp, M = pack(X, dtype=torch.float64)
+    with torch.no_grad():
+        feats, mask = nf.to_module()(Xp, M)
+    np.testing.assert_allclose(feats[mask].numpy(), np.concatenate(out), atol=1e-10)
+    # pickled, the fitted width stays
+    back = pickle.loads(pickle.dumps(nf))
+    assert back.window == "auto" and back.window_ == w
+    for a, b in zip(back.transform(X), out):
+        np.testing.assert_array_equal(a, b)
+    assert clone(nf).get_params()["window"] == "auto"
+    # explicit widths stay searchable beside "auto"
+    pipe = make_pipeline(NystromFeatures(n_components=8, random_state=0),
+                         OTKEmbedding(n_supports=2, random_state=0), LogisticRegression())
+    search = GridSearchCV(pipe, {"nystromfeatures__window": [1, "auto"]}, cv=2).fit(X, y)
+    assert search.best_params_["nystromfeatures__window"] == "auto"
+
+
+def test_partial_fit_continues_the_chosen_width_and_refuses_another():
+    X, y = _order_task()
+    nf = NystromFeatures(n_components=8, window="auto", random_state=0)
+    nf.partial_fit(X[:40], y[:40])
+    w = nf.window_
+    assert w > 1
+    nf.partial_fit(X[40:])  # continues with the width chosen on the first chunk
+    assert nf.window_ == w and nf.n_steps_ == 2
+    nf.set_params(window=w).partial_fit(X[40:])  # the same width, now explicit
+    assert nf.window_ == w and nf.n_steps_ == 3
+    other = next(c for c in (1, 3, 5) if c != w)
+    with pytest.raises(ValueError, match="partial_fit continues the fitted model"):
+        nf.set_params(window=other).partial_fit(X[40:])
+
+
+def test_a_test_set_shorter_than_the_chosen_width_is_named():
+    X, y = _order_task()
+    nf = NystromFeatures(n_components=8, window="auto", random_state=0).fit(X, y)
+    short = [X[0], X[1][: nf.window_ - 1]]
+    with pytest.raises(ValueError, match="set 1"):
+        nf.transform(short)
+
+
+def test_select_window_matches_its_scores_and_the_incumbent_rule():
+    X, y = _order_task()
+    choice = {"standardize": True, "normalize": False, "keep_norm": True, "bandwidth": 0.5}
+    kw = dict(kmer_coding="level_shape", fixed={}, default=choice, n_components=16,
+              eigenvalue_floor=1e-6)
+    w, scores = select_window(X, y, rng=np.random.RandomState(0), **kw)
+    widths = window_candidates([len(x) for x in X])
+    assert [s[0] for s in scores] == widths and w == max(scores, key=lambda s: s[1])[0]
+    # no width to compare, or labels that cannot be scored: 1
+    assert select_window([x[:5] for x in X], y, rng=np.random.RandomState(0), **kw) == (1, None)
+    assert select_window(X, np.zeros(len(X)), rng=np.random.RandomState(0), **kw) == (1, None)
