@@ -147,3 +147,28 @@ def test_select_window_matches_its_scores_and_the_incumbent_rule():
     # no width to compare, or labels that cannot be scored: 1
     assert select_window([x[:5] for x in X], y, rng=np.random.RandomState(0), **kw) == (1, None)
     assert select_window(X, np.zeros(len(X)), rng=np.random.RandomState(0), **kw) == (1, None)
+
+
+@pytest.mark.parametrize("cls", ["OTKClassifier", "OTKRegressor"])
+def test_supervised_otk_chooses_the_width_too(cls):
+    import skset
+
+    X, y = _order_task()
+    Xt, yt = _order_task(seed=1)
+    est_cls = getattr(skset, cls)
+    kw = dict(n_components=8, n_supports=3, max_iter=2, random_state=0, device="cpu")
+    target = y if cls == "OTKClassifier" else y.astype(float)
+    est = est_cls(window="auto", **kw).fit(X, target)
+    assert est.window_ == est.nystrom_.window_ > 1
+    assert est.module_.window == est.window_
+    assert est.predict(Xt).shape == (len(Xt),)
+    back = pickle.loads(pickle.dumps(est))
+    np.testing.assert_array_equal(back.predict(Xt), est.predict(Xt))
+    # a fresh fit chooses again: on unordered bags, single elements
+    B, yb = _bag_task()
+    est.fit(B, yb if cls == "OTKClassifier" else yb.astype(float))
+    assert est.window_ == 1
+    # an explicit width is kept
+    assert est_cls(window=3, **kw).fit(X, target).window_ == 3
+    if cls == "OTKClassifier":
+        assert est_cls(window="auto", **kw).fit(X, target).score(Xt, yt) > 0.8

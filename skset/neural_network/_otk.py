@@ -161,7 +161,7 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
     _parameter_constraints = {
         "n_components": [Integer(0), None],
         "bandwidth": ["auto", POSITIVE],
-        "window": [POSITIVE_INT],
+        "window": ["auto", POSITIVE_INT],
         "standardize": ["auto", Boolean()],
         "normalize": ["auto", Boolean()],
         "keep_norm": ["auto", Boolean()],
@@ -183,7 +183,18 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
 
     @property
     def _min_elements(self) -> int:
-        return self.window
+        return self._width
+
+    @property
+    def _width(self) -> int:
+        """The k-mer width: ``window_`` (older models: ``window``; "auto" unresolved: 1)."""
+        w = getattr(self, "window_", self.window)
+        return 1 if w == "auto" else int(w)
+
+    def _start_fit(self, warm: bool):
+        if not warm:  # "auto" is chosen again by a fresh fit
+            self.__dict__.pop("window_", None)
+        return super()._start_fit(warm)
 
     @property
     def _use_nystrom(self) -> bool:
@@ -215,10 +226,12 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
             # "auto" starts from the paper's map (fit starts from DEFAULT_CHOICE)
             self.nystrom_._fit_with_incumbent(sets, y, sample_weight=sample_weight,
                                               element_weight=masses, incumbent=PAPER_MAP)
+            self.window_ = self.nystrom_.window_
             feats = self.nystrom_.transform(sets)
-        else:
+        else:  # no map: "auto" is 1
             self.nystrom_ = None
-            feats = kmer_windows(sets, self.window) if self.window > 1 else sets
+            self.window_ = self._width
+            feats = kmer_windows(sets, self.window_) if self.window_ > 1 else sets
         self.embedding_ = OTKEmbedding(
             n_supports=self.n_supports, n_references=self.n_references, epsilon=self.epsilon,
             sinkhorn_iter=self.sinkhorn_iter, sinkhorn_tol=None, fit_method=self.fit_method,
@@ -227,15 +240,15 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
             max_elements=self.max_elements, random_state=rng.randint(2**31 - 1), **common,
         )
         self.embedding_.fit(feats, sample_weight=sample_weight, element_weight=None
-                            if masses is None else kmer_weights(masses, self.window))
+                            if masses is None else kmer_weights(masses, self.window_))
         otk = self.embedding_.to_module()
         center = torch.as_tensor(self.embedding_.mean_, dtype=self.dtype_)
-        return _OTKNetwork(self._element_map(), otk, self.window, center, True, n_outputs)
+        return _OTKNetwork(self._element_map(), otk, self.window_, center, True, n_outputs)
 
     def _element_map(self) -> torch.nn.Module:
         """The network's element map, from the fitted ``nystrom_`` (``None``: the k-mers)."""
         if self.nystrom_ is None:
-            return _KmerUnfold(self.window)
+            return _KmerUnfold(self._width)
         return self.nystrom_.to_module()
 
     def _refits_between_epochs(self, head, n_sets: int) -> bool:
@@ -308,7 +321,7 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
     def _untrained_module(self):
         n_out = self._n_outputs_fitted
         center = torch.as_tensor(self.embedding_.mean_)
-        return _OTKNetwork(self._element_map(), self.embedding_.to_module(), self.window, center,
+        return _OTKNetwork(self._element_map(), self.embedding_.to_module(), self._width, center,
                            True, n_out)
 
     def _serving_module(self, *, sinkhorn_method="log", sinkhorn_iter=None):

@@ -41,9 +41,11 @@ _DOC_PARAMS = """
         unseen). ``standardize=True, normalize=True, keep_norm=True, bandwidth=0.5`` is the
         paper's CKN map. ``nystrom_`` holds the map fitted at initialisation, with the choice in
         its ``standardize_``, ``normalize_``, ``keep_norm_`` and ``relative_bandwidth_``.
-    window : int, default=1
+    window : int or "auto", default=1
         k-mer width: consecutive elements concatenated before the kernel (10 for proteins in the
-        paper). Sets are read as sequences then.
+        paper). Sets are read as sequences then. ``"auto"``: chosen at initialisation from the
+        training labels as :class:`NystromFeatures` chooses it, the paper's map scoring the
+        widths (``window_``; 1 without the Nystrom map, ``n_components=None``).
     n_supports : int, default=10
         Supports per reference ``p``.
     n_references : int, default=1
@@ -155,6 +157,8 @@ assert "early_stopping : bool or \"auto\", default=False" in _DOC_PARAMS_REGRESS
 _DOC_ATTRS = """
     nystrom_ : NystromFeatures or None
         The unsupervised Nystrom map the anchors were initialised from.
+    window_ : int
+        The k-mer width used: ``window``, or the one chosen for ``"auto"``.
     embedding_ : OTKEmbedding
         The unsupervised embedding the references were initialised from.
     module_ : torch.nn.Module
