@@ -61,7 +61,7 @@ FACTORIES = {
     "DeepSetsClassifier": lambda: DeepSetsClassifier(pooling="max", **{**NN, "batch_size": "auto"}),
     "DeepSetsRegressor": lambda: DeepSetsRegressor(norm="set", residual="clean", **NN),
     "OTKClassifier": lambda: OTKClassifier(n_components=4, n_supports=2, max_iter=1,
-                                           random_state=0),
+                                           window="auto", random_state=0),
     "OTKRegressor": lambda: OTKRegressor(n_components=None, n_supports=2, max_iter=1,
                                          random_state=0),
 }
