@@ -24,6 +24,10 @@ series and hurts others). So each parameter left at ``"auto"`` is chosen in ``fi
 The pooled-mean score is a proxy for what any pooling on top of the map can separate, and is
 cheap: the rule costs a few maps of at most ``MAX_SETS * MAX_PER_SET`` elements and as many SVDs
 of at most ``MAX_SETS`` rows, whatever the size of the training data.
+
+``window="auto"`` is chosen first, by the same proxy with the incumbent map (:func:`select_window`):
+single elements against k-mers of each width of ``WINDOW_CANDIDATES`` that every training set
+holds twice, k-mers only when they beat single elements by more than noise.
 """
 
 from __future__ import annotations
