@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from sklearn.utils.multiclass import type_of_target
 
-from ._sets import kmer_level_shape, kmer_windows
+from ._sets import code_kmers, kmer_windows
 from ._stats import beats, weighted_median
 from .nn.nystrom import (
     DEFAULT_BANDWIDTH,
@@ -151,12 +151,21 @@ def median_scale(elems: np.ndarray, rng: np.random.RandomState, weights=None) ->
     return scale if scale > 0 and np.isfinite(scale) else 1.0
 
 
-def _sampled_rows(sets, rng, per_set=MAX_PER_SET):
+def _sampled_rows(sets, rng, per_set=MAX_PER_SET, window=1, coding="plain"):
     """``(rows, owner, inv_counts)``: at most ``per_set`` elements of each set stacked (float64;
     the mean of a sample estimates the set's mean), the set of each row, and one over each set's
-    sampled count (for the mean pooling)."""
-    rows = [s if len(s) <= per_set else s[rng.choice(len(s), per_set, replace=False)]
-            for s in sets]
+    sampled count (for the mean pooling). With ``window > 1`` the rows are k-mers, coded as
+    ``coding`` says (:func:`skset._sets.code_kmers`): only the sampled ones are built, so a long
+    sequence never has all its k-mers in memory."""
+    rows = []
+    for s in sets:
+        n = len(s) - window + 1
+        pick = None if n <= per_set else rng.choice(n, per_set, replace=False)
+        if window == 1:
+            rows.append(s if pick is None else s[pick])
+        else:
+            starts = np.arange(n) if pick is None else pick
+            rows.append(code_kmers(s[starts[:, None] + np.arange(window)], coding))
     counts = np.array([len(r) for r in rows])
     owner = torch.as_tensor(np.repeat(np.arange(len(rows)), counts), device="cpu")
     inv_counts = torch.as_tensor(1.0 / counts, dtype=torch.float64, device="cpu")[:, None]
@@ -404,7 +413,6 @@ def select_window(sets, y, *, kmer_coding: str, fixed: dict, default: dict, n_co
     """
     widths = window_candidates([len(s) for s in sets])
     choice = {k: default[k] if fixed.get(k, "auto") == "auto" else fixed[k] for k in default}
-    code = kmer_level_shape if kmer_coding == "level_shape" else kmer_windows
     task = _task(y, len(sets))
     if task is None or len(widths) < 2:
         return 1, None
@@ -418,8 +426,7 @@ def select_window(sets, y, *, kmer_coding: str, fixed: dict, default: dict, n_co
     target = _targets(task, sub_y)
     scored = []
     for w in widths:
-        raw, owner, inv_counts = _sampled_rows(sub_sets if w == 1 else code(sub_sets, w), rng,
-                                               WINDOW_PER_SET)
+        raw, owner, inv_counts = _sampled_rows(sub_sets, rng, WINDOW_PER_SET, w, kmer_coding)
         elems = raw
         if choice["standardize"]:
             sd = raw.std(0)

@@ -37,6 +37,8 @@ __all__ = [
     "iter_packed",
     "kmer_windows",
     "kmer_level_shape",
+    "code_kmers",
+    "kmer_width",
     "check_element_weights",
     "pack_weights",
 ]
@@ -589,13 +591,26 @@ def kmer_level_shape(sets: Sequence[np.ndarray], window: int, *, name: str = "X"
     :func:`skset.nn.kmer_level_shape` is the same coding on padded tensors.
     """
     window = int(window)
-    out = []
-    for w in kmer_windows(sets, window, name=name):
-        n, wd = w.shape
-        steps = w.reshape(n, window, wd // window)
-        level = steps.mean(1)
-        out.append(np.concatenate([(steps - level[:, None, :]).reshape(n, wd), level], axis=1))
-    return out
+    return [code_kmers(w.reshape(len(w), window, -1), "level_shape")
+            for w in kmer_windows(sets, window, name=name)]
+
+
+def code_kmers(steps: np.ndarray, coding: str) -> np.ndarray:
+    """k-mers given as their steps ``(m, window, d)``, written as rows: ``"plain"`` the steps one
+    after the other (:func:`kmer_windows`), ``"level_shape"`` as :func:`kmer_level_shape`."""
+    m, window, d = steps.shape
+    if coding != "level_shape":
+        return steps.reshape(m, window * d)
+    level = steps.mean(1)
+    return np.concatenate([(steps - level[:, None, :]).reshape(m, window * d), level], axis=1)
+
+
+def kmer_width(estimator) -> int:
+    """The k-mer width an estimator (or module) reads: its fitted ``window_``, else its
+    ``window`` (models saved before ``window_`` existed); 1 for ``"auto"`` not yet resolved and
+    for estimators without k-mers."""
+    w = getattr(estimator, "window_", None) or getattr(estimator, "window", 1)
+    return int(w) if isinstance(w, (int, np.integer)) else 1
 
 
 def check_finite_output(out, name: str, dtype, cause: str | None = None) -> None:

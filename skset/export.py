@@ -63,7 +63,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ._sets import length_batches, pack
+from ._sets import kmer_width, length_batches, pack
 
 __all__ = ["serving_module", "export_program", "export_onnx", "pad_sets", "run_onnx"]
 
@@ -112,8 +112,7 @@ DeepSetsRegressor, OTKClassifier, OTKRegressor, OTKEmbedding or NystromFeatures
 
 
 def _min_elements(estimator) -> int:
-    w = getattr(estimator, "window_", None) or getattr(estimator, "window", 1)  # fitted first
-    return int(w) if isinstance(w, (int, np.integer)) else 1
+    return kmer_width(estimator)
 
 
 def _min_length(estimator) -> int:

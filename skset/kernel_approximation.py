@@ -28,6 +28,7 @@ from ._sets import (
     check_set_labels,
     check_sets,
     kmer_level_shape,
+    kmer_width,
     kmer_windows,
 )
 from ._streaming import PARTIAL_FIT_WEIGHTS_DOC, center_counts, minibatch_kmeans_step, step_rng, weight_scale
@@ -370,9 +371,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
 
     @property
     def _width(self) -> int:
-        """The map's k-mer width: ``window_`` (older models: ``window``; "auto" unresolved: 1)."""
-        w = getattr(self, "window_", self.window)
-        return 1 if w == "auto" else int(w)
+        return kmer_width(self)
 
     @property
     def _coded(self) -> bool:

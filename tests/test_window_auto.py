@@ -172,3 +172,25 @@ def test_supervised_otk_chooses_the_width_too(cls):
     assert est_cls(window=3, **kw).fit(X, target).window_ == 3
     if cls == "OTKClassifier":
         assert est_cls(window="auto", **kw).fit(X, target).score(Xt, yt) > 0.8
+
+
+def test_the_rule_builds_only_the_kmers_it_samples(monkeypatch):
+    # long sequences: the rule codes at most WINDOW_PER_SET k-mers of a set, never all of them
+    import skset._map_selection as ms
+
+    rng = np.random.default_rng(0)
+    y = np.arange(20) % 2
+    X = [np.cumsum(rng.normal(size=(3000, 2)), 0) for _ in y]
+    built = []
+    real = ms.code_kmers
+
+    def counted(steps, coding):
+        built.append(len(steps))
+        return real(steps, coding)
+
+    monkeypatch.setattr(ms, "code_kmers", counted)
+    kw = dict(kmer_coding="level_shape", fixed={}, default=ms.DEFAULT_CHOICE, n_components=16,
+              eigenvalue_floor=1e-6, rng=np.random.RandomState(0))
+    _, scores = select_window(X, y, **kw)
+    assert [w for w, _ in scores] == [1, *WINDOW_CANDIDATES]
+    assert len(built) == 20 * len(WINDOW_CANDIDATES) and max(built) == ms.WINDOW_PER_SET

@@ -17,6 +17,7 @@ import pandas as pd
 from sklearn.utils.validation import check_is_fitted
 
 from .._frames import sets_from_frame
+from .._sets import kmer_width
 from .._steps import final_step, first_step, output_rows
 from ..utils import iter_transform
 
@@ -55,9 +56,7 @@ def probe_set(local) -> np.ndarray:
         raise TypeError(f"{type(local).__name__} has no n_features_in_: the number of features "
                         "of a set is needed to compute the output's columns.")
     steps = [s for _, s in local.steps] if hasattr(local, "steps") else [local]
-    window = max([int(w) for w in (getattr(s, "window_", None) or getattr(s, "window", 1)
-                                   for s in steps)
-                  if isinstance(w, (int, np.integer))] + [1])
+    window = max([kmer_width(s) for s in steps] + [1])
     return np.random.default_rng(0).normal(size=(max(8, 2 * window), int(d)))
 
 

@@ -19,7 +19,7 @@ from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils.validation import check_is_fitted
 
 from .._config import get_config
-from .._sets import kmer_windows, pack_weights
+from .._sets import kmer_width, kmer_windows, pack_weights
 from .._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, Boolean, Integer
 from .._weighting import element_masses, kmer_weights
 from ..embedding import OTKEmbedding
@@ -187,9 +187,7 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
 
     @property
     def _width(self) -> int:
-        """The k-mer width: ``window_`` (older models: ``window``; "auto" unresolved: 1)."""
-        w = getattr(self, "window_", self.window)
-        return 1 if w == "auto" else int(w)
+        return kmer_width(self)
 
     def _start_fit(self, warm: bool):
         if not warm:  # "auto" is chosen again by a fresh fit
