@@ -344,6 +344,22 @@ def check_set_labels(y, n_sets: int, *, name: str = "y", multi_output: bool = Fa
     return y
 
 
+def check_choice_labels(y, sets, *, pool: bool = False):
+    """``y`` as a transformer that chooses from labels reads it (``NystromFeatures``' map and
+    k-mer width, ``OTKEmbedding``'s positions): ``None``; per-element labels (one 1-D array per
+    set, of its length: an instance of :class:`skset.cluster.ABCClusterer` after the step in a
+    ``Pipeline``), accepted as they are (they choose nothing); otherwise checked by
+    :func:`check_set_labels` (one label, or one row of outputs, per set, or per row of a 2-D pool
+    of elements, ``pool=True``, whose one set is ``sets[0]``)."""
+    if y is None:
+        return None
+    if not pool and isinstance(y, (list, tuple)) and len(y) == len(sets) and all(
+            np.ndim(t) == 1 and len(t) == len(s) for t, s in zip(y, sets)) and any(
+            len(s) != 1 for s in sets):
+        return y
+    return check_set_labels(y, len(sets[0]) if pool else len(sets), multi_output=True)
+
+
 def _check_object_labels(y: np.ndarray, name: str) -> None:
     """Labels of an object array: a ``TypeError`` when strings mix with numbers (they cannot be
     sorted into classes), a ``ValueError`` for a missing (None, NaN) or infinite one."""

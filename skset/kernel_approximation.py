@@ -24,8 +24,8 @@ from ._map_selection import (
 )
 from ._nystrom_rows import map_rows
 from ._sets import (
+    check_choice_labels,
     check_kmer_lengths,
-    check_set_labels,
     check_sets,
     kmer_level_shape,
     kmer_width,
@@ -307,20 +307,9 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
 
     @staticmethod
     def _check_y(y, coll):
-        """``y`` checked as every estimator checks it (:func:`skset._sets.check_set_labels`: one
-        label, or one row of outputs, per set, or per row of a 2-D pool; finite; not mixing
-        strings and numbers), or ``None``. Per-element labels (one 1-D array per set, of its
-        length: an instance of :class:`skset.cluster.ABCClusterer` after this step in a
-        ``Pipeline``) are accepted as they are; like multi-output ``y``, they choose nothing."""
-        if y is None:
-            return None
-        sets = coll.sets
-        if coll.form != "2d" and isinstance(y, (list, tuple)) and len(y) == len(sets) and all(
-                np.ndim(t) == 1 and len(t) == len(s) for t, s in zip(y, sets)) and any(
-                len(s) != 1 for s in sets):
-            return y
-        n = len(sets[0]) if coll.form == "2d" else len(sets)
-        return check_set_labels(y, n, multi_output=True)
+        """``y`` checked as every estimator checks it, or ``None``; per-element labels and
+        multi-output ``y`` choose nothing (:func:`skset._sets.check_choice_labels`)."""
+        return check_choice_labels(y, coll.sets, pool=coll.form == "2d")
 
     def _check_warm_params(self) -> None:
         """A later ``partial_fit`` continues the fitted model: refuse, before anything changes,

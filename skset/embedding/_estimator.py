@@ -12,13 +12,14 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._base import SksetEstimator
 from .._config import get_config
-from .._sets import check_finite_output, check_sets, length_batches, pack, pack_weights
+from .._sets import check_choice_labels, check_finite_output, check_sets, length_batches, pack, pack_weights
 from .._streaming import PARTIAL_FIT_WEIGHTS_DOC, weight_scale
 from .._threads import SCOPE_FRAMES
 from .._torch import map_on_threads, resolve_dtype, split_for_threads, to_numpy
 from .._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, check_sample_weight
 from .._weighting import count_distinct, drop_zero_weight, element_masses
 from ..nn.otk import POSITION_MODES, OTKLayer, _zeroed_embed, embedding_output, otk_plans
+from ._position_choice import select_position_sigma
 from ._references import fit_references, reference_counts, update_references
 
 __all__ = ["OTKEmbedding"]
@@ -83,12 +84,20 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         How references are fitted: k-means on the elements of the training sets, or the
         free-support Wasserstein barycenter of the training sets (a fixed point on the Sinkhorn
         plans started from the k-means solution).
-    position_sigma : float or None, default=None
+    position_sigma : float, None or "auto", default="auto"
         Positional weighting for ordered sets (sequences), with
         :math:`S_{ij} = \exp(-(i/n - j/p)^2/\sigma_{pos}^2)` (``n`` the set's length, ``i``, ``j``
         from 0); ``position_mode`` says how. ``None`` ignores order. Any positive finite value
         is computed safely: a huge one (1e300) is no positional weighting, a tiny one (1e-300)
         the limit of a vanishing bandwidth (weight 1 where :math:`i/n = j/p`, 0 elsewhere).
+        ``"auto"``: ``position_sigma_`` chosen in ``fit`` from the labels ``y``, 0.3 or
+        ``None``. Positions are taken only when, on the training sets, they beat both no
+        positions and the same positions on the sets with their elements shuffled, by more than
+        noise (:mod:`skset.embedding._position_choice`); without labels (``fit(X)``), with
+        per-element or multi-output labels, or when no set has two elements: ``None``, and the
+        fit is exactly the ``position_sigma=None`` fit. The choice reads the order of the
+        elements of each set: on unordered bags it keeps ``None`` unless the draw of the sets'
+        order happens to pass both tests. The :ref:`otk` guide gives the suite figures.
     position_mode : {"plan", "kernel", "similarity"}, default="kernel"
         How the positional weights enter the plan (see :mod:`skset.nn.otk`):
         ``"plan"``: :math:`\mathbf{P}(K) \odot S`, the plan multiplied by ``S`` after Sinkhorn
@@ -149,6 +158,13 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         features.
     mean_ : ndarray of shape (n_features_out,)
         Mean training embedding (zeros when ``center=False``).
+    position_sigma_ : float or None
+        The positional width used: ``position_sigma``, or the one chosen for ``"auto"``.
+    position_scores_ : dict or None
+        What ``position_sigma="auto"`` scored (minus the mean leave-one-out error of a ridge
+        model on the training embeddings; higher is better): ``"none"``, ``"positions"`` and,
+        when positions beat none, ``"shuffled"`` (the control); ``None`` when nothing was
+        scored (explicit ``position_sigma``, no usable labels).
     assignments_ : ndarray of shape (n_training_sets,)
         Reference each training set was assigned to, the one of lowest transport cost (all zeros
         with one reference); after a later ``partial_fit``, of that call's sets.
@@ -212,7 +228,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         "sinkhorn_iter": [POSITIVE_INT],
         "sinkhorn_tol": [NON_NEGATIVE, None],
         "fit_method": ["kmeans", "wasserstein"],
-        "position_sigma": [POSITIVE, None],
+        "position_sigma": [POSITIVE, None, "auto"],
         "position_mode": [*POSITION_MODES],
         "reg_m": [POSITIVE, None],
         "center": [Boolean()],
@@ -227,7 +243,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
     _legacy_params = {"reg_m": None}  # models saved before reg_m were balanced
 
     def __init__(self, n_supports=10, n_references=1, *, epsilon=0.1, sinkhorn_iter=3000,
-                 sinkhorn_tol=1e-4, fit_method="kmeans", position_sigma=None,
+                 sinkhorn_tol=1e-4, fit_method="kmeans", position_sigma="auto",
                  position_mode="kernel", reg_m=None, center=True, normalize=True,
                  barycenter_iter=10, max_samples=100_000, sinkhorn_method="auto",
                  max_elements=32_768, device="auto", dtype="float32", random_state=None):
@@ -278,11 +294,21 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         for idx in self._batch_indices(sets):
             yield (idx, *self._pack_batch(sets, masses, idx))
 
-    def _otk_settings(self, positions=True) -> dict:
+    @property
+    def _position_sigma(self):
+        """The positional width the embedding uses: ``position_sigma``, or for ``"auto"`` the
+        fitted ``position_sigma_`` (``None`` before the choice)."""
+        if self.position_sigma == "auto":
+            return getattr(self, "position_sigma_", None)
+        return self.position_sigma
+
+    def _otk_settings(self, positions=True, position_sigma="fitted") -> dict:
         """The keyword arguments of :func:`skset.nn.otk_plans` / :func:`skset.nn.otk_embed`
-        (``positions=False``: without positional weights)."""
+        (``positions=False``: without positional weights; ``position_sigma``: a width in place
+        of the estimator's, for :func:`select_position_sigma`)."""
+        sigma = self._position_sigma if position_sigma == "fitted" else position_sigma
         return dict(epsilon=self.epsilon, sinkhorn_iter=self.sinkhorn_iter,
-                    position_sigma=self.position_sigma if positions else None,
+                    position_sigma=sigma if positions else None,
                     method=self.sinkhorn_method, sinkhorn_tol=self.sinkhorn_tol,
                     position_mode=self.position_mode, reg_m=self.reg_m)
 
@@ -295,8 +321,10 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         """The normalised element masses (one 1-D array per set), ``None`` when all uniform."""
         return element_masses(element_weight, sets, type(self).__name__)
 
-    def _raw_embed(self, sets, references: torch.Tensor, masses=None) -> np.ndarray:
-        """Embeddings ``(n_sets, q*p*d)`` before centring, one batched call per length batch."""
+    def _raw_embed(self, sets, references: torch.Tensor, masses=None, *,
+                   position_sigma="fitted") -> np.ndarray:
+        """Embeddings ``(n_sets, q*p*d)`` before centring, one batched call per length batch
+        (``position_sigma``: a width in place of the estimator's)."""
         q, p, d = references.shape
         out = np.empty((len(sets), q * p * d), dtype=np.float64 if self._tdtype == torch.float64
                        else np.float32)
@@ -308,7 +336,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
                 X, M, W = self._pack_batch(sets, masses, idx)
                 # skset.nn.otk_embed of the packed batch, whose padding is zero already
                 pooled = to_numpy(_zeroed_embed(X, M, references, weights=W, compile=compile,
-                                                **self._otk_settings()))
+                                                **self._otk_settings(True, position_sigma)))
                 if np.all(np.diff(idx) == 1):  # a run of rows: a plain block copy (3x the fancy)
                     blocks[idx[0]: idx[-1] + 1] = pooled
                 else:
@@ -360,7 +388,11 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         Parameters
         ----------
         X : collection of sets (list of (n_i, d) arrays, 1-D object array or 3-D array)
-        y : ignored
+        y : array-like of shape (n_sets,) or (n_sets, n_outputs), or None, default=None
+            Labels (classes or continuous targets), used only by ``position_sigma="auto"``;
+            ``None`` (or multi-output or per-element labels) keeps no positions. A given ``y``
+            is checked as every estimator checks it (one label or row per set; finite; strings
+            not mixed with numbers).
         sample_weight : array-like of shape (n_sets,) or None, default=None
             Weight of each set (see the Notes of the class): a set of weight 0 is left out, a
             weight of 2 counts the set twice. ``None``: equal weights.
@@ -374,9 +406,10 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         -------
         self
         """
-        _, rng = self._begin_fit()
+        seed, rng = self._begin_fit()
         sets = self._check_X(X, fitting=True)
         self.n_features_in_ = sets[0].shape[1]
+        y = check_choice_labels(y, sets)
         masses = self._check_masses(element_weight, sets)
         sw = check_sample_weight(sample_weight, len(sets), type(self).__name__)
         # sets of weight 0 are left out (exactly), equal weights are no weights
@@ -385,6 +418,8 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         if kept is not None:
             sets = [sets[i] for i in kept]
             masses = None if masses is None else [masses[i] for i in kept]
+            if y is not None:
+                y = np.asarray(y)[kept] if isinstance(y, np.ndarray) else [y[i] for i in kept]
         np_dtype = np.float64 if self._tdtype == torch.float64 else np.float32
         q = self.n_references
         # like NystromFeatures' anchors: no more supports than distinct training elements
@@ -416,15 +451,22 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
             assign = full
         self.assignments_ = assign
         self.n_iter_ = max(n_iter, self._bary_iter)
+        raw = None
+        self.position_sigma_, self.position_scores_ = (
+            None if self.position_sigma == "auto" else self.position_sigma), None
+        if self.position_sigma == "auto":  # its own stream: no positions fits as None does
+            self.position_sigma_, self.position_scores_, raw = select_position_sigma(
+                self, sets, y, masses, ref_t, np.random.RandomState((seed + 3) % 2**32))
         if self.center:
-            self.mean_ = self._mean_embedding(sets, ref_t, masses, sw)
+            self.mean_ = self._mean_embedding(sets, ref_t, masses, sw, raw=raw)
         else:
             self.mean_ = np.zeros(q * self.n_supports_ * self.n_features_in_, dtype=np_dtype)
         return self
 
-    def _mean_embedding(self, sets, references, masses, sw) -> np.ndarray:
-        """The mean raw embedding of ``sets`` (weighted by ``sw``, ``(n_sets,)`` or ``None``)."""
-        emb = self._raw_embed(sets, references, masses)
+    def _mean_embedding(self, sets, references, masses, sw, raw=None) -> np.ndarray:
+        """The mean raw embedding of ``sets`` (weighted by ``sw``, ``(n_sets,)`` or ``None``;
+        ``raw``: their raw embeddings, already computed)."""
+        emb = self._raw_embed(sets, references, masses) if raw is None else raw
         mean = emb.mean(0) if sw is None else np.average(emb, axis=0, weights=sw).astype(
             emb.dtype)
         self._check_finite(mean)
@@ -579,7 +621,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         check_is_fitted(self)
         refs = torch.as_tensor(self.references_)
         return OTKLayer(refs.shape[2], refs.shape[1], refs.shape[0], epsilon=self.epsilon,
-                        sinkhorn_iter=self.sinkhorn_iter, position_sigma=self.position_sigma,
+                        sinkhorn_iter=self.sinkhorn_iter, position_sigma=self._position_sigma,
                         method=self.sinkhorn_method, references=refs,
                         sinkhorn_tol=self.sinkhorn_tol, position_mode=self.position_mode,
                         reg_m=self.reg_m)

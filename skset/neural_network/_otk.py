@@ -169,7 +169,7 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
         "n_references": [POSITIVE_INT],
         "epsilon": [POSITIVE],
         "sinkhorn_iter": [POSITIVE_INT],
-        "position_sigma": [POSITIVE, None],
+        "position_sigma": [POSITIVE, None, "auto"],
         "position_mode": [*POSITION_MODES],
         "reg_m": [POSITIVE, None],
         "fit_method": ["kmeans", "wasserstein"],
@@ -237,8 +237,11 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
             normalize=True, reg_m=self.reg_m,
             max_elements=self.max_elements, random_state=rng.randint(2**31 - 1), **common,
         )
-        self.embedding_.fit(feats, sample_weight=sample_weight, element_weight=None
+        # "auto" positions are chosen on the initial embedding, as OTKEmbedding chooses them
+        self.embedding_.fit(feats, y if self.position_sigma == "auto" else None,
+                            sample_weight=sample_weight, element_weight=None
                             if masses is None else kmer_weights(masses, self.window_))
+        self.position_sigma_ = self.embedding_.position_sigma_
         otk = self.embedding_.to_module()
         center = torch.as_tensor(self.embedding_.mean_, dtype=self.dtype_)
         return _OTKNetwork(self._element_map(), otk, self.window_, center, True, n_outputs)

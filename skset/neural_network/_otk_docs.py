@@ -55,9 +55,11 @@ _DOC_PARAMS = """
     sinkhorn_iter : int, default=10
         Sinkhorn iterations, a fixed count (differentiated through), as in the paper's supervised
         models (10; Appendix D.3). The unsupervised initialisation uses the same fixed count.
-    position_sigma : float or None, default=None
+    position_sigma : float, None or "auto", default=None
         Positional weights ``S = exp(-(i/n - j/p)^2 / sigma_pos^2)`` for sequences; None ignores
-        order.
+        order. ``"auto"``: ``position_sigma_`` chosen from the labels on the initial embedding,
+        0.3 or ``None``, as :class:`OTKEmbedding` chooses it (positions that beat both none
+        and shuffled sets).
     position_mode : {"plan", "kernel", "similarity"}, default="plan"
         How ``S`` enters: ``"plan"`` multiplies the plan by ``S`` (the paper, Appendix B.3);
         ``"kernel"`` runs Sinkhorn on ``exp(K / epsilon) * S`` and multiplies the plan by ``S``;
@@ -159,6 +161,8 @@ _DOC_ATTRS = """
         The unsupervised Nystrom map the anchors were initialised from.
     window_ : int
         The k-mer width used: ``window``, or the one chosen for ``"auto"``.
+    position_sigma_ : float or None
+        The positional width used: ``position_sigma``, or the one chosen for ``"auto"``.
     embedding_ : OTKEmbedding
         The unsupervised embedding the references were initialised from.
     module_ : torch.nn.Module
