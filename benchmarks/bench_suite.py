@@ -52,7 +52,8 @@ Rows per data set and framing, each selected by ``--rows`` (default ``cheap``: t
 * ``mean``: mean pooling of the same Nystrom features (``OTKEmbedding(n_supports=1)`` without
   positions is exactly the mean, centred and scaled the same way), same classifier (time without
   the shared features);
-* ``otk_fixed``: the ``otk`` pipeline with the element map fixed as before issue 23;
+* ``otk_fixed``: the ``otk`` pipeline with the element map fixed as before issue 23, single
+  elements and no positions unless the framing gives them;
 * ``minirocket``: aeon's ``MiniRocketClassifier`` (MiniRocket + ridge), the time-series
   practitioner's first try, once per data set for those with ``KINDS[name]["series"]``: on the
   equal-length files aeon ships for JapaneseVowels and PickupGestureWiimoteZ, on every series
@@ -194,8 +195,8 @@ class Framing:
         self.name, self.kind, self.cache = name, kind, cache
         self.X_tr, self.X_te, self.y_tr, self.y_te = load(name)
         self.nys_p, self.otk_p = framing(name, 1, kind, nystrom_over, otk_over)
-        self.mean_p = {k: v for k, v in self.otk_p.items()
-                       if k not in ("position_sigma", "n_supports")}
+        self.mean_p = {**{k: v for k, v in self.otk_p.items()
+                          if k not in ("position_sigma", "n_supports")}, "position_sigma": None}
         self.fixed_ok = not nystrom_over
         self._features = {}
 
@@ -222,6 +223,8 @@ class Framing:
         chosen = {k: getattr(nys, k + "_") for k in ("standardize", "normalize", "keep_norm")}
         chosen["bandwidth"] = nys.relative_bandwidth_
         chosen["window"] = getattr(nys, "window_", nys.window)
+        otk = pipe.named_steps["otk"]
+        chosen["position_sigma"] = getattr(otk, "position_sigma_", otk.position_sigma)
         return {"otk": (value, t_nys + time.perf_counter() - t, chosen)}
 
     def _mean(self, seed):  # time: pooling + classifier only (the features are the otk row's)
@@ -237,8 +240,9 @@ class Framing:
             return {}
         t = time.perf_counter()
         nys_p = {"window": 1, **self.nys_p}  # before: single elements unless a window is given
+        otk_p = {"position_sigma": None, **self.otk_p}  # and no positions unless given
         fixed = Pipeline([("nys", NystromFeatures(random_state=seed, **nys_p, **FIXED_MAP)),
-                          ("otk", OTKEmbedding(random_state=seed, **self.otk_p)), ("clf", clf())])
+                          ("otk", OTKEmbedding(random_state=seed, **otk_p)), ("clf", clf())])
         value = score(fixed.fit(self.X_tr, self.y_tr), self.X_te, self.y_te, self.name)
         return {"otk_fixed": (value, time.perf_counter() - t)}
 
