@@ -84,7 +84,9 @@ and seed as each result lands (a killed run keeps them); ``--table`` reads those
 and ``--out`` JSON files, also the ones written before the raw rows existed (their statistics
 columns are recomputed, their missing rows stay empty). Options ``--nystrom`` / ``--otk`` take
 JSON overrides of the estimators' parameters (this is how the defaults were compared, see
-``benchmarks/results/suite.md``).
+``benchmarks/results/suite.md``); ``--deep-sets`` those of ``DeepSetsClassifier`` in the
+``deep_sets`` row (its JSON lines record them and the epochs run, ``n_iter``; see
+``benchmarks/results/trained_vs_pooling.md``).
 """
 
 import os
@@ -198,6 +200,7 @@ class Framing:
         self.mean_p = {**{k: v for k, v in self.otk_p.items()
                           if k not in ("position_sigma", "n_supports")}, "position_sigma": None}
         self.fixed_ok = not nystrom_over
+        self.deep_sets_over = {}  # --deep-sets: overrides of DeepSetsClassifier's defaults
         self._features = {}
 
     def features(self, seed):
@@ -298,11 +301,16 @@ class Framing:
         else:
             A, B = ((kmer_windows(self.X_tr, w), kmer_windows(self.X_te, w)) if w > 1
                     else (self.X_tr, self.X_te))
-            est = SetTransformerClassifier if row == "set_transformer" else DeepSetsClassifier
-            model = est(random_state=seed)
+            if row == "set_transformer":
+                model = SetTransformerClassifier(random_state=seed)
+            else:
+                model = DeepSetsClassifier(random_state=seed, **self.deep_sets_over)
         t = time.perf_counter()
         model.fit(A, self.y_tr)
-        return {row: (score(model, B, self.y_te, self.name), time.perf_counter() - t)}
+        value, seconds = score(model, B, self.y_te, self.name), time.perf_counter() - t
+        if row == "deep_sets":  # the overrides and the epochs run
+            return {row: (value, seconds, {**self.deep_sets_over, "n_iter": int(model.n_iter_)})}
+        return {row: (value, seconds)}
 
     def _otk_clf(self, seed):
         return self._supervised("otk_clf", seed)
@@ -518,6 +526,8 @@ def main():
     ap.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
     ap.add_argument("--nystrom", default="{}", help="JSON overrides of NystromFeatures parameters")
     ap.add_argument("--otk", default="{}", help="JSON overrides of OTKEmbedding parameters")
+    ap.add_argument("--deep-sets", default="{}",
+                    help="JSON overrides of DeepSetsClassifier parameters (the deep_sets row)")
     ap.add_argument("--rows", nargs="*", default=["cheap"], choices=("cheap", "all") + ROWS,
                     help="rows to run: 'cheap' (default: " + ", ".join(CHEAP) + "), 'all', "
                     "or row names, e.g. --rows cheap otk_clf deep_sets")
@@ -543,6 +553,7 @@ def main():
         print(table(args.table))
         return
     nystrom_over, otk_over = json.loads(args.nystrom), json.loads(args.otk)
+    deep_sets_over = json.loads(args.deep_sets)
     rows_wanted = wanted_rows(args)
     warnings.filterwarnings("ignore", category=UserWarning)
     warnings.filterwarnings("ignore", category=FutureWarning)  # LogisticRegressionCV's 1.10 notes
@@ -564,6 +575,7 @@ def main():
                     continue
                 budget = Budget(args.time_budget)
                 fr = Framing(name, kind, nystrom_over, otk_over, cache)
+                fr.deep_sets_over = deep_sets_over
                 grid_here = args.grid_framings is None or kind in args.grid_framings
                 rows, skipped = run_units(name, kind, units_of(rows_wanted, args.seeds, grid_here),
                                           budget, log, fr.run)
