@@ -58,9 +58,10 @@ def test_order_task_takes_kmers_and_they_help():
     out = nf.transform(Xt)
     assert [o.shape for o in out] == [(len(x) - nf.window_ + 1, nf.n_components_) for x in Xt]
 
-    def accuracy(window):
+    def accuracy(window):  # no positions: they read the order too (tests/test_position_auto.py)
         pipe = make_pipeline(NystromFeatures(n_components=16, window=window, random_state=0),
-                             OTKEmbedding(n_supports=2, random_state=0), LogisticRegression())
+                             OTKEmbedding(n_supports=2, position_sigma=None, random_state=0),
+                             LogisticRegression())
         return pipe.fit(X, y).score(Xt, yt)
 
     assert accuracy("auto") >= 0.9 > accuracy(1) + 0.2
@@ -108,7 +109,8 @@ def test_chosen_width_in_layer_pickle_clone_and_search():
     assert clone(nf).get_params()["window"] == "auto"
     # explicit widths stay searchable beside "auto"
     pipe = make_pipeline(NystromFeatures(n_components=8, random_state=0),
-                         OTKEmbedding(n_supports=2, random_state=0), LogisticRegression())
+                         OTKEmbedding(n_supports=2, position_sigma=None, random_state=0),
+                         LogisticRegression())
     search = GridSearchCV(pipe, {"nystromfeatures__window": [1, "auto"]}, cv=2).fit(X, y)
     assert search.best_params_["nystromfeatures__window"] == "auto"
 
