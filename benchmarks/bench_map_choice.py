@@ -1,14 +1,16 @@
 """What choosing the element map costs: the default JapaneseVowels pipeline with ``"auto"`` (the
-map and the k-mer width chosen from the data) against the same pipeline with them given
-explicitly (``--fixed map``: the fixed map and ``window=1``; ``--fixed window``: ``window=1``
-only, the cost of the k-mer width's rule).
+map, the k-mer width and the positions chosen from the data) against the same pipeline with them
+given explicitly (``--fixed map``: the fixed map and ``window=1``; ``--fixed window``:
+``window=1`` only, the cost of the k-mer width's rule; ``--fixed positions``:
+``OTKEmbedding(position_sigma=None)`` only; ``--fixed order``: both rules that read the order
+of the elements, ``window=1`` and ``position_sigma=None``; ``--fixed all``: the three).
 
 Interleaved runs (auto, fixed, auto, fixed, ...) in one process, the median of each and the
 median of the pair-by-pair ratios; then the README main job (the grid search of
 ``examples/japanese_vowels_otk.py``, where the map is chosen again in every fold) once each way.
 
     OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=1 python benchmarks/bench_map_choice.py --repeats 21 \
-        [--fixed window]
+        [--fixed window|positions|order|all]
 """
 
 import os
@@ -28,13 +30,18 @@ from skset import NystromFeatures, OTKEmbedding  # noqa: E402
 from skset._map_selection import DEFAULT_CHOICE  # noqa: E402
 from skset.datasets import load_japanese_vowels  # noqa: E402
 
-FIXED = {"map": {**DEFAULT_CHOICE, "window": 1}, "window": {"window": 1}}
+# what the fixed pipeline gives explicitly: (NystromFeatures, OTKEmbedding) parameters
+FIXED = {"map": ({**DEFAULT_CHOICE, "window": 1}, {}), "window": ({"window": 1}, {}),
+         "positions": ({}, {"position_sigma": None}),
+         "order": ({"window": 1}, {"position_sigma": None}),
+         "all": ({**DEFAULT_CHOICE, "window": 1}, {"position_sigma": None})}
 WHAT = "map"
 
 
 def pipeline(fixed: bool, max_iter=1000):
-    nys = NystromFeatures(random_state=0, **(FIXED[WHAT] if fixed else {}))
-    return Pipeline([("nystrom", nys), ("otk", OTKEmbedding(random_state=0)),
+    nys_p, otk_p = FIXED[WHAT] if fixed else ({}, {})
+    return Pipeline([("nystrom", NystromFeatures(random_state=0, **nys_p)),
+                     ("otk", OTKEmbedding(random_state=0, **otk_p)),
                      ("clf", LogisticRegression(max_iter=max_iter))])
 
 
@@ -61,18 +68,20 @@ def main():
     ratio = np.median(np.array(times[False]) / np.array(times[True]))
     print(f"pipeline fit, median of {args.repeats}: auto {np.median(times[False]):.3f} s, fixed "
           f"{np.median(times[True]):.3f} s, ratio (pair by pair) {ratio:.2f}")
-    nys = pipeline(False).fit(X, y).named_steps["nystrom"]
+    fitted = pipeline(False).fit(X, y)
+    nys, otk = fitted.named_steps["nystrom"], fitted.named_steps["otk"]
     t = time.perf_counter()
     for _ in range(args.repeats):
         NystromFeatures(random_state=0).fit(X, y)
     t_auto = (time.perf_counter() - t) / args.repeats
     t = time.perf_counter()
     for _ in range(args.repeats):
-        NystromFeatures(random_state=0, **FIXED[WHAT]).fit(X, y)
+        NystromFeatures(random_state=0, **FIXED[WHAT][0]).fit(X, y)
     t_fixed = (time.perf_counter() - t) / args.repeats
     print(f"NystromFeatures.fit alone: auto {t_auto:.3f} s, fixed {t_fixed:.3f} s; choice: "
           f"standardize={nys.standardize_}, normalize={nys.normalize_}, keep_norm={nys.keep_norm_},"
-          f" bandwidth {nys.relative_bandwidth_}, window {nys.window_}")
+          f" bandwidth {nys.relative_bandwidth_}, window {nys.window_}, position_sigma "
+          f"{otk.position_sigma_}")
     if not args.no_grid:
         for fixed in (False, True):
             search = GridSearchCV(pipeline(fixed, 2000), {"otk__epsilon": [0.1, 0.5, 1.0],
@@ -80,7 +89,7 @@ def main():
             t = time.perf_counter()
             search.fit(X, y)
             acc = search.score(Xt, yt)
-            print(f"README main job ({'fixed' if fixed else 'auto'} map): grid search + refit "
+            print(f"README main job ({'fixed' if fixed else 'auto'}): grid search + refit "
                   f"{time.perf_counter() - t:.1f} s, test accuracy {acc:.4f}")
 
 
