@@ -93,11 +93,12 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         ``"auto"``: ``position_sigma_`` chosen in ``fit`` from the labels ``y``, 0.3 or
         ``None``. Positions are taken only when, on the training sets, they beat both no
         positions and the same positions on the sets with their elements shuffled, by more than
-        noise (:mod:`skset.embedding._position_choice`); without labels (``fit(X)``), with
-        per-element or multi-output labels, or when no set has two elements: ``None``, and the
-        fit is exactly the ``position_sigma=None`` fit. The choice reads the order of the
-        elements of each set: on unordered bags it keeps ``None`` unless the draw of the sets'
-        order happens to pass both tests. The :ref:`otk` guide gives the suite figures.
+        noise; without labels (``fit(X)``), with per-element or multi-output labels, or when no
+        set has two elements: ``None``, and the fit is exactly the ``position_sigma=None`` fit.
+        The choice reads the order of the elements of each set: on unordered bags it keeps
+        ``None`` unless the draw of the sets' order happens to pass both tests (once in 400
+        random bags). The :ref:`otk` guide ("Positions chosen from the data") gives the rule
+        and the suite figures.
     position_mode : {"plan", "kernel", "similarity"}, default="kernel"
         How the positional weights enter the plan (see :mod:`skset.nn.otk`):
         ``"plan"``: :math:`\mathbf{P}(K) \odot S`, the plan multiplied by ``S`` after Sinkhorn
@@ -495,7 +496,10 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         ----------
         X : collection of sets
             A chunk; the same number of features as the first.
-        y : ignored
+        y : array-like or None, default=None
+            Labels of the first call's sets, read as :meth:`fit` reads them
+            (``position_sigma="auto"``: the choice is made on the first chunk and kept); unused
+            by later calls.
         """
         if not hasattr(self, "references_"):
             return self.fit(X, y, sample_weight=sample_weight, element_weight=element_weight)
