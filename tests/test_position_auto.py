@@ -176,7 +176,7 @@ def test_grid_search_over_position_sigma():
 
 def test_supervised_otk_chooses_positions_on_its_initial_embedding():
     """``OTKClassifier(position_sigma="auto")``: the choice is made on the initial embedding
-    and the trained network keeps it; the default (``None``) reads no order."""
+    and the trained network keeps it; the default (``None``) reads no positions."""
     import warnings
 
     from sklearn.exceptions import ConvergenceWarning
@@ -187,9 +187,11 @@ def test_supervised_otk_chooses_positions_on_its_initial_embedding():
     Xt, yt = _when_task(seed=1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        auto = OTKClassifier(n_components=16, n_supports=6, position_sigma="auto", max_iter=5,
+        # single elements: k-mers would read the order too (OTKClassifier's default window)
+        auto = OTKClassifier(n_components=16, window=1, n_supports=6, position_sigma="auto",
+                             max_iter=5, random_state=0).fit(X, y)
+        none = OTKClassifier(n_components=16, window=1, n_supports=6, max_iter=5,
                              random_state=0).fit(X, y)
-        none = OTKClassifier(n_components=16, n_supports=6, max_iter=5, random_state=0).fit(X, y)
     assert auto.position_sigma_ == auto.embedding_.position_sigma_ == POSITION_CANDIDATE
     assert auto.module_.otk.position_sigma == POSITION_CANDIDATE
     assert none.position_sigma_ is None

@@ -176,6 +176,18 @@ def test_supervised_otk_chooses_the_width_too(cls):
         assert est_cls(window="auto", **kw).fit(X, target).score(Xt, yt) > 0.8
 
 
+def test_defaults_of_the_supervised_widths():
+    """``OTKClassifier`` chooses its width by default; ``OTKRegressor`` keeps single elements."""
+    import skset
+
+    assert skset.OTKClassifier().window == "auto"
+    assert skset.OTKRegressor().window == 1
+    X, y = _order_task()
+    clf = skset.OTKClassifier(n_components=8, n_supports=3, max_iter=1, random_state=0,
+                              device="cpu").fit(X, y)
+    assert clf.window_ > 1
+
+
 def test_the_rule_builds_only_the_kmers_it_samples(monkeypatch):
     # long sequences: the rule codes at most WINDOW_PER_SET k-mers of a set, never all of them
     import skset._map_selection as ms

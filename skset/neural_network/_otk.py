@@ -44,6 +44,8 @@ from ._otk_docs import (
     _DOC_REFS,
     _ELEMENT_WEIGHT_DOC,
     _ELEMENT_WEIGHT_FIT_DOC,
+    _WINDOW_DOC,
+    _WINDOW_DOC_CLASSIFIER,
     _with_element_weight,
 )
 from ._tasks import SetClassifierMixin, SetRegressorMixin
@@ -368,7 +370,7 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
 class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
     _parameter_constraints = with_class_weight(_BaseSupervisedOTK._parameter_constraints)
 
-    def __init__(self, n_components=DEFAULT_N_COMPONENTS, *, bandwidth="auto", window=1,
+    def __init__(self, n_components=DEFAULT_N_COMPONENTS, *, bandwidth="auto", window="auto",
                  standardize="auto", normalize="auto", keep_norm="auto", n_supports=10,
                  n_references=1, epsilon=0.5, sinkhorn_iter=10, position_sigma=None,
                  position_mode="plan", reg_m=None, fit_method="kmeans", solver="alternating",
@@ -503,7 +505,8 @@ OTKClassifier.__doc__ = compose_doc(
     ``"auto"`` element map then keeps its fixed choice (the paper's map), as without labels: its
     rule scores candidates with one target per set.
 """,
-    _DOC_PARAMS.replace(_ALPHA_DOC, _ALPHA_DOC + CLASS_WEIGHT_DOC),
+    _DOC_PARAMS.replace(_ALPHA_DOC, _ALPHA_DOC + CLASS_WEIGHT_DOC).replace(
+        _WINDOW_DOC, _WINDOW_DOC_CLASSIFIER),
     """
     Attributes
     ----------
