@@ -310,6 +310,9 @@ class Framing:
         value, seconds = score(model, B, self.y_te, self.name), time.perf_counter() - t
         if row == "deep_sets":  # the overrides and the epochs run
             return {row: (value, seconds, {**self.deep_sets_over, "n_iter": int(model.n_iter_)})}
+        if row == "otk_clf":  # the k-mer width and the positions it used
+            return {row: (value, seconds, {"window": int(model.window_),
+                                           "position_sigma": model.position_sigma_})}
         return {row: (value, seconds)}
 
     def _otk_clf(self, seed):
