@@ -55,7 +55,8 @@ MODELS = ["mean", "ridge-mean", "ridge-meanmax", "pipeline", "pipeline-ridgecv-d
           "OTKRegressor", "SetTransformerRegressor", "DeepSetsRegressor"]
 #: variants of a default model (not run unless named in --models)
 VARIANTS = {"OTKRegressor-no-validation": ("OTKRegressor", {"early_stopping": False}),
-            "OTKRegressor-validation": ("OTKRegressor", {"early_stopping": "auto"})}
+            "OTKRegressor-validation": ("OTKRegressor", {"early_stopping": "auto"}),
+            "OTKRegressor-window-auto": ("OTKRegressor", {"window": "auto"})}
 TRAINED = ["pipeline", "pipeline-ridgecv-default", "OTKRegressor", "SetTransformerRegressor",
            "DeepSetsRegressor"]
 

@@ -176,16 +176,15 @@ def test_supervised_otk_chooses_the_width_too(cls):
         assert est_cls(window="auto", **kw).fit(X, target).score(Xt, yt) > 0.8
 
 
-def test_defaults_of_the_supervised_widths():
-    """``OTKClassifier`` chooses its width by default; ``OTKRegressor`` keeps single elements."""
+@pytest.mark.parametrize("cls", ["OTKClassifier", "OTKRegressor"])
+def test_supervised_models_choose_their_width_by_default(cls):
     import skset
 
-    assert skset.OTKClassifier().window == "auto"
-    assert skset.OTKRegressor().window == 1
+    est_cls = getattr(skset, cls)
+    assert est_cls().window == "auto"
     X, y = _order_task()
-    clf = skset.OTKClassifier(n_components=8, n_supports=3, max_iter=1, random_state=0,
-                              device="cpu").fit(X, y)
-    assert clf.window_ > 1
+    est = est_cls(n_components=8, n_supports=3, max_iter=1, random_state=0, device="cpu")
+    assert est.fit(X, y if cls == "OTKClassifier" else y.astype(float)).window_ > 1
 
 
 def test_the_rule_builds_only_the_kmers_it_samples(monkeypatch):

@@ -45,7 +45,7 @@ from ._otk_docs import (
     _ELEMENT_WEIGHT_DOC,
     _ELEMENT_WEIGHT_FIT_DOC,
     _WINDOW_DOC,
-    _WINDOW_DOC_CLASSIFIER,
+    _WINDOW_DOC_AUTO,
     _with_element_weight,
 )
 from ._tasks import SetClassifierMixin, SetRegressorMixin
@@ -506,7 +506,7 @@ OTKClassifier.__doc__ = compose_doc(
     rule scores candidates with one target per set.
 """,
     _DOC_PARAMS.replace(_ALPHA_DOC, _ALPHA_DOC + CLASS_WEIGHT_DOC).replace(
-        _WINDOW_DOC, _WINDOW_DOC_CLASSIFIER),
+        _WINDOW_DOC, _WINDOW_DOC_AUTO),
     """
     Attributes
     ----------
@@ -538,7 +538,7 @@ OTKClassifier.__doc__ = compose_doc(
 
 
 class OTKRegressor(SetRegressorMixin, _BaseSupervisedOTK):
-    def __init__(self, n_components=DEFAULT_N_COMPONENTS, *, bandwidth="auto", window=1,
+    def __init__(self, n_components=DEFAULT_N_COMPONENTS, *, bandwidth="auto", window="auto",
                  standardize="auto", normalize="auto", keep_norm="auto", n_supports=10,
                  n_references=1, epsilon=0.5, sinkhorn_iter=10, position_sigma=None,
                  position_mode="plan", reg_m=None, fit_method="kmeans", solver="alternating",
@@ -621,7 +621,7 @@ OTKRegressor.__doc__ = compose_doc(
     linear head on standardised targets with the squared loss (refitted in closed form, ridge, by
     the ``"alternating"`` solver).
 """,
-    _DOC_PARAMS_REGRESSION,
+    _DOC_PARAMS_REGRESSION.replace(_WINDOW_DOC, _WINDOW_DOC_AUTO),
     """
     Attributes
     ----------

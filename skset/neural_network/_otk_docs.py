@@ -122,7 +122,7 @@ _DOC_PARAMS = """
         Seeds the unsupervised initialisation, the validation split and the batch order.
 """
 
-#: the ``window`` entry of ``_DOC_PARAMS`` (``OTKRegressor``'s default, 1)
+#: the ``window`` entry of ``_DOC_PARAMS`` (default 1, replaced by the models' own)
 _WINDOW_DOC = """    window : int or "auto", default=1
         k-mer width: consecutive elements concatenated before the kernel (10 for proteins in the
         paper). Sets are read as sequences then. ``"auto"``: chosen at initialisation from the
@@ -130,8 +130,8 @@ _WINDOW_DOC = """    window : int or "auto", default=1
         widths (``window_``; 1 without the Nystrom map, ``n_components=None``).
 """
 assert _WINDOW_DOC in _DOC_PARAMS
-#: ``OTKClassifier``'s ``window`` entry (its default, ``"auto"``)
-_WINDOW_DOC_CLASSIFIER = _WINDOW_DOC.replace('default=1', 'default="auto"') + """\
+#: the models' ``window`` entry (their default, ``"auto"``)
+_WINDOW_DOC_AUTO = _WINDOW_DOC.replace('default=1', 'default="auto"') + """\
         With the default a series handed over as a set of time points is read as k-mers when
         the labels say its order matters, and unordered bags keep single elements; k-mers of a
         long series cost fit time. ``window=1`` reads no order. The :ref:`otk` guide gives the
