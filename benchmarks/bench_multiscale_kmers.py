@@ -23,7 +23,7 @@ import json  # noqa: E402
 import warnings  # noqa: E402
 
 import numpy as np  # noqa: E402
-from bench_suite import clf, score  # noqa: E402
+from bench_suite import RowLog, clf, score  # noqa: E402
 from sklearn.pipeline import Pipeline  # noqa: E402
 from suite_data import DATASETS, load  # noqa: E402
 
@@ -55,6 +55,7 @@ def main():
     ap.add_argument("--json-rows", default=None, metavar="PATH")
     args = ap.parse_args()
     warnings.filterwarnings("ignore")
+    log = RowLog(args.json_rows)
     for name in args.datasets:
         X_tr, X_te, y_tr, y_te = load(name)
         for seed in args.seeds:
@@ -75,11 +76,8 @@ def main():
                 pipe = Pipeline([("otk", OTKEmbedding(random_state=seed)), ("clf", clf())])
                 row["accuracy"]["+".join(map(str, combo))] = score(pipe.fit(A, y_tr), B, y_te,
                                                                    name)
-            line = json.dumps(row)
-            print(line, flush=True)
-            if args.json_rows:
-                with open(args.json_rows, "a") as f:
-                    f.write(line + "\n")
+            print(json.dumps(row), flush=True)
+            log.write(**row)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ import warnings  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from bench_suite import clf, score  # noqa: E402
+from bench_suite import RowLog, clf, score  # noqa: E402
 from suite_data import DATASETS, load  # noqa: E402
 
 from skset import NystromFeatures, OTKEmbedding  # noqa: E402
@@ -65,6 +65,7 @@ def main():
     ap.add_argument("--bags", type=int, default=None, metavar="N")
     args = ap.parse_args()
     warnings.filterwarnings("ignore")
+    log = RowLog(args.json_rows)
     if args.bags:
         return bags(args.bags)
     for name in args.datasets:
@@ -97,11 +98,8 @@ def main():
                     row[f"t_shuffled_{sigma}"] = paired_t(errors(sigma, shuffled), e, flat=0.0)
             auto = OTKEmbedding(random_state=seed).fit(F_tr, y_tr)
             row["chosen"] = auto.position_sigma_
-            line = json.dumps(row)
-            print(line, flush=True)
-            if args.json_rows:
-                with open(args.json_rows, "a") as f:
-                    f.write(line + "\n")
+            print(json.dumps(row), flush=True)
+            log.write(**row)
 
 
 if __name__ == "__main__":

@@ -196,9 +196,16 @@ def pooled_map_errors(elems: torch.Tensor, anchors: torch.Tensor, sigma: float, 
                           normalize=choice["normalize"], keep_norm=choice["keep_norm"])
         sums = torch.zeros(inv_counts.shape[0], psi.shape[1], dtype=torch.float64, device="cpu")
         pooled = (sums.index_add_(0, owner, psi.double()) * inv_counts).numpy()
-    sd = pooled.std(0)  # a constant feature (to rounding of the features' magnitude) stays
-    pooled = pooled / np.where(constant_below(sd, np.abs(pooled).max(initial=0.0)), 1.0, sd)
-    errors = loo_ridge_errors(pooled, target)
+    return standardized_loo_errors(pooled, target)
+
+
+def standardized_loo_errors(features: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """The proxy's errors on features ``(n, p)``: each column divided by its deviation (a
+    constant one, to rounding of the features' magnitude, stays), then the leave-one-out ridge
+    errors of :func:`loo_ridge_errors`; infinite errors when a value is not finite."""
+    sd = features.std(0)
+    features = features / np.where(constant_below(sd, np.abs(features).max(initial=0.0)), 1.0, sd)
+    errors = loo_ridge_errors(features, target)
     return errors if np.all(np.isfinite(errors)) else np.full(len(errors), np.inf)
 
 

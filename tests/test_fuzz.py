@@ -63,7 +63,7 @@ FACTORIES = {
     "OTKClassifier": lambda: OTKClassifier(n_components=4, n_supports=2, max_iter=1,
                                            window="auto", random_state=0),
     "OTKRegressor": lambda: OTKRegressor(n_components=None, n_supports=2, max_iter=1,
-                                         random_state=0),
+                                         position_sigma="auto", random_state=0),
 }
 _CACHE = {}
 

@@ -452,12 +452,11 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
             assign = full
         self.assignments_ = assign
         self.n_iter_ = max(n_iter, self._bary_iter)
-        raw = None
-        self.position_sigma_, self.position_scores_ = (
-            None if self.position_sigma == "auto" else self.position_sigma), None
         if self.position_sigma == "auto":  # its own stream: no positions fits as None does
             self.position_sigma_, self.position_scores_, raw = select_position_sigma(
                 self, sets, y, masses, ref_t, np.random.RandomState((seed + 3) % 2**32))
+        else:
+            self.position_sigma_, self.position_scores_, raw = self.position_sigma, None, None
         if self.center:
             self.mean_ = self._mean_embedding(sets, ref_t, masses, sw, raw=raw)
         else:

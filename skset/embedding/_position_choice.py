@@ -27,9 +27,8 @@ from .._map_selection import (
     _shared_classes,
     _targets,
     _task,
-    constant_below,
-    loo_ridge_errors,
     sample_sets,
+    standardized_loo_errors,
 )
 from .._stats import beats
 
@@ -51,10 +50,7 @@ def _proxy_errors(raw: np.ndarray, target: np.ndarray, normalize: bool) -> np.nd
     if normalize:
         norms = np.linalg.norm(emb, axis=1, keepdims=True)
         emb = emb / np.where(norms > 0, norms, 1.0)
-    sd = emb.std(0)
-    emb = emb / np.where(constant_below(sd, np.abs(emb).max(initial=0.0)), 1.0, sd)
-    errors = loo_ridge_errors(emb, target)
-    return errors if np.all(np.isfinite(errors)) else np.full(len(errors), np.inf)
+    return standardized_loo_errors(emb, target)
 
 
 def select_position_sigma(otk, sets, y, masses, references: torch.Tensor,

@@ -44,8 +44,6 @@ from ._otk_docs import (
     _DOC_REFS,
     _ELEMENT_WEIGHT_DOC,
     _ELEMENT_WEIGHT_FIT_DOC,
-    _WINDOW_DOC,
-    _WINDOW_DOC_AUTO,
     _with_element_weight,
 )
 from ._tasks import SetClassifierMixin, SetRegressorMixin
@@ -505,8 +503,7 @@ OTKClassifier.__doc__ = compose_doc(
     ``"auto"`` element map then keeps its fixed choice (the paper's map), as without labels: its
     rule scores candidates with one target per set.
 """,
-    _DOC_PARAMS.replace(_ALPHA_DOC, _ALPHA_DOC + CLASS_WEIGHT_DOC).replace(
-        _WINDOW_DOC, _WINDOW_DOC_AUTO),
+    _DOC_PARAMS.replace(_ALPHA_DOC, _ALPHA_DOC + CLASS_WEIGHT_DOC),
     """
     Attributes
     ----------
@@ -621,7 +618,7 @@ OTKRegressor.__doc__ = compose_doc(
     linear head on standardised targets with the squared loss (refitted in closed form, ridge, by
     the ``"alternating"`` solver).
 """,
-    _DOC_PARAMS_REGRESSION.replace(_WINDOW_DOC, _WINDOW_DOC_AUTO),
+    _DOC_PARAMS_REGRESSION,
     """
     Attributes
     ----------

@@ -41,11 +41,15 @@ _DOC_PARAMS = """
         unseen). ``standardize=True, normalize=True, keep_norm=True, bandwidth=0.5`` is the
         paper's CKN map. ``nystrom_`` holds the map fitted at initialisation, with the choice in
         its ``standardize_``, ``normalize_``, ``keep_norm_`` and ``relative_bandwidth_``.
-    window : int or "auto", default=1
+    window : int or "auto", default="auto"
         k-mer width: consecutive elements concatenated before the kernel (10 for proteins in the
         paper). Sets are read as sequences then. ``"auto"``: chosen at initialisation from the
         training labels as :class:`NystromFeatures` chooses it, the paper's map scoring the
         widths (``window_``; 1 without the Nystrom map, ``n_components=None``).
+        With the default a series handed over as a set of time points is read as k-mers when
+        the labels say its order matters, and unordered bags keep single elements; k-mers of a
+        long series cost fit time. ``window=1`` reads no order. The :ref:`otk` guide gives the
+        suite figures.
     n_supports : int, default=10
         Supports per reference ``p``.
     n_references : int, default=1
@@ -120,22 +124,6 @@ _DOC_PARAMS = """
         Compute dtype.
     random_state : int, RandomState or None, default=None
         Seeds the unsupervised initialisation, the validation split and the batch order.
-"""
-
-#: the ``window`` entry of ``_DOC_PARAMS`` (default 1, replaced by the models' own)
-_WINDOW_DOC = """    window : int or "auto", default=1
-        k-mer width: consecutive elements concatenated before the kernel (10 for proteins in the
-        paper). Sets are read as sequences then. ``"auto"``: chosen at initialisation from the
-        training labels as :class:`NystromFeatures` chooses it, the paper's map scoring the
-        widths (``window_``; 1 without the Nystrom map, ``n_components=None``).
-"""
-assert _WINDOW_DOC in _DOC_PARAMS
-#: the models' ``window`` entry (their default, ``"auto"``)
-_WINDOW_DOC_AUTO = _WINDOW_DOC.replace('default=1', 'default="auto"') + """\
-        With the default a series handed over as a set of time points is read as k-mers when
-        the labels say its order matters, and unordered bags keep single elements; k-mers of a
-        long series cost fit time. ``window=1`` reads no order. The :ref:`otk` guide gives the
-        suite figures.
 """
 
 _DOC_PARAMS_REGRESSION = _DOC_PARAMS.replace("""    alpha : float, default=1e-3
