@@ -325,7 +325,9 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
     def _raw_embed(self, sets, references: torch.Tensor, masses=None, *,
                    position_sigma="fitted") -> np.ndarray:
         """Embeddings ``(n_sets, q*p*d)`` before centring, one batched call per length batch
-        (``position_sigma``: a width in place of the estimator's)."""
+        (``position_sigma``: a width in place of the estimator's; ``references`` are moved to
+        the estimator's device, as the packed sets are)."""
+        references = references.to(self.device_)
         q, p, d = references.shape
         out = np.empty((len(sets), q * p * d), dtype=np.float64 if self._tdtype == torch.float64
                        else np.float32)
