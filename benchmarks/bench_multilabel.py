@@ -37,6 +37,7 @@ scenario, takes 3-4 minutes there.)
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import sys
@@ -125,7 +126,7 @@ POOLED = ["mean pool + LR", "mean+max pool + LR"]
 NETWORKS = [DeepSetsClassifier, SetTransformerClassifier, OTKClassifier]
 
 
-def run(seed, n_train, n_test, scenario):
+def run(seed, n_train, n_test, scenario, networks=None, params=None):
     cfg = SCENARIOS[scenario]
     X_tr, X_te, Y_tr, Y_te = multilabel_mnist_bags(n_train, n_test, decay=cfg["decay"],
                                                    seed=seed)
@@ -143,11 +144,12 @@ def run(seed, n_train, n_test, scenario):
             out[key] = (*scores(Y_te, P), fit_s, None)
             per_label[key] = per_label_auc(Y_te, P)
             train_auc[key] = scores(Y_tr, clf.predict_proba(pooled(X_tr, how)))[0]
-    for cls in NETWORKS:
+    for cls in networks or NETWORKS:
         for cw in weights:
             key = cls.__name__ + (" (balanced)" if cw else "")
             t = time.perf_counter()
-            est = cls(class_weight=cw, random_state=seed).fit(X_tr, Y_tr)
+            est = cls(class_weight=cw, random_state=seed,
+                      **(params or {}).get(cls.__name__, {})).fit(X_tr, Y_tr)
             fit_s = time.perf_counter() - t
             P = est.predict_proba(X_te)
             out[key] = (*scores(Y_te, P), fit_s, est.n_iter_)
@@ -190,7 +192,7 @@ def table(runs, args, scenario, seconds):
     lines += ["", f"Best pooled baseline's mean auROC: {best:.4f}. "
               + "; ".join(f"{cls.__name__} (defaults) "
                           f"{'above' if mean_auc[cls.__name__] > best else 'below'}"
-                          for cls in NETWORKS) + "."]
+                          for cls in args.network_classes) + "."]
     lines += ["", "Test auROC of each label (digit 0 to 9), mean over seeds:", "",
               "| model | " + " | ".join(str(d) for d in range(10)) + " |",
               "|---|" + "---|" * 10]
@@ -207,7 +209,14 @@ def main(argv=None):
     ap.add_argument("--n-test", type=int, default=1000)
     ap.add_argument("--scenarios", nargs="+", choices=list(SCENARIOS), default=["uniform"])
     ap.add_argument("--out", default=None)
+    ap.add_argument("--networks", nargs="+", choices=[c.__name__ for c in NETWORKS],
+                    default=[c.__name__ for c in NETWORKS], help="the set classifiers to run")
+    ap.add_argument("--params", default="{}",
+                    help='JSON {class name: parameters}, e.g. \'{"DeepSetsClassifier": '
+                         '{"pooled_skip": true}}\'')
     args = ap.parse_args(argv)
+    args.network_classes = [c for c in NETWORKS if c.__name__ in args.networks]
+    params = json.loads(args.params)
     torch.set_num_threads(2)
     cmd = "OMP_WAIT_POLICY=PASSIVE nice -n 10 python benchmarks/bench_multilabel.py " + " ".join(
         sys.argv[1:] if argv is None else argv)
@@ -230,7 +239,8 @@ def main(argv=None):
     ]
     for scenario in args.scenarios:
         t0 = time.perf_counter()
-        runs = [run(s, args.n_train, args.n_test, scenario) for s in args.seeds]
+        runs = [run(s, args.n_train, args.n_test, scenario, args.network_classes, params)
+                for s in args.seeds]
         lines += [""] + table(runs, args, scenario, time.perf_counter() - t0)
     text = "\n".join(lines) + "\n"
     print(text)

@@ -305,8 +305,46 @@ def _load(name, equal_length=False):
 
 
 def load(name, equal_length=False):
-    """``X_train, X_test, y_train, y_test`` of a suite data set (see the module docstring)."""
+    """``X_train, X_test, y_train, y_test`` of a suite data set (see the module docstring).
+
+    With ``SKSET_SUITE_DATA=DIR`` set, read from ``DIR/<name>.pkl.gz`` where it exists (written
+    by ``python benchmarks/suite_data.py --dump DIR``): for a machine without the wheels that
+    ship the data, such as a GPU host.
+    """
+    cache = os.environ.get("SKSET_SUITE_DATA")
+    path = cache and os.path.join(cache, f"{name}.pkl.gz")
+    if path and not equal_length and os.path.exists(path):
+        import gzip
+        import pickle
+
+        with gzip.open(path, "rb") as f:
+            return pickle.load(f)
     return _load(name, equal_length)
+
+
+def _dump(folder, names):
+    """Write ``load(name)`` of each name to ``folder/<name>.pkl.gz`` (their own dtype)."""
+    import gzip
+    import pickle
+
+    os.makedirs(folder, exist_ok=True)
+    for name in names:
+        X_tr, X_te, y_tr, y_te = _load(name)
+        own = lambda X: [np.asarray(x) for x in X]  # noqa: E731
+        with gzip.open(os.path.join(folder, f"{name}.pkl.gz"), "wb", compresslevel=6) as f:
+            pickle.dump((own(X_tr), own(X_te), np.asarray(y_tr), np.asarray(y_te)), f,
+                        protocol=pickle.HIGHEST_PROTOCOL)
+        print(name, os.path.getsize(os.path.join(folder, f"{name}.pkl.gz")) // 1024, "KiB")
+
+
+if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser(description="Write the suite's data sets for SKSET_SUITE_DATA.")
+    ap.add_argument("--dump", required=True, metavar="DIR")
+    ap.add_argument("--datasets", nargs="*", default=None)
+    args = ap.parse_args()
+    _dump(args.dump, args.datasets or DATASETS)
 
 
 def series_for_rocket(name):

@@ -1,0 +1,137 @@
+"""A trained model's column of the real-data suite, or the raw-pooling rows, with
+estimator parameters given as JSON: one JSON line per data set and framing as each lands.
+
+    python benchmarks/bench_trained_columns.py --model ds --label ds_skip \\
+        --params '{"pooled_skip": true}' --out rows.jsonl
+    python benchmarks/bench_trained_columns.py --model raw --label raw --out rows.jsonl
+    python benchmarks/bench_trained_columns.py --table rows.jsonl     # the markdown table
+
+Framings as in ``bench_suite.py``: ``set`` (the elements as given) and, for the series and DNA
+sets, ``seq`` (k-mers of ``KINDS[name]["window"]``). Models: ``ds`` (``DeepSetsClassifier``),
+``st`` (``SetTransformerClassifier``), ``raw`` (mean, and mean and max, of the raw elements +
+``StandardScaler`` + ``LogisticRegressionCV``, the suite's ``raw_mean`` / ``raw_meanmax``).
+Runs anywhere the suite's data load, also from files (``SKSET_SUITE_DATA``, see
+``suite_data.py``) on a machine without the wheels that ship them. Results:
+``results/trained_vs_pooling.md``.
+"""
+
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+
+from bench_suite import RAW_CS, pool_raw, score  # noqa: E402
+from sklearn.linear_model import LogisticRegressionCV  # noqa: E402
+from sklearn.pipeline import Pipeline  # noqa: E402
+from sklearn.preprocessing import StandardScaler  # noqa: E402
+from suite_data import KINDS, load  # noqa: E402
+
+from skset import DeepSetsClassifier, SetTransformerClassifier  # noqa: E402
+from skset._sets import kmer_windows  # noqa: E402
+
+ROWS = ["ItalyPowerDemand", "GunPoint", "ArrowHead", "JapaneseVowels", "BasicMotions",
+        "PickupGestureWiimoteZ", "MNISTBags50", "MNISTBags200", "MNISTBags500", "SpokenDigits",
+        "WatchWindows", "OSULeaf", "ACSF1", "WatchMagnitude", "DigitPatches", "GeneFamilies"]
+
+
+def fit_rows(model, params, name, X_tr, X_te, y_tr, y_te, seed=0):
+    """``[(row, score, epochs run)]`` of one data set and framing."""
+    if model == "raw":
+        out = []
+        for how in ("mean", "meanmax"):
+            m = Pipeline([("scale", StandardScaler()),
+                          ("clf", LogisticRegressionCV(Cs=RAW_CS, cv=3, max_iter=1000))])
+            m.fit(pool_raw(X_tr, how), y_tr)
+            out.append(("raw_" + how, score(m, pool_raw(X_te, how), y_te, name), None))
+        return out
+    est = DeepSetsClassifier if model == "ds" else SetTransformerClassifier
+    m = est(random_state=seed, **params).fit(X_tr, y_tr)
+    return [(model, score(m, X_te, y_te, name), int(m.n_iter_))]
+
+
+def table(paths):
+    """The markdown table of JSON-lines files: one row per data set and framing, the better raw
+    pooling, then each variant's mean over its seeds (in %; * where under the better raw
+    pooling; the seeds' scores in brackets where there are several)."""
+    scores, variants = {}, []
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                r = json.loads(line)
+                key = (r["dataset"], r["framing"])
+                cell = scores.setdefault(key, {})
+                if r["row"].startswith("raw_"):  # the better of the two poolings
+                    cell["raw"] = max(cell.get("raw", -1.0), 100 * r["score"])
+                    continue
+                v = r["variant"]
+                if v not in variants:
+                    variants.append(v)
+                cell.setdefault(v, {})[r.get("seed", 0)] = 100 * r["score"]
+    lines = ["| data set | framing | raw pooling | " + " | ".join(variants) + " |",
+             "|---|---|---:|" + "---:|" * len(variants)]
+    order = {name: i for i, name in enumerate(ROWS)}
+    below = dict.fromkeys(variants, 0)
+    for (name, fr), cell in sorted(scores.items(), key=lambda kv: (order.get(kv[0][0], 99),
+                                                                     kv[0][1] != "set")):
+        raw = cell.get("raw")
+        out = []
+        for v in variants:
+            seeds = cell.get(v)
+            if not seeds:
+                out.append("-")
+                continue
+            mean = sum(seeds.values()) / len(seeds)
+            under = raw is not None and mean < raw - 1e-9
+            below[v] += under
+            each = (" (" + ", ".join(f"{seeds[k]:.1f}" for k in sorted(seeds)) + ")"
+                    if len(seeds) > 1 else "")
+            out.append(f"{mean:.1f}" + ("*" if under else "") + each)
+        lines.append(f"| {name} | {fr} | {'-' if raw is None else f'{raw:.1f}'} | "
+                     + " | ".join(out) + " |")
+    lines.append("")
+    lines.append("Rows under the better raw pooling (*): " + ", ".join(
+        f"{v} {n}" for v, n in below.items()))
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--table", nargs="+", metavar="JSONL",
+                    help="print the markdown table of these files and exit")
+    ap.add_argument("--model", choices=("ds", "st", "raw"))
+    ap.add_argument("--label", help="the variant's name in the JSON lines")
+    ap.add_argument("--params", default="{}", help="JSON estimator parameters")
+    ap.add_argument("--datasets", nargs="*", default=ROWS)
+    ap.add_argument("--seed", type=int, default=0, help="the networks' random_state")
+    ap.add_argument("--out", help="JSON lines appended here")
+    args = ap.parse_args()
+    if args.table:
+        print(table(args.table))
+        return
+    if not (args.model and args.label and args.out):
+        ap.error("--model, --label and --out are required to run")
+    params = json.loads(args.params)
+    warnings.filterwarnings("ignore")
+    for name in args.datasets:
+        X_tr0, X_te0, y_tr, y_te = load(name)
+        w = KINDS[name]["window"]
+        for fr in (["set", "seq"] if w else ["set"]):
+            X_tr, X_te = ((kmer_windows(X_tr0, w), kmer_windows(X_te0, w)) if fr == "seq"
+                          else (X_tr0, X_te0))
+            t = time.perf_counter()
+            for row, value, n_iter in fit_rows(args.model, params, name, X_tr, X_te, y_tr, y_te,
+                                               args.seed):
+                rec = dict(dataset=name, framing=fr, row=row, variant=args.label, params=params,
+                           seed=args.seed, score=value, n_iter=n_iter,
+                           time_s=time.perf_counter() - t)
+                print(json.dumps(rec), flush=True)
+                with open(args.out, "a") as f:
+                    f.write(json.dumps(rec) + "\n")
+
+
+if __name__ == "__main__":
+    main()
