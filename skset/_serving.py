@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from .nn.attention import _zero_padding  # a select, not a product: NaN * 0 is NaN
+from .nn.deep_sets import add_pooled_skip
 from .nn.nystrom import (
     NystromLayer,
     _FrozenNystromLayer,  # noqa: F401 (serving modules pickled before it moved)
@@ -71,7 +72,7 @@ class NetworkServing(nn.Module):
         if self.standardize:
             x = (x - self.mean) / self.scale
         z = self.net.embed(x, mask)
-        out = self.head(z)
+        out = add_pooled_skip(self.net, self.head(z), x, mask)  # the set networks' option
         if self.classifier and self.multilabel:  # one sigmoid per label; predict: logit > 0
             return out, torch.sigmoid(out), (out > 0).to(torch.int64), z
         if self.classifier:

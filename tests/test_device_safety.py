@@ -51,6 +51,11 @@ CASES = {
         X, y.astype(float)).predict(X),
     "DeepSetsClassifier": lambda X, y: DeepSetsClassifier(
         max_iter=2, device="cpu", random_state=0).partial_fit(X, y, classes=[0, 1]).predict(X),
+    "DeepSetsClassifier(pooled_skip=True)": lambda X, y: DeepSetsClassifier(
+        max_iter=2, pooled_skip=True, device="cpu", random_state=0).fit(X, y).predict_proba(X),
+    "SetTransformerRegressor(pooled_skip=True)": lambda X, y: SetTransformerRegressor(
+        hidden_size=8, n_heads=2, max_iter=2, pooled_skip=True, early_stopping=True,
+        device="cpu", random_state=0).fit(X, y.astype(float)).predict(X),
     "OTKClassifier": lambda X, y: OTKClassifier(
         n_components=6, n_supports=3, max_iter=2, early_stopping=True, device="cpu",
         random_state=0).fit(X, y).predict_proba(X),

@@ -34,12 +34,13 @@ def _fit(kind, window=1):
     small = dict(max_iter=2, random_state=0, device="cpu")
     st = dict(hidden_size=8, n_layers=1, n_heads=2, **small)
     ests = {
-        "st_clf": lambda: skset.SetTransformerClassifier(n_inducing=3, **st),
+        # the pooled skip (a masked mean and max of the raw elements) exported too
+        "st_clf": lambda: skset.SetTransformerClassifier(n_inducing=3, pooled_skip=True, **st),
         "st_reg": lambda: skset.SetTransformerRegressor(n_inducing=None, n_seeds=2, decoder="sab",
                                                        norm="set", residual="clean", **st),
         "ds_clf": lambda: skset.DeepSetsClassifier(hidden_size=8, pooling="max", **small),
         "ds_reg": lambda: skset.DeepSetsRegressor(hidden_size=8, pooling="mean", norm="set",
-                                                  residual="clean", **small),
+                                                  residual="clean", pooled_skip=True, **small),
         "otk_clf": lambda: skset.OTKClassifier(n_components=6, n_supports=3, window=window,
                                                position_sigma=0.5, max_iter=1, random_state=0,
                                                device="cpu"),

@@ -98,6 +98,8 @@ LAYERS = {
                                                       n_inducing=2, norm="set", residual="clean",
                                                       decoder="sab"), "plain", _pooled),
     "DeepSets-max": (lambda d: snn.DeepSets(d, 8, 2, pooling="max"), "plain", _pooled),
+    "DeepSets-skip": (lambda d: snn.DeepSets(d, 8, 2, pooled_skip=True), "plain", _pooled),
+    "PooledLinear": (lambda d: snn.PooledLinear(d, 3), "plain", _pooled),
     "DeepSets++-mean": (lambda d: snn.DeepSets(d, 8, 1, norm="set", residual="clean",
                                                pooling="mean"), "plain", _pooled),
     "DeepSetsEncoder-layer": (lambda d: snn.DeepSetsEncoder(d, 8, 2, norm="layer",

@@ -17,6 +17,7 @@ from ..nn.attention import SetTransformer
 from ..nn.deep_sets import DeepSets
 from ._base import SetNetworkEstimator, TrainingSetup, compose_doc
 from ._multilabel import CLASS_WEIGHT_DOC, MULTILABEL_DOC, with_class_weight
+from ._pooled_skip import POOLED_SKIP_DOC, fit_pooled_skip
 from ._tasks import SetClassifierMixin, SetRegressorMixin
 from ._training import TRAINING_PARAMS
 
@@ -36,8 +37,9 @@ _AUTO_PATIENCE, _AUTO_PATIENCE_STEPS = 10, 160
 class _BaseSetNetwork(SetNetworkEstimator):
     """Set Transformer and Deep Sets: a network built from the parameters alone."""
 
-    # models saved before the input standardisation did not standardise
-    _legacy_params = {"standardize": False}
+    # models saved before the input standardisation did not standardise, before the pooled skip
+    # had none
+    _legacy_params = {"standardize": False, "pooled_skip": False}
 
     def _prepare_sets(self, sets, fitting, sample_weight=None):
         """Standardise the element features with the training elements' mean and std (each
@@ -86,7 +88,17 @@ class _BaseSetNetwork(SetNetworkEstimator):
 
     def _init_module(self, data, n_outputs, seed, rng):
         self._n_features_out = self._embed_dim()
-        return self._seeded(seed, lambda: self._build_module(self.n_features_in_, n_outputs))
+        self.pooled_skip_ = bool(self.pooled_skip)
+        module = self._seeded(seed, lambda: self._build_module(self.n_features_in_, n_outputs))
+        if module.skip is not None:
+            module = module.to(device=self.device_, dtype=self.dtype_)
+            fit_pooled_skip(self, module, data)
+        return module
+
+    @property
+    def _fitted_pooled_skip(self) -> bool:
+        """Whether the fitted network has the pooled skip (models saved before it: no)."""
+        return bool(getattr(self, "pooled_skip_", False))
 
     def _untrained_module(self):
         return self._build_module(self.n_features_in_, self._n_outputs_fitted)
@@ -145,6 +157,8 @@ _TRAINING_DOC = """
     ----------
     module_ : torch.nn.Module
         The trained network.
+    pooled_skip_ : bool
+        Whether the network has the pooled skip (``pooled_skip`` of the fit that built it).
     n_features_in_ : int
         Features per element.
     mean_, scale_ : ndarray of shape ``(n_features_in_,)``
@@ -225,6 +239,7 @@ class _SetTransformerBase(_BaseSetNetwork):
         "point_init": ["xavier", "normal"],
         "decoder": ["mlp", "sab"],
         "standardize": [Boolean()],
+        "pooled_skip": [Boolean()],
         **TRAINING_PARAMS,
         **_AUTO_PARAMS,
     }
@@ -241,6 +256,7 @@ class _SetTransformerBase(_BaseSetNetwork):
             n_seeds=int(self.n_seeds), norm=self.norm, residual=self.residual,
             point_init=self.point_init, decoder=self.decoder,
             n_decoder_layers=0 if self.decoder == "sab" else 1,
+            pooled_skip=self._fitted_pooled_skip,
         )
 
     def _embed_dim(self):
@@ -318,7 +334,7 @@ _ST_DOC = """
         Standardise each element feature by its mean and standard deviation over all training
         elements (``mean_``, ``scale_``), as ``NystromFeatures`` does; ``False`` feeds the raw
         features.
-"""
+""" + POOLED_SKIP_DOC
 
 _ST_REFS = """
     See Also
@@ -368,7 +384,8 @@ class SetTransformerClassifier(SetClassifierMixin, _SetTransformerBase):
 
     def __init__(self, hidden_size=64, n_layers=2, n_heads=4, *, n_inducing=16, n_seeds=1,
                  norm="layer", residual="original", point_init="xavier", decoder="mlp",
-                 standardize=True, optimizer="adam", learning_rate_init=1e-3, alpha=0.0,
+                 standardize=True, pooled_skip=False, optimizer="adam", learning_rate_init=1e-3,
+                 alpha=0.0,
                  class_weight=None, batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4,
                  early_stopping=False, validation_fraction=0.1, n_iter_no_change=10,
                  warm_start=False, verbose=0, device="auto", dtype="float32", random_state=None):
@@ -382,6 +399,7 @@ class SetTransformerClassifier(SetClassifierMixin, _SetTransformerBase):
         self.point_init = point_init
         self.decoder = decoder
         self.standardize = standardize
+        self.pooled_skip = pooled_skip
         self.optimizer = optimizer
         self.learning_rate_init = learning_rate_init
         self.alpha = alpha
@@ -423,7 +441,8 @@ class SetTransformerRegressor(SetRegressorMixin, _SetTransformerBase):
 
     def __init__(self, hidden_size=64, n_layers=2, n_heads=4, *, n_inducing=16, n_seeds=1,
                  norm="layer", residual="original", point_init="xavier", decoder="mlp",
-                 standardize=True, optimizer="adam", learning_rate_init=1e-3, alpha=0.0,
+                 standardize=True, pooled_skip=False, optimizer="adam", learning_rate_init=1e-3,
+                 alpha=0.0,
                  batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4, early_stopping="auto",
                  validation_fraction=0.1, n_iter_no_change=10, warm_start=False, verbose=0,
                  device="auto", dtype="float32", random_state=None):
@@ -437,6 +456,7 @@ class SetTransformerRegressor(SetRegressorMixin, _SetTransformerBase):
         self.point_init = point_init
         self.decoder = decoder
         self.standardize = standardize
+        self.pooled_skip = pooled_skip
         self.optimizer = optimizer
         self.learning_rate_init = learning_rate_init
         self.alpha = alpha
@@ -462,13 +482,15 @@ class _DeepSetsBase(_BaseSetNetwork):
         "norm": ["layer", "set", None],
         "residual": [None, "original", "clean"],
         "standardize": [Boolean()],
+        "pooled_skip": [Boolean()],
         **TRAINING_PARAMS,
         **_AUTO_PARAMS,
     }
 
     def _build_module(self, in_features, out_features):
         return DeepSets(in_features, int(self.hidden_size), out_features, int(self.n_layers),
-                        norm=self.norm, residual=self.residual, pooling=self.pooling)
+                        norm=self.norm, residual=self.residual, pooling=self.pooling,
+                        pooled_skip=self._fitted_pooled_skip)
 
     def _embed_dim(self):
         return int(self.hidden_size)
@@ -494,7 +516,7 @@ _DS_DOC = """
         Standardise each element feature by its mean and standard deviation over all training
         elements (``mean_``, ``scale_``), as ``NystromFeatures`` does; ``False`` feeds the raw
         features.
-"""
+""" + POOLED_SKIP_DOC
 
 _DS_REFS = """
     See Also
@@ -548,7 +570,8 @@ class DeepSetsClassifier(SetClassifierMixin, _DeepSetsBase):
     )
 
     def __init__(self, hidden_size=64, n_layers=2, *, pooling="sum", norm=None, residual=None,
-                 standardize=True, optimizer="adam", learning_rate_init=1e-3, alpha=0.0,
+                 standardize=True, pooled_skip=False, optimizer="adam", learning_rate_init=1e-3,
+                 alpha=0.0,
                  class_weight=None, batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4,
                  early_stopping=False, validation_fraction=0.1, n_iter_no_change="auto",
                  warm_start=False, verbose=0, device="auto", dtype="float32", random_state=None):
@@ -558,6 +581,7 @@ class DeepSetsClassifier(SetClassifierMixin, _DeepSetsBase):
         self.norm = norm
         self.residual = residual
         self.standardize = standardize
+        self.pooled_skip = pooled_skip
         self.optimizer = optimizer
         self.learning_rate_init = learning_rate_init
         self.alpha = alpha
@@ -598,7 +622,8 @@ class DeepSetsRegressor(SetRegressorMixin, _DeepSetsBase):
                               "early_stopping": ["auto", Boolean()]}
 
     def __init__(self, hidden_size=64, n_layers=2, *, pooling="sum", norm=None, residual=None,
-                 standardize=True, optimizer="adam", learning_rate_init=1e-3, alpha=0.0,
+                 standardize=True, pooled_skip=False, optimizer="adam", learning_rate_init=1e-3,
+                 alpha=0.0,
                  batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4, early_stopping="auto",
                  validation_fraction=0.1, n_iter_no_change=10, warm_start=False, verbose=0,
                  device="auto", dtype="float32", random_state=None):
@@ -608,6 +633,7 @@ class DeepSetsRegressor(SetRegressorMixin, _DeepSetsBase):
         self.norm = norm
         self.residual = residual
         self.standardize = standardize
+        self.pooled_skip = pooled_skip
         self.optimizer = optimizer
         self.learning_rate_init = learning_rate_init
         self.alpha = alpha

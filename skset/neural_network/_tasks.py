@@ -190,11 +190,14 @@ class SetRegressorMixin(RegressorMixin):
         out = self._predict_batches(val_sets, lambda m, X_, M_, *S_: m(X_, M_, *S_),
                                     side=data.side_of(data.validation))
         c = validated_shrinkage(out, Y_va, data.weights_of(data.validation))
-        layer = self._output_layer(self.module_)
+        # the whole output: the network's last layer and, where there is one, the pooled skip's
+        skip = getattr(self.module_, "skip", None)
+        layers = [self._output_layer(self.module_)] + ([] if skip is None else [skip.linear])
         with torch.no_grad():
-            layer.weight.mul_(c)
-            if layer.bias is not None:
-                layer.bias.mul_(c)
+            for layer in layers:
+                layer.weight.mul_(c)
+                if layer.bias is not None:
+                    layer.bias.mul_(c)
         self.output_shrinkage_ = c
 
     def _encode_targets(self, y, n_sets, first_fit, sample_weight=None, classes=None):

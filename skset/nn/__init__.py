@@ -14,7 +14,7 @@ from .attention import (
     SetTransformer,
     record_attention,
 )
-from .deep_sets import DeepSets, DeepSetsBlock, DeepSetsEncoder, masked_pool
+from .deep_sets import DeepSets, DeepSetsBlock, DeepSetsEncoder, PooledLinear, masked_pool
 from .norm import SetNorm, set_norm
 from .nystrom import (
     NystromLayer,
@@ -51,6 +51,7 @@ __all__ = [
     "DeepSetsBlock",
     "DeepSetsEncoder",
     "masked_pool",
+    "PooledLinear",
     "set_norm",
     "NystromLayer",
     "OTKLayer",

@@ -58,6 +58,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .deep_sets import PooledLinear, add_pooled_skip, mlp_head
 from .norm import make_norm
 
 __all__ = ["MultiheadAttention", "MAB", "SAB", "ISAB", "PMA", "SetTransformer", "AttentionRecord",
@@ -420,6 +421,8 @@ class SetTransformer(nn.Module):
         Initialisation of the inducing points and seeds (see the module docstring).
     decoder : {"mlp", "sab"}, default="mlp"
         MLP on the pooled seeds, or a SAB over them first (the paper's decoder).
+    pooled_skip : bool, default=False
+        Add a :class:`~skset.nn.PooledLinear` of the raw elements to the output (``self.skip``).
 
     Examples
     --------
@@ -435,10 +438,9 @@ class SetTransformer(nn.Module):
     def __init__(self, in_features: int, dim: int, out_features: int, n_layers: int = 2,
                  n_heads: int = 4, *, n_inducing: int | None = None, n_seeds: int = 1,
                  norm: str | None = "layer", residual: str = "original",
-                 n_decoder_layers: int = 1, point_init: str = "xavier", decoder: str = "mlp"):
+                 n_decoder_layers: int = 1, point_init: str = "xavier", decoder: str = "mlp",
+                 pooled_skip: bool = False):
         super().__init__()
-        from .deep_sets import mlp_head
-
         _check_options(dim, n_heads, norm, residual)
         if point_init not in _POINT_INITS:
             raise ValueError(f"point_init={point_init!r} is not supported; use 'xavier' or "
@@ -458,6 +460,7 @@ class SetTransformer(nn.Module):
         self.pool_sab = (SAB(dim, n_heads, norm=norm, residual=residual) if decoder == "sab"
                          else None)
         self.decoder = mlp_head(int(n_seeds) * dim, dim, out_features, n_decoder_layers)
+        self.skip = PooledLinear(in_features, out_features) if pooled_skip else None
 
     def embed(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """The pooled representation ``(B, n_seeds * dim)``."""
@@ -470,7 +473,7 @@ class SetTransformer(nn.Module):
         return z.flatten(1)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        return self.decoder(self.embed(x, mask))
+        return add_pooled_skip(self, self.decoder(self.embed(x, mask)), x, mask)
 
     def attention_weights(self, x: torch.Tensor,
                           mask: torch.Tensor | None = None) -> list[dict[str, torch.Tensor]]:

@@ -22,7 +22,8 @@ from torch import nn
 
 from .norm import make_norm
 
-__all__ = ["masked_pool", "DeepSetsBlock", "DeepSetsEncoder", "DeepSets", "mlp_head"]
+__all__ = ["masked_pool", "PooledLinear", "DeepSetsBlock", "DeepSetsEncoder", "DeepSets",
+           "mlp_head"]
 
 _POOLS = ("sum", "mean", "max")
 
@@ -59,6 +60,48 @@ def mlp_head(in_features: int, dim: int, out_features: int, n_layers: int) -> nn
         d = dim
     layers.append(nn.Linear(d, out_features))
     return nn.Sequential(*layers)
+
+
+class PooledLinear(nn.Module):
+    """A linear model of the mean and the max of a set's raw elements: ``W z + b`` with ``z`` the
+    masked mean and max of ``x (B, n, d)`` (``2 d`` features), each standardised by the buffers
+    ``shift`` and ``scale`` (fitted, not trained; 0 and 1 until set).
+
+    The set networks add it to their output (``pooled_skip=True``): fitted first alone, as the
+    raw-pooling baseline a practitioner would try (mean and max pooling, standardised, then a
+    linear model), it is the network's starting point, and the deep path learns what it misses.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skset.nn import PooledLinear
+    >>> skip = PooledLinear(in_features=3, out_features=2)
+    >>> x = torch.randn(2, 5, 3); mask = torch.arange(5) < torch.tensor([[5], [2]])
+    >>> skip.features(x, mask).shape, skip(x, mask).shape
+    (torch.Size([2, 6]), torch.Size([2, 2]))
+    """
+
+    def __init__(self, in_features: int, out_features: int):
+        super().__init__()
+        self.register_buffer("shift", torch.zeros(2 * in_features))
+        self.register_buffer("scale", torch.ones(2 * in_features))
+        self.linear = nn.Linear(2 * in_features, out_features)
+
+    def features(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The standardised mean and max of each set, ``(B, 2 d)``."""
+        z = torch.cat([masked_pool(x, mask, "mean"), masked_pool(x, mask, "max")], dim=1)
+        return (z - self.shift) / self.scale
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self.linear(self.features(x, mask))
+
+
+def add_pooled_skip(module: nn.Module, out: torch.Tensor, x: torch.Tensor,
+                    mask: torch.Tensor | None) -> torch.Tensor:
+    """``out`` plus the module's pooled skip (``module.skip``), where it has one (modules saved
+    before the option have no ``skip`` attribute)."""
+    skip = getattr(module, "skip", None)
+    return out if skip is None else out + skip(x, mask)
 
 
 class DeepSetsBlock(nn.Module):
@@ -137,6 +180,8 @@ class DeepSets(nn.Module):
     pooling : {"sum", "mean", "max"}, default="sum"
     n_decoder_layers : int, default=2
         Hidden Linear-ReLU layers of the decoder.
+    pooled_skip : bool, default=False
+        Add a :class:`PooledLinear` of the raw elements to the output (``self.skip``).
 
     References
     ----------
@@ -156,17 +201,19 @@ class DeepSets(nn.Module):
 
     def __init__(self, in_features: int, dim: int, out_features: int, n_layers: int = 2, *,
                  norm: str | None = None, residual: str | None = None, pooling: str = "sum",
-                 n_decoder_layers: int = 2):
+                 n_decoder_layers: int = 2, pooled_skip: bool = False):
         super().__init__()
         if pooling not in _POOLS:
             raise ValueError(f"pooling={pooling!r} is not supported; use 'sum', 'mean' or 'max'.")
         self.pooling = pooling
         self.encoder = DeepSetsEncoder(in_features, dim, n_layers, norm=norm, residual=residual)
         self.decoder = mlp_head(dim, dim, out_features, n_decoder_layers)
+        # only built when asked, so the default module keeps its parameters and names
+        self.skip = PooledLinear(in_features, out_features) if pooled_skip else None
 
     def embed(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """The pooled representation ``(B, dim)``."""
         return masked_pool(self.encoder(x, mask), mask, self.pooling)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        return self.decoder(self.embed(x, mask))
+        return add_pooled_skip(self, self.decoder(self.embed(x, mask)), x, mask)
