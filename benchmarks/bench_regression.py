@@ -56,7 +56,8 @@ MODELS = ["mean", "ridge-mean", "ridge-meanmax", "pipeline", "pipeline-ridgecv-d
 #: variants of a default model (not run unless named in --models)
 VARIANTS = {"OTKRegressor-no-validation": ("OTKRegressor", {"early_stopping": False}),
             "OTKRegressor-validation": ("OTKRegressor", {"early_stopping": "auto"}),
-            "OTKRegressor-window-auto": ("OTKRegressor", {"window": "auto"})}
+            "OTKRegressor-window-auto": ("OTKRegressor", {"window": "auto"}),
+            "OTKRegressor-level-shape": ("OTKRegressor", {"kmer_coding": "level_shape"})}
 TRAINED = ["pipeline", "pipeline-ridgecv-default", "OTKRegressor", "SetTransformerRegressor",
            "DeepSetsRegressor"]
 

@@ -86,7 +86,8 @@ columns are recomputed, their missing rows stay empty). Options ``--nystrom`` / 
 JSON overrides of the estimators' parameters (this is how the defaults were compared, see
 ``benchmarks/results/suite.md``); ``--deep-sets`` those of ``DeepSetsClassifier`` in the
 ``deep_sets`` row (its JSON lines record them and the epochs run, ``n_iter``; see
-``benchmarks/results/trained_vs_pooling.md``).
+``benchmarks/results/trained_vs_pooling.md``), ``--otk-clf`` those of ``OTKClassifier`` in the
+``otk_clf`` row (recorded in its JSON lines with the width and positions used).
 """
 
 import os
@@ -201,6 +202,7 @@ class Framing:
                           if k not in ("position_sigma", "n_supports")}, "position_sigma": None}
         self.fixed_ok = not nystrom_over
         self.deep_sets_over = {}  # --deep-sets: overrides of DeepSetsClassifier's defaults
+        self.otk_clf_over = {}  # --otk-clf: overrides of OTKClassifier's defaults
         self._features = {}
 
     def features(self, seed):
@@ -297,7 +299,8 @@ class Framing:
 
         w = self.nys_p.get("window", 1)
         if row == "otk_clf":  # the estimator builds the k-mers itself
-            model, A, B = OTKClassifier(window=w, random_state=seed), self.X_tr, self.X_te
+            model, A, B = (OTKClassifier(window=w, random_state=seed, **self.otk_clf_over),
+                           self.X_tr, self.X_te)
         else:
             A, B = ((kmer_windows(self.X_tr, w), kmer_windows(self.X_te, w)) if w > 1
                     else (self.X_tr, self.X_te))
@@ -311,7 +314,7 @@ class Framing:
         if row == "deep_sets":  # the overrides and the epochs run
             return {row: (value, seconds, {**self.deep_sets_over, "n_iter": int(model.n_iter_)})}
         if row == "otk_clf":  # the k-mer width and the positions it used
-            return {row: (value, seconds, {"window": int(model.window_),
+            return {row: (value, seconds, {**self.otk_clf_over, "window": int(model.window_),
                                            "position_sigma": model.position_sigma_})}
         return {row: (value, seconds)}
 
@@ -529,6 +532,8 @@ def main():
     ap.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
     ap.add_argument("--nystrom", default="{}", help="JSON overrides of NystromFeatures parameters")
     ap.add_argument("--otk", default="{}", help="JSON overrides of OTKEmbedding parameters")
+    ap.add_argument("--otk-clf", default="{}",
+                    help="JSON overrides of OTKClassifier parameters (the otk_clf row)")
     ap.add_argument("--deep-sets", default="{}",
                     help="JSON overrides of DeepSetsClassifier parameters (the deep_sets row)")
     ap.add_argument("--rows", nargs="*", default=["cheap"], choices=("cheap", "all") + ROWS,
@@ -557,6 +562,7 @@ def main():
         return
     nystrom_over, otk_over = json.loads(args.nystrom), json.loads(args.otk)
     deep_sets_over = json.loads(args.deep_sets)
+    otk_clf_over = json.loads(args.otk_clf)
     rows_wanted = wanted_rows(args)
     warnings.filterwarnings("ignore", category=UserWarning)
     warnings.filterwarnings("ignore", category=FutureWarning)  # LogisticRegressionCV's 1.10 notes
@@ -579,6 +585,7 @@ def main():
                 budget = Budget(args.time_budget)
                 fr = Framing(name, kind, nystrom_over, otk_over, cache)
                 fr.deep_sets_over = deep_sets_over
+                fr.otk_clf_over = otk_clf_over
                 grid_here = args.grid_framings is None or kind in args.grid_framings
                 rows, skipped = run_units(name, kind, units_of(rows_wanted, args.seeds, grid_here),
                                           budget, log, fr.run)

@@ -162,6 +162,7 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
         "n_components": [Integer(0), None],
         "bandwidth": ["auto", POSITIVE],
         "window": ["auto", POSITIVE_INT],
+        "kmer_coding": ["level_shape", "plain"],
         "standardize": ["auto", Boolean()],
         "normalize": ["auto", Boolean()],
         "keep_norm": ["auto", Boolean()],
@@ -179,7 +180,8 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
         # a budget always (no None, as the other networks take): OTKEmbedding batches by it
         "max_elements": [POSITIVE_INT],
     }
-    _legacy_params = {"reg_m": None}  # models saved before reg_m were balanced
+    # models saved before reg_m were balanced, and before kmer_coding read plain k-mers
+    _legacy_params = {"reg_m": None, "kmer_coding": "plain"}
 
     @property
     def _min_elements(self) -> int:
@@ -218,7 +220,7 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
         if self._use_nystrom:
             self.nystrom_ = NystromFeatures(
                 n_components=self.n_components, bandwidth=self.bandwidth, window=self.window,
-                kmer_coding="plain",  # the network's layer unfolds plain k-mers
+                kmer_coding=self.kmer_coding,  # the network's Nystrom layer codes them too
                 standardize=self.standardize, normalize=self.normalize, keep_norm=self.keep_norm,
                 random_state=rng.randint(2**31 - 1), **common)
             # "auto" starts from the paper's map (fit starts from DEFAULT_CHOICE)
@@ -369,7 +371,7 @@ class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
     _parameter_constraints = with_class_weight(_BaseSupervisedOTK._parameter_constraints)
 
     def __init__(self, n_components=DEFAULT_N_COMPONENTS, *, bandwidth="auto", window="auto",
-                 standardize="auto", normalize="auto", keep_norm="auto", n_supports=10,
+                 kmer_coding="plain", standardize="auto", normalize="auto", keep_norm="auto", n_supports=10,
                  n_references=1, epsilon=0.5, sinkhorn_iter=10, position_sigma=None,
                  position_mode="plan", reg_m=None, fit_method="kmeans", solver="alternating",
                  learning_rate="adaptive", learning_rate_init=0.01, alpha=1e-3,
@@ -380,6 +382,7 @@ class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
         self.n_components = n_components
         self.bandwidth = bandwidth
         self.window = window
+        self.kmer_coding = kmer_coding
         self.standardize = standardize
         self.normalize = normalize
         self.keep_norm = keep_norm
@@ -536,7 +539,7 @@ OTKClassifier.__doc__ = compose_doc(
 
 class OTKRegressor(SetRegressorMixin, _BaseSupervisedOTK):
     def __init__(self, n_components=DEFAULT_N_COMPONENTS, *, bandwidth="auto", window="auto",
-                 standardize="auto", normalize="auto", keep_norm="auto", n_supports=10,
+                 kmer_coding="plain", standardize="auto", normalize="auto", keep_norm="auto", n_supports=10,
                  n_references=1, epsilon=0.5, sinkhorn_iter=10, position_sigma=None,
                  position_mode="plan", reg_m=None, fit_method="kmeans", solver="alternating",
                  learning_rate="adaptive", learning_rate_init=0.01, alpha="auto", batch_size=64,
@@ -546,6 +549,7 @@ class OTKRegressor(SetRegressorMixin, _BaseSupervisedOTK):
         self.n_components = n_components
         self.bandwidth = bandwidth
         self.window = window
+        self.kmer_coding = kmer_coding
         self.standardize = standardize
         self.normalize = normalize
         self.keep_norm = keep_norm
