@@ -59,9 +59,12 @@ FACTORIES = {
         n_heads=2, n_inducing=None, norm="set", residual="clean", n_iter_no_change="auto", **NN),
     # the "auto" batch size and patience (n_iter_no_change="auto" is this one's default)
     "DeepSetsClassifier": lambda: DeepSetsClassifier(pooling="max", **{**NN, "batch_size": "auto"}),
-    "DeepSetsRegressor": lambda: DeepSetsRegressor(norm="set", residual="clean", **NN),
+    # the pooled skip (its first fit on the pooled elements) and the coded k-mers as options
+    "DeepSetsRegressor": lambda: DeepSetsRegressor(norm="set", residual="clean", pooled_skip=True,
+                                                   **NN),
     "OTKClassifier": lambda: OTKClassifier(n_components=4, n_supports=2, max_iter=1,
-                                           window="auto", random_state=0),
+                                           window="auto", kmer_coding="level_shape",
+                                           random_state=0),
     "OTKRegressor": lambda: OTKRegressor(n_components=None, n_supports=2, max_iter=1,
                                          position_sigma="auto", random_state=0),
 }

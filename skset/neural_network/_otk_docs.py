@@ -53,11 +53,10 @@ _DOC_PARAMS = """
     kmer_coding : {"plain", "level_shape"}, default="plain"
         How the Nystrom map reads a k-mer (``window > 1``): ``"plain"``, the concatenated
         elements (the paper's); ``"level_shape"``, its deviations from its own mean, then that
-        mean, as :class:`NystromFeatures` reads k-mers by default. On the suite's series (seeds
-        0-2) ``"level_shape"`` lifted ArrowHead from 74.5 to 80.4 and OSULeaf (seed 0) from 78.5
-        to 92.6, and cost PickupGestureWiimoteZ 8 points (68.0 to 60.0), hence not the default
-        here (see the :ref:`otk` guide). Without the Nystrom map (``n_components=None``) the
-        k-mers are plain.
+        mean, as :class:`NystromFeatures` reads k-mers by default: much better on some long
+        series, clearly worse on one of the suite's, hence not the default here (the :ref:`otk`
+        guide gives the figures). Without the Nystrom map (``n_components=None``) the k-mers are
+        plain.
     n_supports : int, default=10
         Supports per reference ``p``.
     n_references : int, default=1

@@ -385,9 +385,8 @@ class SetTransformerClassifier(SetClassifierMixin, _SetTransformerBase):
     def __init__(self, hidden_size=64, n_layers=2, n_heads=4, *, n_inducing=16, n_seeds=1,
                  norm="layer", residual="original", point_init="xavier", decoder="mlp",
                  standardize=True, pooled_skip=False, optimizer="adam", learning_rate_init=1e-3,
-                 alpha=0.0,
-                 class_weight=None, batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4,
-                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=10,
+                 alpha=0.0, class_weight=None, batch_size=64, max_elements=131_072, max_iter=200,
+                 tol=1e-4, early_stopping=False, validation_fraction=0.1, n_iter_no_change=10,
                  warm_start=False, verbose=0, device="auto", dtype="float32", random_state=None):
         self.hidden_size = hidden_size
         self.n_layers = n_layers
@@ -442,10 +441,9 @@ class SetTransformerRegressor(SetRegressorMixin, _SetTransformerBase):
     def __init__(self, hidden_size=64, n_layers=2, n_heads=4, *, n_inducing=16, n_seeds=1,
                  norm="layer", residual="original", point_init="xavier", decoder="mlp",
                  standardize=True, pooled_skip=False, optimizer="adam", learning_rate_init=1e-3,
-                 alpha=0.0,
-                 batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4, early_stopping="auto",
-                 validation_fraction=0.1, n_iter_no_change=10, warm_start=False, verbose=0,
-                 device="auto", dtype="float32", random_state=None):
+                 alpha=0.0, batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4,
+                 early_stopping="auto", validation_fraction=0.1, n_iter_no_change=10,
+                 warm_start=False, verbose=0, device="auto", dtype="float32", random_state=None):
         self.hidden_size = hidden_size
         self.n_layers = n_layers
         self.n_heads = n_heads
@@ -571,9 +569,8 @@ class DeepSetsClassifier(SetClassifierMixin, _DeepSetsBase):
 
     def __init__(self, hidden_size=64, n_layers=2, *, pooling="sum", norm=None, residual=None,
                  standardize=True, pooled_skip=False, optimizer="adam", learning_rate_init=1e-3,
-                 alpha=0.0,
-                 class_weight=None, batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4,
-                 early_stopping=False, validation_fraction=0.1, n_iter_no_change="auto",
+                 alpha=0.0, class_weight=None, batch_size=64, max_elements=131_072, max_iter=200,
+                 tol=1e-4, early_stopping=False, validation_fraction=0.1, n_iter_no_change="auto",
                  warm_start=False, verbose=0, device="auto", dtype="float32", random_state=None):
         self.hidden_size = hidden_size
         self.n_layers = n_layers
@@ -623,10 +620,9 @@ class DeepSetsRegressor(SetRegressorMixin, _DeepSetsBase):
 
     def __init__(self, hidden_size=64, n_layers=2, *, pooling="sum", norm=None, residual=None,
                  standardize=True, pooled_skip=False, optimizer="adam", learning_rate_init=1e-3,
-                 alpha=0.0,
-                 batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4, early_stopping="auto",
-                 validation_fraction=0.1, n_iter_no_change=10, warm_start=False, verbose=0,
-                 device="auto", dtype="float32", random_state=None):
+                 alpha=0.0, batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4,
+                 early_stopping="auto", validation_fraction=0.1, n_iter_no_change=10,
+                 warm_start=False, verbose=0, device="auto", dtype="float32", random_state=None):
         self.hidden_size = hidden_size
         self.n_layers = n_layers
         self.pooling = pooling
