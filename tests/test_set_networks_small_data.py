@@ -34,9 +34,10 @@ def test_auto_rule(cls):
     # integers are used as given
     fixed = cls(batch_size=5, n_iter_no_change=3)
     assert fixed._fit_batch_size(67) == 5 and fixed._fit_patience(67, 5) == 3
-    # defaults: DeepSetsClassifier's patience is "auto", the rest as before
+    # defaults: the classifiers' patience is "auto", the regressors' 10 (they validate)
     assert cls().batch_size == 64
-    assert cls().n_iter_no_change == ("auto" if cls is DeepSetsClassifier else 10)
+    assert cls().n_iter_no_change == (
+        "auto" if cls in (DeepSetsClassifier, SetTransformerClassifier) else 10)
 
 
 @pytest.mark.parametrize("cls", [DeepSetsClassifier, SetTransformerClassifier])
@@ -91,3 +92,35 @@ def test_default_patience_outlasts_a_noisy_start():
     assert short.n_iter_ < 40
     assert default.n_iter_ == 60
     assert default.loss_curve_[-1] < min(short.loss_curve_)
+
+
+def test_set_transformer_ends_at_its_lowest_training_loss():
+    """Trained on the training loss (no validation split), the Set Transformer ends with the
+    weights of its epoch of lowest training loss: a learning rate far too high makes its loss
+    jump around, and the fitted network is the one it had after its lowest epoch, not after its
+    last. With a validation split (the best validation weights) and in ``partial_fit`` the
+    checkpoint is not added."""
+    from skset.neural_network._callbacks import LowestLossCheckpoint
+
+    X, y = _scalar_sets(40, 0, size=6)
+    est = SetTransformerClassifier(hidden_size=16, n_layers=1, n_inducing=None, batch_size=40,
+                                   learning_rate_init=0.3, max_iter=12, n_iter_no_change=12,
+                                   random_state=0).fit(X, y)
+    curve = np.asarray(est.loss_curve_)
+    assert curve.argmin() < len(curve) - 1 and curve[-1] > curve.min() + 0.05  # a late spike
+    # the network kept is the one a fit stopped after that epoch ends with (the same draws)
+    last = clone(est).set_params(max_iter=int(curve.argmin()) + 1).fit(X, y)
+    np.testing.assert_allclose(est.predict_proba(X), last.predict_proba(X), atol=1e-6)
+
+    class Data:  # what _training_setup reads of a fit's data
+        def __init__(self, validation, incremental):
+            self.validation, self.incremental = validation, incremental
+
+    def has(est, data):
+        return any(isinstance(cb, LowestLossCheckpoint)
+                   for cb in est._training_setup(data, False).callbacks)
+
+    st = SetTransformerClassifier()
+    assert has(st, Data(None, False))
+    assert not has(st, Data(np.arange(3), False)) and not has(st, Data(None, True))
+    assert not has(DeepSetsClassifier(), Data(None, False))  # Deep Sets end at their last epoch

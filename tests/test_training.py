@@ -10,6 +10,7 @@ from skset.neural_network._callbacks import (
     Callback,
     EarlyStopping,
     LinearWarmup,
+    LowestLossCheckpoint,
     ReduceLROnPlateau,
     Validation,
 )
@@ -312,3 +313,33 @@ def test_linear_warmup_then_plateau_schedule():
                                   ReduceLROnPlateau(lambda s: 1.0, patience=3, factor=0.5)])
     # the warm-up is over within the first epoch; the plateau rule then halves every 3 epochs
     assert res.learning_rates == [1.0, 1.0, 1.0, 1.0, 0.5, 0.5, 0.5, 0.25]
+
+
+def test_lowest_loss_checkpoint_restores_the_best_epoch():
+    """The weights at the end of the epoch of lowest training loss are loaded at the end: a
+    callback that wrecks the weights before the last two epochs makes their losses the highest,
+    and the module ends as it was after the best epoch (a copy, not a reference)."""
+    module, loss_fn, batches = _problem()
+    states = []
+
+    class Wreck(Callback):
+        def on_epoch_begin(self, state):
+            if state.epoch == 4:
+                with torch.no_grad():
+                    state.module.weight.add_(10.0)
+
+        def on_epoch_end(self, state):
+            states.append({k: v.clone() for k, v in state.module.state_dict().items()})
+
+    res = train_module(module, loss_fn, batches, max_iter=6, warn_convergence=False,
+                       callbacks=[Wreck(), LowestLossCheckpoint()])
+    best = int(np.argmin(res.loss_curve))
+    assert best == 3 and res.loss_curve[-1] > 10 * res.loss_curve[best]
+    for k, v in module.state_dict().items():
+        assert torch.equal(v, states[best][k])
+    # a fit that only improves ends with its last weights
+    module, loss_fn, batches = _problem()
+    res = train_module(module, loss_fn, batches, max_iter=4, warn_convergence=False,
+                       callbacks=[Wreck(), LowestLossCheckpoint()])
+    assert int(np.argmin(res.loss_curve)) == 3
+    assert torch.equal(module.weight, states[-1]["weight"])

@@ -33,6 +33,7 @@ __all__ = [
     "Validation",
     "EarlyStopping",
     "BestCheckpoint",
+    "LowestLossCheckpoint",
     "ReduceLROnPlateau",
     "LinearWarmup",
     "WarmupCosineSchedule",
@@ -216,6 +217,32 @@ class BestCheckpoint(Callback):
     def on_train_end(self, state):
         if state.best_state is not None:
             state.module.load_state_dict(state.best_state)
+
+
+class LowestLossCheckpoint(Callback):
+    """Keep a copy of the weights at the end of the epoch of lowest training loss; load it when
+    training ends.
+
+    For a training that stops on its training loss (no validation split): a network whose loss
+    spikes late (the post-norm Set Transformer trained for long on a few dozen sets can jump back
+    to the class prior and not recover) ends with the weights it had before the spike, not with
+    the spike. The loss of an epoch is the mean of its batches' losses while the weights moved,
+    so the copy is of the weights at the end of that epoch. A fit that only improves (the usual
+    case) ends with its last weights, as without the callback.
+    """
+
+    def on_train_begin(self, state):
+        self._best, self._state = math.inf, None
+
+    def on_epoch_end(self, state):
+        if state.epoch_loss < self._best:
+            self._best = state.epoch_loss
+            self._state = copy.deepcopy(state.module.state_dict())
+
+    def on_train_end(self, state):
+        if self._state is not None:
+            state.module.load_state_dict(self._state)
+            self._state = None
 
 
 class ReduceLROnPlateau(Callback):
