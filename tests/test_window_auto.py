@@ -207,3 +207,34 @@ def test_the_rule_builds_only_the_kmers_it_samples(monkeypatch):
     _, scores = select_window(X, y, **kw)
     assert [w for w, _ in scores] == [1, *WINDOW_CANDIDATES]
     assert len(built) == 20 * len(WINDOW_CANDIDATES) and max(built) == ms.WINDOW_PER_SET
+
+
+def test_the_width_taken_is_the_best_of_those_that_beat_single_elements(monkeypatch):
+    """Of the widths whose per-set errors beat single elements' by more than noise, the one of
+    lowest mean error is taken: a width of lower mean error but too noisy to pass the paired test
+    does not keep single elements when another width passes it; none passing keeps 1."""
+    import skset._map_selection as ms
+    from skset._stats import paired_t
+
+    X, y = _order_task()
+    widths = window_candidates([len(x) for x in X])
+    assert widths == [1, 3, 5, 10, 20]
+    rng = np.random.default_rng(0)
+    base = 1.0 + 0.1 * rng.normal(size=40)
+    spread = rng.normal(size=40)
+    noisy = base - 0.10 + 2.0 * (spread - spread.mean())  # the lowest mean, t well under 2
+    steady = base - 0.05 + 0.01 * rng.normal(size=40)  # lower by far more than noise
+    worse = base + 0.1
+    assert noisy.mean() < steady.mean() and paired_t(base, noisy, flat=0.0) < ms.MIN_T
+    kw = dict(kmer_coding="level_shape", fixed={}, n_components=16, eigenvalue_floor=1e-6,
+              default={"standardize": True, "normalize": False, "keep_norm": True,
+                       "bandwidth": 0.5})
+
+    def chosen(errors):
+        calls = iter(errors)
+        monkeypatch.setattr(ms, "pooled_map_errors", lambda *a, **k: next(calls))
+        return select_window(X, y, rng=np.random.RandomState(0), **kw)[0]
+
+    assert chosen([base, noisy, steady, worse, worse]) == 5
+    assert chosen([base, steady - 0.01, steady, worse, worse]) == 3  # the best of two that pass
+    assert chosen([base, noisy, worse, worse, worse]) == 1  # none passes
