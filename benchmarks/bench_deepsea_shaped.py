@@ -382,8 +382,9 @@ def run_network(data, seed, size, position_sigma, lr=3e-3, batch_size=64, val_fr
 def run_otk_classifier(data, seed, size):
     """OTKClassifier on the multi-label indicator matrix (raises where it is not accepted)."""
     seqs_tr, Y_tr, seqs_te = data[:3]
-    clf = OTKClassifier(n_components=32, window=OTK_WINDOW, n_supports=N_SUPPORTS,
-                        position_sigma=POSITION_SIGMA, max_iter=size["epochs"], random_state=seed)
+    clf = OTKClassifier(n_components=32, window=OTK_WINDOW, kmer_coding="plain",
+                        n_supports=N_SUPPORTS, position_sigma=POSITION_SIGMA,
+                        max_iter=size["epochs"], random_state=seed)
     clf.fit(list(one_hot(seqs_tr)), Y_tr)
     P = clf.predict_proba(list(one_hot(seqs_te)))
     if isinstance(P, list):  # one (n, 2) array per label, scikit-learn's multi-output form

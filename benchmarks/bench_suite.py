@@ -62,7 +62,8 @@ Rows per data set and framing, each selected by ``--rows`` (default ``cheap``: t
   the 6-channel recordings the windows are cut from (resampled to 1,769 steps);
 * ``otk_grid``: the ``otk`` pipeline under ``GridSearchCV`` (3-fold, first seed only) over
   ``epsilon``, ``n_supports`` and ``C``; also gives ``mean_grid`` (mean pooling, C tuned);
-* ``otk_clf``, ``set_transformer``, ``deep_sets`` (not cheap): ``OTKClassifier(window=...)``,
+* ``otk_clf``, ``set_transformer``, ``deep_sets`` (not cheap): ``OTKClassifier()`` (given the
+  framing's ``window`` where it has one, else its default ``"auto"``),
   ``SetTransformerClassifier()``, ``DeepSetsClassifier()`` with defaults and
   ``random_state=seed``; the last two get the k-mers of the framing as elements.
 
@@ -298,8 +299,9 @@ class Framing:
         from skset import DeepSetsClassifier, OTKClassifier, SetTransformerClassifier
 
         w = self.nys_p.get("window", 1)
-        if row == "otk_clf":  # the estimator builds the k-mers itself
-            model, A, B = (OTKClassifier(window=w, random_state=seed, **self.otk_clf_over),
+        if row == "otk_clf":  # the estimator builds the k-mers itself (its default: "auto")
+            width = {"window": w} if "window" in self.nys_p else {}
+            model, A, B = (OTKClassifier(random_state=seed, **width, **self.otk_clf_over),
                            self.X_tr, self.X_te)
         else:
             A, B = ((kmer_windows(self.X_tr, w), kmer_windows(self.X_te, w)) if w > 1

@@ -83,14 +83,16 @@ def part_b(seeds, n_train, max_iter):
         X, y = make_motif_order(n_samples=2 * n_train, min_length=150, max_length=300,
                                 motif_length=6, mutation_rate=0.1, random_state=100 + s)
         Xtr, ytr, Xte, yte = X[:n_train], y[:n_train], X[n_train:], y[n_train:]
-        common = dict(n_components=32, window=6, max_iter=max_iter, random_state=s)
+        # the paper's supervised setting: plain k-mers, positions only where named
+        common = dict(n_components=32, window=6, kmer_coding="plain", max_iter=max_iter,
+                      random_state=s)
         models = {
             "OTKClassifier, 1 x 8 supports, position_sigma=0.3":
                 (OTKClassifier(n_supports=8, position_sigma=0.3, **common), False),
             "OTKClassifier, 1 x 8 supports, no positions":
-                (OTKClassifier(n_supports=8, **common), False),
+                (OTKClassifier(n_supports=8, position_sigma=None, **common), False),
             "mean pooling (OTKClassifier, 1 support = supervised CKN)":
-                (OTKClassifier(n_supports=1, **common), False),
+                (OTKClassifier(n_supports=1, position_sigma=None, **common), False),
             "SetTransformerClassifier (raw elements)":
                 (SetTransformerClassifier(max_iter=max_iter, random_state=s), False),
             "SetTransformerClassifier (+ relative position feature i/n)":
@@ -154,7 +156,8 @@ def part_c(n_seq, max_steps, threads):
     lengths = rng.integers(100, 1001, size=n_seq)
     X = [np.eye(4, dtype=np.float32)[rng.integers(4, size=n)] for n in lengths]
     y = rng.integers(0, 2, size=n_seq)
-    kw = dict(n_components=128, window=10, n_supports=64, n_references=1, epsilon=0.5,
+    kw = dict(n_components=128, window=10, kmer_coding="plain", position_sigma=None,
+              n_supports=64, n_references=1, epsilon=0.5,
               sinkhorn_iter=10, batch_size=64, solver="adam", learning_rate="constant",
               random_state=0, device="cpu", warm_start=True)
     # initialise on a subset (the unsupervised fit is not what we time), then time epochs

@@ -36,7 +36,7 @@ def main():
     torch.set_num_threads(2)
     Xtr, ytr = load_japanese_vowels(subset="train", return_X_y=True)
     Xte, yte = load_japanese_vowels(subset="test", return_X_y=True)
-    sup, uns = [], []
+    sup, uns, chosen = [], [], []
     for s in range(5):
         pipe = Pipeline([("n", NystromFeatures(n_components, random_state=s)),
                          ("o", OTKEmbedding(n_supports, random_state=s)),
@@ -45,10 +45,12 @@ def main():
         clf = OTKClassifier(n_components, n_supports=n_supports, alpha=1 / len(Xtr),
                             random_state=s, **kw)
         sup.append(clf.fit(Xtr, ytr).score(Xte, yte))
+        chosen.append((int(clf.window_), clf.position_sigma_))
     u, a = 100 * np.array(uns), 100 * np.array(sup)
     print(f"{kw} anchors={n_components} supports={n_supports}: unsupervised "
           f"{u.mean():.2f} +- {u.std():.2f}, supervised {a.mean():.2f} +- {a.std():.2f}; "
-          f"per seed {np.round(u, 2).tolist()} / {np.round(a, 2).tolist()}")
+          f"per seed {np.round(u, 2).tolist()} / {np.round(a, 2).tolist()}; the classifier's "
+          f"(window_, position_sigma_) per seed {chosen}")
 
 
 if __name__ == "__main__":

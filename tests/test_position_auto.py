@@ -176,23 +176,25 @@ def test_grid_search_over_position_sigma():
 
 def test_supervised_otk_chooses_positions_on_its_initial_embedding():
     """``OTKClassifier(position_sigma="auto")``: the choice is made on the initial embedding
-    and the trained network keeps it; the default (``None``) reads no positions."""
+    and the trained network keeps it (the classifier's default; the regressor's is ``None``);
+    ``position_sigma=None`` reads no positions."""
     import warnings
 
     from sklearn.exceptions import ConvergenceWarning
 
-    from skset import OTKClassifier
+    from skset import OTKClassifier, OTKRegressor
 
     X, y = _when_task()
     Xt, yt = _when_task(seed=1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         # single elements: k-mers would read the order too (OTKClassifier's default window)
-        auto = OTKClassifier(n_components=16, window=1, n_supports=6, position_sigma="auto",
-                             max_iter=5, random_state=0).fit(X, y)
-        none = OTKClassifier(n_components=16, window=1, n_supports=6, max_iter=5,
+        auto = OTKClassifier(n_components=16, window=1, n_supports=6, max_iter=5,
                              random_state=0).fit(X, y)
+        none = OTKClassifier(n_components=16, window=1, n_supports=6, position_sigma=None,
+                             max_iter=5, random_state=0).fit(X, y)
     assert auto.position_sigma_ == auto.embedding_.position_sigma_ == POSITION_CANDIDATE
     assert auto.module_.otk.position_sigma == POSITION_CANDIDATE
     assert none.position_sigma_ is None
     assert auto.score(Xt, yt) >= 0.9 > none.score(Xt, yt) + 0.2
+    assert auto.position_sigma == "auto" and OTKRegressor().position_sigma is None

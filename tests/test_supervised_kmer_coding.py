@@ -1,5 +1,6 @@
-"""The supervised OTK models read k-mers through the Nystrom map's coding (``kmer_coding``: the
-default ``"plain"``, the concatenated elements; ``"level_shape"`` as :class:`NystromFeatures`)."""
+"""The supervised OTK models read k-mers through the Nystrom map's coding (``kmer_coding``:
+``"plain"``, the concatenated elements; ``"level_shape"`` as :class:`NystromFeatures`, the
+classifier's default; the regressor's is ``"plain"``)."""
 
 import pickle
 import warnings
@@ -28,14 +29,16 @@ def _bumps(n, seed):
     return X, np.array(y)
 
 
-KW = dict(n_components=16, window=6, n_supports=4, max_iter=5, random_state=0, device="cpu")
+# no positions: the codings compared alone (the bump's place is random anyway)
+KW = dict(n_components=16, window=6, n_supports=4, max_iter=5, random_state=0, device="cpu",
+          position_sigma=None)
 
 
 def test_coded_kmers_find_shapes_at_random_levels():
     Xtr, ytr = _bumps(80, 0)
     Xte, yte = _bumps(80, 1)
-    coded = OTKClassifier(kmer_coding="level_shape", **KW).fit(Xtr, ytr)
-    plain = OTKClassifier(**KW).fit(Xtr, ytr)
+    coded = OTKClassifier(**KW).fit(Xtr, ytr)  # the default
+    plain = OTKClassifier(kmer_coding="plain", **KW).fit(Xtr, ytr)
     assert coded.nystrom_.kmer_coding == "level_shape"
     assert coded.module_.element_map.kmer_coding == "level_shape"
     assert plain.module_.element_map.kmer_coding == "plain"
@@ -57,6 +60,11 @@ def test_the_network_map_is_the_fitted_nystrom_map(coding):
         np.testing.assert_allclose(psi[i][mask[i]].numpy(), r, rtol=1e-6, atol=1e-8)
     # the same map NystromFeatures fits with that coding
     assert isinstance(est.nystrom_, NystromFeatures) and est.nystrom_.kmer_coding == coding
+
+
+def test_defaults():
+    assert OTKClassifier().kmer_coding == "level_shape"
+    assert OTKRegressor().kmer_coding == "plain"
 
 
 def test_parameter_in_clone_and_old_models_keep_plain_kmers():

@@ -39,8 +39,9 @@ from skset.neural_network._otk import kmer_mass
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
+# no positions: an element of mass 0 still counts in the positions i/n (the docstring's exception)
 KW = dict(n_components=5, n_supports=3, max_iter=2, batch_size=64, random_state=0,
-          dtype="float64", device="cpu")
+          dtype="float64", device="cpu", position_sigma=None)
 # the regressor with a fixed penalty and no validation split: a fit on these few sets whose
 # chosen penalty or validated shrinkage gives the mean would leave the masses nothing to change
 ESTS = [OTKClassifier(**KW), OTKRegressor(alpha=1e-3, early_stopping=False, **KW)]

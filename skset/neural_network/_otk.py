@@ -371,10 +371,10 @@ class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
     _parameter_constraints = with_class_weight(_BaseSupervisedOTK._parameter_constraints)
 
     def __init__(self, n_components=DEFAULT_N_COMPONENTS, *, bandwidth="auto", window="auto",
-                 kmer_coding="plain", standardize="auto", normalize="auto", keep_norm="auto",
-                 n_supports=10, n_references=1, epsilon=0.5, sinkhorn_iter=10, position_sigma=None,
-                 position_mode="plan", reg_m=None, fit_method="kmeans", solver="alternating",
-                 learning_rate="adaptive", learning_rate_init=0.01, alpha=1e-3,
+                 kmer_coding="level_shape", standardize="auto", normalize="auto",
+                 keep_norm="auto", n_supports=10, n_references=1, epsilon=0.5, sinkhorn_iter=10,
+                 position_sigma="auto", position_mode="plan", reg_m=None, fit_method="kmeans",
+                 solver="alternating", learning_rate="adaptive", learning_rate_init=0.01, alpha=1e-3,
                  class_weight=None, batch_size=64, max_elements=131_072, max_iter=50, tol=1e-4,
                  early_stopping=False, validation_fraction=0.1, n_iter_no_change=10,
                  warm_start=False, verbose=0, device="auto", dtype="float32",
