@@ -301,7 +301,8 @@ class Framing:
         w = self.nys_p.get("window", 1)
         if row == "otk_clf":  # the estimator builds the k-mers itself (its default: "auto")
             width = {"window": w} if "window" in self.nys_p else {}
-            model, A, B = (OTKClassifier(random_state=seed, **width, **self.otk_clf_over),
+            over = {k: v for k, v in self.otk_clf_over.items() if k != "start"}
+            model, A, B = (OTKClassifier(random_state=seed, **width, **over),
                            self.X_tr, self.X_te)
         else:
             A, B = ((kmer_windows(self.X_tr, w), kmer_windows(self.X_te, w)) if w > 1
@@ -536,6 +537,10 @@ def main():
     ap.add_argument("--otk", default="{}", help="JSON overrides of OTKEmbedding parameters")
     ap.add_argument("--otk-clf", default="{}",
                     help="JSON overrides of OTKClassifier parameters (the otk_clf row)")
+    ap.add_argument("--otk-clf-start", choices=("paper", "pipeline"), default="paper",
+                    help="the map OTKClassifier's \"auto\" element map starts from: the paper's "
+                    "(the estimator's own) or the pipeline's (NystromFeatures' fixed choice; a "
+                    "measured alternative, suite.md)")
     ap.add_argument("--deep-sets", default="{}",
                     help="JSON overrides of DeepSetsClassifier parameters (the deep_sets row)")
     ap.add_argument("--rows", nargs="*", default=["cheap"], choices=("cheap", "all") + ROWS,
@@ -565,6 +570,12 @@ def main():
     nystrom_over, otk_over = json.loads(args.nystrom), json.loads(args.otk)
     deep_sets_over = json.loads(args.deep_sets)
     otk_clf_over = json.loads(args.otk_clf)
+    if args.otk_clf_start == "pipeline":  # the incumbent of the supervised models' map choice
+        from skset._map_selection import DEFAULT_CHOICE
+        from skset.neural_network import _otk
+
+        _otk.PAPER_MAP = DEFAULT_CHOICE
+        otk_clf_over = {**otk_clf_over, "start": "pipeline"}  # recorded in the rows' params
     rows_wanted = wanted_rows(args)
     warnings.filterwarnings("ignore", category=UserWarning)
     warnings.filterwarnings("ignore", category=FutureWarning)  # LogisticRegressionCV's 1.10 notes

@@ -72,8 +72,10 @@ _DOC_PARAMS = """
         (and an ``"auto"`` bandwidth) from the training part of the data and its labels, by the
         same rule as :class:`NystromFeatures` (the validation split of ``early_stopping`` stays
         unseen). ``standardize=True, normalize=True, keep_norm=True, bandwidth=0.5`` is the
-        paper's CKN map. ``nystrom_`` holds the map fitted at initialisation, with the choice in
-        its ``standardize_``, ``normalize_``, ``keep_norm_`` and ``relative_bandwidth_``.
+        paper's CKN map, where the ``"auto"`` choice starts (:class:`OTKClassifier` may start
+        from the pipeline's map instead: ``start_scores_``). ``nystrom_`` holds the map fitted
+        at initialisation, with the choice in its ``standardize_``, ``normalize_``,
+        ``keep_norm_`` and ``relative_bandwidth_``.
     window : int or "auto", default="auto"
         k-mer width: consecutive elements concatenated before the kernel (10 for proteins in the
         paper). Sets are read as sequences then. ``"auto"``: chosen at initialisation from the
