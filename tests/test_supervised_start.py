@@ -68,7 +68,7 @@ def test_keeping_the_papers_start_fits_as_without_the_rule(data, monkeypatch):
                         lambda parts, y, *a: np.ones(len(y)))  # a tie: the paper's
     with_rule = OTKClassifier(**SMALL, random_state=0).fit(X, y)
     assert with_rule.start_scores_["chosen"] == "paper"
-    monkeypatch.setattr(OTKClassifier, "_start_rule_applies", lambda self, y: False)
+    monkeypatch.setattr(OTKClassifier, "_chooses_start", False)
     without = OTKClassifier(**SMALL, random_state=0).fit(X, y)
     assert not hasattr(without, "start_scores_")
     np.testing.assert_array_equal(with_rule.decision_function(X), without.decision_function(X))

@@ -184,6 +184,8 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
     }
     # models saved before reg_m were balanced, and before kmer_coding read plain k-mers
     _legacy_params = {"reg_m": None, "kmer_coding": "plain"}
+    # whether the "auto" map may start from the pipeline's choice (_otk_start; the classifier)
+    _chooses_start = False
 
     @property
     def _min_elements(self) -> int:
@@ -222,7 +224,7 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
         self.__dict__.pop("start_scores_", None)  # set again where both starts are scored
         fit = (sets, seeds, sample_weight, masses, y)
         parts = self._initial_embedding(self._initial_map(PAPER_MAP, *fit), *fit)
-        if self._start_rule_applies(y):
+        if self._chooses_start and start_rule_applies(self, y):
             # the other start draws nothing from the global generators: the fit that follows is
             # the same whichever start is kept
             cuda = self.device_.type == "cuda"
@@ -230,7 +232,7 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
                 other = self._initial_map(DEFAULT_CHOICE, *fit)
                 if map_choice(other[0]) != map_choice(parts[0]):
                     other = self._initial_embedding(other, *fit)
-                    parts = self._choose_start(parts, other, y, sample_weight, masses)
+                    parts = choose_start(self, parts, other, y, sample_weight, masses)
         self.nystrom_, self.window_, _, self.embedding_ = parts
         self.position_sigma_ = self.embedding_.position_sigma_
         otk = self.embedding_.to_module()
@@ -264,15 +266,6 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
                       sample_weight=sample_weight,
                       element_weight=None if masses is None else kmer_weights(masses, window))
         return nystrom, window, feats, embedding
-
-    def _start_rule_applies(self, y) -> bool:
-        """Whether the element map's start is chosen from the data (``OTKClassifier``; a
-        regressor starts from the paper's map)."""
-        return False
-
-    def _choose_start(self, paper, pipeline, y, sample_weight, masses):
-        """The initial parts kept when both starts were fitted and chose different maps."""
-        return paper
 
     def _element_map(self) -> torch.nn.Module:
         """The network's element map, from the fitted ``nystrom_`` (``None``: the k-mers)."""
@@ -395,6 +388,7 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
 
 class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
     _parameter_constraints = with_class_weight(_BaseSupervisedOTK._parameter_constraints)
+    _chooses_start = True
 
     def __init__(self, n_components=DEFAULT_N_COMPONENTS, *, bandwidth="auto", window="auto",
                  kmer_coding="level_shape", standardize="auto", normalize="auto",
@@ -440,12 +434,6 @@ class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
 
     def _head_alpha(self) -> float:
         return float(self.alpha)
-
-    def _start_rule_applies(self, y) -> bool:
-        return start_rule_applies(self, y)
-
-    def _choose_start(self, paper, pipeline, y, sample_weight, masses):
-        return choose_start(self, paper, pipeline, y, sample_weight, masses)
 
     @staticmethod
     def _costly_head(head, n_sets: int) -> bool:
