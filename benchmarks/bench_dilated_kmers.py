@@ -18,6 +18,13 @@ embeddings of several dilations are concatenated before ``LogisticRegression``. 
 Configurations (``--configs``): ``k:d1,d2,...``, e.g. ``10:1`` (10-mers), ``10:1,2,4,8`` (four
 dilations concatenated), ``5:16``.
 
+``--rule`` prints what ``NystromFeatures`` with defaults takes (``window_``, ``dilation_``) and
+the paired t of each dilated pair its rule scored over the width it took:
+
+    OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=1 python bench_dilated_kmers.py --rule --datasets \
+        PickupGestureWiimoteZ ArrowHead GunPoint ItalyPowerDemand OSULeaf ACSF1 WatchMagnitude \
+        GeneFamilies
+
 ``--proxy k:d ...`` prints instead what the width rule's proxy
 (:func:`skset._map_selection.select_window`, level + shape k-mers, the element map that
 ``NystromFeatures`` chooses on the training sets) scores for its own candidates and for dilated
@@ -98,6 +105,43 @@ def proxy(name, extra, seed):
     return ny.window_, taken, scores
 
 
+def rule(name, seed):
+    """What ``NystromFeatures(random_state=seed)`` takes (``window_``, ``dilation_``) and the
+    paired t of each dilated pair it scored over the width of its own test (its per-set errors
+    recorded as the rule computes them)."""
+    import skset._map_selection as ms
+    import skset.kernel_approximation as ka
+    from skset._stats import paired_t
+
+    X_tr, _, y_tr, _ = suite_data.load(name)
+    errors, real, select = [], ms.pooled_map_errors, ka.select_window
+
+    def recorded(*a, **k):
+        errors.append(np.asarray(real(*a, **k)))
+        return errors[-1]
+
+    def selecting(*a, **k):  # the width rule's errors only (not the map's)
+        ms.pooled_map_errors = recorded
+        try:
+            return select(*a, **k)
+        finally:
+            ms.pooled_map_errors = real
+
+    ka.select_window = selecting
+    try:
+        ny = NystromFeatures(random_state=seed).fit(X_tr, y_tr)
+    finally:
+        ka.select_window = select
+    scored = [w for w, _ in (ny.window_scores_ or [])]
+    pairs = [(w, e) for w, e in zip(scored, errors) if isinstance(w, tuple)]
+    if not pairs:
+        return ny, []
+    widths = [(w, e) for w, e in zip(scored, errors) if not isinstance(w, tuple)]
+    passing = [we for we in widths[1:] if paired_t(widths[0][1], we[1], flat=0.0) > ms.MIN_T]
+    width_err = min(passing, key=lambda we: we[1].mean())[1]
+    return ny, [(w, paired_t(width_err, e, flat=0.0)) for w, e in pairs]
+
+
 def run(name, config, seed):
     k, dils = config.split(":")
     k, dils = int(k), [int(d) for d in dils.split(",")]
@@ -124,9 +168,20 @@ def main():
     ap.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
     ap.add_argument("--json-rows", default=None)
     ap.add_argument("--proxy", nargs="*", default=None, metavar="K:D")
+    ap.add_argument("--rule", action="store_true",
+                    help="print the estimator's dilation rule: pairs scored and their paired t")
     args = ap.parse_args()
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     warnings.filterwarnings("ignore")
+    if args.rule:
+        print("| data set | seed | window_ | dilation_ | paired t over the width (pair: t) |")
+        print("|---|---|---|---|---|")
+        for name in args.datasets:
+            for seed in args.seeds:
+                ny, ts = rule(name, seed)
+                text = ", ".join(f"{k}:{d} {t:.2f}" for (k, d), t in ts) or "(no width taken)"
+                print(f"| {name} | {seed} | {ny.window_} | {ny.dilation_} | {text} |", flush=True)
+        return
     if args.proxy:
         extra = [tuple(int(v) for v in c.split(":")) for c in args.proxy]
         print("| data set | seed | window_ (the estimator) | taken with dilations | "

@@ -229,6 +229,7 @@ class Framing:
         chosen = {k: getattr(nys, k + "_") for k in ("standardize", "normalize", "keep_norm")}
         chosen["bandwidth"] = nys.relative_bandwidth_
         chosen["window"] = getattr(nys, "window_", nys.window)
+        chosen["dilation"] = getattr(nys, "dilation_", 1)
         otk = pipe.named_steps["otk"]
         chosen["position_sigma"] = getattr(otk, "position_sigma_", otk.position_sigma)
         return {"otk": (value, t_nys + time.perf_counter() - t, chosen)}
@@ -318,6 +319,7 @@ class Framing:
             return {row: (value, seconds, {**self.deep_sets_over, "n_iter": int(model.n_iter_)})}
         if row == "otk_clf":  # the k-mer width and the positions it used
             return {row: (value, seconds, {**self.otk_clf_over, "window": int(model.window_),
+                                           "dilation": int(getattr(model, "dilation_", 1)),
                                            "position_sigma": model.position_sigma_})}
         return {row: (value, seconds)}
 

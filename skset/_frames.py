@@ -413,7 +413,7 @@ def frame_from_sets(
         with its rows (row order and other columns unchanged); rows of sets not in ``ids`` get
         missing values (null; NaN in pandas). The sizes must match: set ``i`` must have as many
         values as ``frame`` has rows with id ``ids[i]`` (k-mer outputs, ``window > 1``, have
-        ``window - 1`` fewer).
+        ``window - 1`` fewer; dilated k-mers ``span - 1`` fewer, at least one).
     order_by : str or list of str, optional
         With ``frame``: the same ``order_by`` as given to :func:`sets_from_frame`, so that the
         ``j``-th value of a set goes to its ``j``-th row in that order.
@@ -506,7 +506,7 @@ def frame_from_sets(
         raise ValueError(
             f"set {keys[i]!r} has {lengths[i]} value row(s) but {counts[set_codes[i]]} row(s) in "
             "frame; values must have one row per element (k-mer features, window > 1, have "
-            "window - 1 fewer rows than the set).")
+            "window - 1 fewer rows than the set; dilated k-mers span - 1 fewer, at least one).")
     # position of each row within its set, then where its values are in `flat`
     starts_frame = np.concatenate([[0], np.cumsum(counts)[:-1]])
     position = np.empty(len(df), dtype=np.int64)

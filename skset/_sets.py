@@ -38,6 +38,9 @@ __all__ = [
     "kmer_windows",
     "kmer_level_shape",
     "code_kmers",
+    "kmer_dilation",
+    "kmer_index",
+    "kmer_span",
     "kmer_width",
     "check_element_weights",
     "pack_weights",
@@ -561,8 +564,12 @@ def pack_weights(
     return W[..., 0]
 
 
-def check_kmer_lengths(lengths: np.ndarray, window: int, *, name: str = "X") -> None:
-    """A ``ValueError`` naming the first set shorter than the k-mer ``window``."""
+def check_kmer_lengths(lengths: np.ndarray, window: int, *, name: str = "X",
+                       dilation: int = 1) -> None:
+    """A ``ValueError`` naming the first set shorter than the k-mer ``window`` (contiguous
+    k-mers; with ``dilation > 1`` a set of any size has a k-mer, see :func:`kmer_index`)."""
+    if int(dilation) > 1:
+        return
     short = np.flatnonzero(np.asarray(lengths) < window)
     if len(short):
         i = int(short[0])
@@ -570,31 +577,53 @@ def check_kmer_lengths(lengths: np.ndarray, window: int, *, name: str = "X") -> 
                          f"({window}); use a smaller window or drop short sets.")
 
 
-def kmer_windows(sets: Sequence[np.ndarray], window: int, *, name: str = "X") -> list[np.ndarray]:
-    """Concatenate ``window`` consecutive elements of each (ordered) set.
+def kmer_span(window: int, dilation: int = 1) -> int:
+    """The steps a k-mer of ``window`` elements ``dilation`` apart covers."""
+    return (int(window) - 1) * int(dilation) + 1
+
+
+def kmer_index(lengths: np.ndarray, window: int, dilation: int = 1):
+    """``(index, n_out)``: the rows of every k-mer of sets of ``lengths`` elements stacked one
+    after the other (``index (sum(n_out), window)`` into the stacked elements) and the number of
+    k-mers of each set.
+
+    k-mer ``i`` of a set holds its elements ``i, i + dilation, ..., i + (window - 1) * dilation``;
+    a set of ``n`` elements has ``max(n - span + 1, 1)`` of them (``span``: :func:`kmer_span`):
+    a set shorter than the span has one, its last element repeated where the set ends (only
+    dilated k-mers reach that far: contiguous ones need ``n >= window``,
+    :func:`check_kmer_lengths`).
+    """
+    lengths = np.asarray(lengths, dtype=np.int64)
+    n_out = np.maximum(lengths - kmer_span(window, dilation) + 1, 1)
+    offsets = np.cumsum(lengths) - lengths
+    local = np.arange(n_out.sum()) - np.repeat(np.cumsum(n_out) - n_out, n_out)
+    steps = local[:, None] + int(dilation) * np.arange(int(window))[None, :]
+    last = np.repeat(lengths - 1, n_out)[:, None]
+    return np.repeat(offsets, n_out)[:, None] + np.minimum(steps, last), n_out
+
+
+def kmer_windows(sets: Sequence[np.ndarray], window: int, *, name: str = "X",
+                 dilation: int = 1) -> list[np.ndarray]:
+    """Concatenate ``window`` elements of each (ordered) set, ``dilation`` apart.
 
     A set of ``n`` elements of ``d`` features becomes ``n - window + 1`` elements of
-    ``window * d`` features, element ``i`` being ``[x_i, x_{i+1}, ..., x_{i+window-1}]``. Done in one
-    gather over all sets.
+    ``window * d`` features, element ``i`` being ``[x_i, x_{i+1}, ..., x_{i+window-1}]``
+    (``dilation=1``); with ``dilation`` ``[x_i, x_{i+dilation}, ...]`` (:func:`kmer_index`).
+    Done in one gather over all sets.
     """
     window = int(window)
     if window == 1:
         return list(sets)
     lengths = np.fromiter((s.shape[0] for s in sets), dtype=np.int64, count=len(sets))
-    check_kmer_lengths(lengths, window, name=name)
+    check_kmer_lengths(lengths, window, name=name, dilation=dilation)
     flat = np.concatenate(sets, axis=0)
-    offsets = np.cumsum(lengths) - lengths
-    n_out = lengths - window + 1
-    starts = np.repeat(offsets, n_out) + (
-        np.arange(n_out.sum()) - np.repeat(np.cumsum(n_out) - n_out, n_out)
-    )
-    gathered = flat[starts[:, None] + np.arange(window)[None, :]]  # (N_out, window, d)
-    gathered = gathered.reshape(len(starts), -1)
+    index, n_out = kmer_index(lengths, window, dilation)
+    gathered = flat[index].reshape(len(index), -1)  # (N_out, window * d)
     return np.split(gathered, np.cumsum(n_out)[:-1])
 
 
-def kmer_level_shape(sets: Sequence[np.ndarray], window: int, *, name: str = "X"
-                     ) -> list[np.ndarray]:
+def kmer_level_shape(sets: Sequence[np.ndarray], window: int, *, name: str = "X",
+                     dilation: int = 1) -> list[np.ndarray]:
     """The k-mers of :func:`kmer_windows` coded as *level + shape*: per k-mer ``w`` (``window``
     steps x ``d`` channels), its deviations from its own mean ``w - mean_t(w)`` (``window * d``
     values, in :func:`kmer_windows`' order) followed by that mean (``d`` values).
@@ -608,7 +637,7 @@ def kmer_level_shape(sets: Sequence[np.ndarray], window: int, *, name: str = "X"
     """
     window = int(window)
     return [code_kmers(w.reshape(len(w), window, -1), "level_shape")
-            for w in kmer_windows(sets, window, name=name)]
+            for w in kmer_windows(sets, window, name=name, dilation=dilation)]
 
 
 def code_kmers(steps: np.ndarray, coding: str) -> np.ndarray:
@@ -619,6 +648,14 @@ def code_kmers(steps: np.ndarray, coding: str) -> np.ndarray:
         return steps.reshape(m, window * d)
     level = steps.mean(1)
     return np.concatenate([(steps - level[:, None, :]).reshape(m, window * d), level], axis=1)
+
+
+def kmer_dilation(estimator) -> int:
+    """The k-mer dilation an estimator (or module) reads, as :func:`kmer_width` reads the width:
+    its fitted ``dilation_``, else its ``dilation``; 1 for ``"auto"`` not yet resolved, for
+    models saved before dilated k-mers and for estimators without k-mers."""
+    d = getattr(estimator, "dilation_", None) or getattr(estimator, "dilation", 1)
+    return int(d) if isinstance(d, (int, np.integer)) else 1
 
 
 def kmer_width(estimator) -> int:

@@ -53,12 +53,13 @@ def element_masses(element_weight, sets, name: str) -> list[np.ndarray] | None:
     return masses
 
 
-def kmer_weights(weights: list[np.ndarray], window: int) -> list[np.ndarray]:
+def kmer_weights(weights: list[np.ndarray], window: int, dilation: int = 1) -> list[np.ndarray]:
     """The weight of every k-mer of :func:`skset._sets.kmer_windows`: the mean of the weights of
     its ``window`` elements (one 1-D array per set in, one per set out)."""
     if window == 1:
         return weights
-    return [w.mean(1) for w in kmer_windows([m[:, None] for m in weights], window)]
+    return [w.mean(1) for w in kmer_windows([m[:, None] for m in weights], window,
+                                            dilation=dilation)]
 
 
 def sample_elements(elements: np.ndarray, weights: np.ndarray | None, max_samples: int, rng):

@@ -63,7 +63,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ._sets import kmer_width, length_batches, pack
+from ._sets import kmer_dilation, kmer_span, kmer_width, length_batches, pack
 
 __all__ = ["serving_module", "export_program", "export_onnx", "pad_sets", "run_onnx"]
 
@@ -112,12 +112,14 @@ DeepSetsRegressor, OTKClassifier, OTKRegressor, OTKEmbedding or NystromFeatures
 
 
 def _min_elements(estimator) -> int:
-    return kmer_width(estimator)
+    """The steps of one k-mer (``window``, or the span of dilated k-mers; 1 without k-mers)."""
+    return kmer_span(kmer_width(estimator), kmer_dilation(estimator))
 
 
 def _min_length(estimator) -> int:
     """The shortest padded length an exported model takes: ``window + 1`` with k-mers (the
-    exported program assumes two k-mer rows or more; pad a batch of shortest sets further)."""
+    exported program assumes two k-mer rows or more; pad a batch of shortest sets further); for
+    dilated k-mers their span + 1 (real sets may be shorter: the mask says where they end)."""
     w = _min_elements(estimator)
     return w + 1 if w > 1 else 1
 

@@ -12,6 +12,7 @@ from sklearn.cluster import KMeans
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._base import SksetEstimator
+from ._kmer_inputs import KmerInputs
 from ._map_selection import (
     DEFAULT_CHOICE,
     constant_below,
@@ -27,8 +28,7 @@ from ._sets import (
     check_choice_labels,
     check_kmer_lengths,
     check_sets,
-    kmer_level_shape,
-    kmer_width,
+    kmer_index,
     kmer_windows,
 )
 from ._streaming import PARTIAL_FIT_WEIGHTS_DOC, center_counts, minibatch_kmeans_step, step_rng, weight_scale
@@ -71,7 +71,8 @@ class _TrainingElements:
     scale: float
 
 
-class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstimator):
+class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
+                      SksetEstimator):
     r"""Nystrom approximation of a Gaussian kernel, applied to every element (or k-mer) of sets.
 
     Each element :math:`x` (after per-feature standardisation, optional k-mer concatenation and
@@ -105,6 +106,16 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         ``window_`` chosen in ``fit`` among 1 and the widths 3, 5, 10, 20 that every training set
         holds twice, k-mers only where they predict the labels better by more than noise (1
         without labels, for a 2-D pool); see the :ref:`nystrom` guide.
+    dilation : int or "auto", default="auto"
+        With ``window > 1``: the k-mer's elements are ``dilation`` steps apart, ``x_i, x_{i +
+        dilation}, ..., x_{i + (window - 1) dilation}``, so that a k-mer spans ``(window - 1) *
+        dilation + 1`` steps with ``window`` elements; a set shorter than that span has one
+        k-mer, its last element repeated (contiguous k-mers, ``dilation=1``, need sets of at
+        least ``window`` elements). ``"auto"``: with ``window="auto"``, once k-mers are taken,
+        ``window_`` and ``dilation_`` may become one of the pairs 10:2, 10:4, 10:8, 10:16, 5:8,
+        5:16, 5:32, 3:16 (width:dilation) whose span is at most 2/3 of the median training
+        length, where it predicts the labels better than the width by a clear margin (a paired t
+        above 3); 1 otherwise, and with an explicit ``window``.
     kmer_coding : {"level_shape", "plain"}, default="level_shape"
         With ``window > 1``, how a k-mer is written before the standardisation and the map.
         ``"level_shape"``: its deviations from its own mean over the window (its shape,
@@ -179,9 +190,12 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         The preprocessing used: the given values, or those chosen for ``"auto"``.
     window_ : int
         The k-mer width used: ``window``, or the one chosen for ``"auto"``.
-    window_scores_ : list of (int, float) or None
-        The widths scored by ``window="auto"`` (width, minus the leave-one-out squared error of
-        pooled features; higher is better), ``None`` when nothing was chosen from labels.
+    dilation_ : int
+        The k-mer dilation used: ``dilation``, or the one chosen for ``"auto"``.
+    window_scores_ : list of (int or (int, int), float) or None
+        The widths (and ``(width, dilation)`` pairs) scored by ``window="auto"`` (minus the
+        leave-one-out squared error of pooled features; higher is better), ``None`` when nothing
+        was chosen from labels.
     selection_scores_ : list of (dict, float) or None
         The candidates scored by ``"auto"`` (parameters, minus the leave-one-out squared error of
         pooled features; higher is better), ``None`` when nothing was chosen from labels.
@@ -233,6 +247,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         "n_components": [POSITIVE_INT],
         "bandwidth": ["auto", POSITIVE],
         "window": ["auto", POSITIVE_INT],
+        "dilation": ["auto", POSITIVE_INT],
         "kmer_coding": ["level_shape", "plain"],
         "standardize": ["auto", Boolean()],
         "normalize": ["auto", Boolean()],
@@ -246,7 +261,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
     }
 
     def __init__(self, n_components=DEFAULT_N_COMPONENTS, *, bandwidth="auto", window="auto",
-                 kmer_coding="level_shape", standardize="auto", normalize="auto",
+                 dilation="auto", kmer_coding="level_shape", standardize="auto", normalize="auto",
                  keep_norm="auto", anchors="kmeans",
                  max_samples=100_000, eigenvalue_floor=DEFAULT_EIGENVALUE_FLOOR,
                  max_elements=262_144, verbose=0, device="auto", dtype="float32",
@@ -254,6 +269,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         self.n_components = n_components
         self.bandwidth = bandwidth
         self.window = window
+        self.dilation = dilation
         self.kmer_coding = kmer_coding
         self.standardize = standardize
         self.normalize = normalize
@@ -267,8 +283,9 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         self.dtype = dtype
         self.random_state = random_state
 
-    #: models saved before k-mers were coded as level + shape used plain k-mers
-    _legacy_params = {"kmer_coding": "plain"}
+    #: models saved before k-mers were coded as level + shape used plain k-mers, and before
+    #: dilated k-mers contiguous ones
+    _legacy_params = {"kmer_coding": "plain", "dilation": 1}
 
     def _choose_map(self, coll, sets, window, y, mean, std, rng, incumbent: dict) -> None:
         """Resolve the ``"auto"`` parameters (``standardize_``, ``normalize_``, ``keep_norm_``,
@@ -299,37 +316,19 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         """Resolve ``window="auto"`` (``window_``, ``window_scores_``; a 2-D pool of elements has
         no order: 1), see :func:`skset._map_selection.select_window`."""
         if coll.form != "2d":
-            self.window_, self.window_scores_ = select_window(
+            self.window_, dilation, self.window_scores_ = select_window(
                 coll.sets, y, kmer_coding=self.kmer_coding, default=incumbent,
                 fixed={k: getattr(self, k) for k in DEFAULT_CHOICE}, rng=rng,
                 n_components=self.n_components, eigenvalue_floor=self.eigenvalue_floor,
-                dtype=self.dtype_)
+                dtype=self.dtype_, dilate=self.dilation == "auto")
+            if self.dilation == "auto":
+                self.dilation_ = dilation
 
     @staticmethod
     def _check_y(y, coll):
         """``y`` checked as every estimator checks it, or ``None``; per-element labels and
         multi-output ``y`` choose nothing (:func:`skset._sets.check_choice_labels`)."""
         return check_choice_labels(y, coll.sets, pool=coll.form == "2d")
-
-    def _check_warm_params(self) -> None:
-        """A later ``partial_fit`` continues the fitted model: refuse, before anything changes,
-        parameters changed since the fit that the fitted anchors cannot follow (the k-mers:
-        ``window``, ``kmer_coding``)."""
-        w_now = self._width if self.window == "auto" else int(self.window)  # "auto": fitted
-        now = (w_now, self.kmer_coding if w_now > 1 else None)
-        fitted = getattr(self, "_fitted_kmers", None)
-        coded = w_now > 1 and self.kmer_coding == "level_shape"
-        width = (w_now + (1 if coded else 0)) * self.n_features_in_
-        if (fitted is None and width == self.anchors_.shape[1]) or (
-                fitted is not None and tuple(fitted) == now):
-            return
-        was = ("" if fitted is None else f" (fitted with window={fitted[0]}"
-               + (f", kmer_coding={fitted[1]!r}" if fitted[1] else "") + ")")
-        raise ValueError(
-            f"{type(self).__name__}: window={self.window}, kmer_coding={self.kmer_coding!r} "
-            f"give k-mers of {width} values, but the fitted anchors have "
-            f"{self.anchors_.shape[1]}{was}; partial_fit continues the fitted model: set the "
-            "parameters back, or call fit to start afresh.")
 
     def _elements(self, X, *, fitting: bool):
         """Validate X; return the checked collection."""
@@ -345,8 +344,9 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
             isinstance(X, np.ndarray) and X.ndim == 2
         ) or hasattr(X, "iloc"):
             arr = validate_data(self, X, reset=fitting, dtype=[np.float64, np.float32],
-                                ensure_min_samples=self._width)
-            coll = check_sets(arr, allow_pool=True, min_elements=self._width, compute_dtype=self.dtype,
+                                ensure_min_samples=self._min_elements)
+            coll = check_sets(arr, allow_pool=True, min_elements=self._min_elements,
+                              compute_dtype=self.dtype,
                               n_features=None if fitting else self.n_features_in_)
         else:
             coll = check_sets(X, n_features=None if fitting else self.n_features_in_,
@@ -355,26 +355,8 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
                 self.n_features_in_ = coll.n_features
                 if hasattr(self, "feature_names_in_"):
                     del self.feature_names_in_
-        check_kmer_lengths(coll.lengths, self._width)
+        check_kmer_lengths(coll.lengths, self._width, dilation=self._dilation)
         return coll
-
-    @property
-    def _width(self) -> int:
-        return kmer_width(self)
-
-    @property
-    def _coded(self) -> bool:
-        """k-mers coded as level + shape (:func:`skset._sets.kmer_level_shape`)."""
-        return self._width > 1 and getattr(self, "kmer_coding", "plain") == "level_shape"
-
-    def _map_inputs(self, coll):
-        """``(sets, window, lengths)`` that the standardisation and the map see: the checked
-        sets and the k-mer window, or, for coded k-mers, the coded k-mers of every set (window 1
-        from there on)."""
-        if self._coded:
-            sets = kmer_level_shape(coll.sets, self._width)
-            return sets, 1, np.fromiter((len(s) for s in sets), dtype=np.int64, count=len(sets))
-        return coll.sets, self._width, coll.lengths
 
     def _training_elements(self, X, sample_weight, element_weight, *, fitting: bool,
                            coll=None) -> _TrainingElements:
@@ -402,7 +384,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         sets, window, lengths = self._map_inputs(coll)
         if self._coded and ew is not None:  # a coded k-mer weighs the mean of its elements'
             ew = np.concatenate(kmer_weights(np.split(ew, np.cumsum(coll.lengths)[:-1]),
-                                             self._width))
+                                             self._width, self._dilation))
         return _TrainingElements(coll=coll, sets=sets, window=window, lengths=lengths,
                                  raw=np.concatenate(sets, axis=0), weights=ew,
                                  scale=weight_scale(sample_weight))
@@ -413,9 +395,10 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         elems = (raw - self.mean_) / self.scale_  # all elements at once, then k-mers per set
         if window > 1:
             std_sets = np.split(elems, np.cumsum(lengths)[:-1])
-            elems = np.concatenate(kmer_windows(std_sets, window), axis=0)
+            elems = np.concatenate(kmer_windows(std_sets, window, dilation=self._dilation), axis=0)
             if ew is not None:  # a k-mer weighs the mean of its elements' weights
-                ew = np.concatenate(kmer_weights(np.split(ew, np.cumsum(lengths)[:-1]), window))
+                ew = np.concatenate(kmer_weights(np.split(ew, np.cumsum(lengths)[:-1]), window,
+                                                 self._dilation))
         elems, w = sample_elements(elems, ew, self.max_samples, rng)
         return (unit_rows(elems) if self.normalize_ else elems), w
 
@@ -480,6 +463,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         seed, rng = self._begin_fit()
         np_dtype = np.float64 if self.dtype_ == torch.float64 else np.float32
         self.window_ = 1 if self.window == "auto" else int(self.window)
+        self.dilation_ = 1 if self.dilation == "auto" else int(self.dilation)
         data = self._training_elements(X, sample_weight, element_weight, fitting=True)
         y = self._check_y(y, data.coll)
         self.window_scores_ = None
@@ -536,8 +520,10 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
                     "the features (standardize=True or 'auto') or use dtype='float64'.")
         if self.verbose:
             if self.window_scores_:
-                print(f"[NystromFeatures] k-mer width: window={self.window_} (scores "
-                      + ", ".join(f"{w}: {v:.4f}" for w, v in self.window_scores_) + ")")
+                print(f"[NystromFeatures] k-mer width: window={self.window_}, "
+                      f"dilation={self.dilation_} (scores "
+                      + ", ".join(f"{':'.join(map(str, w)) if isinstance(w, tuple) else w}: "
+                                  f"{v:.4f}" for w, v in self.window_scores_) + ")")
             print(f"[NystromFeatures] element map: standardize={self.standardize_}, "
                   f"normalize={self.normalize_}, keep_norm={self.keep_norm_}, bandwidth "
                   f"{self.relative_bandwidth_} x scale = {self.bandwidth_:.4g} "
@@ -545,7 +531,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         self._set_anchors(anchors)
         self.counts_ = data.scale * center_counts(self.anchors_, elems, w)
         self.n_steps_ = 1
-        self._fitted_kmers = (self._width, self.kmer_coding if self._width > 1 else None)
+        self._fitted_kmers = self._kmers_key(self._width, self._dilation)
         return self
 
     def partial_fit(self, X, y=None, sample_weight=None, element_weight=None):
@@ -623,11 +609,8 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
         x = torch.as_tensor(flat, dtype=tdtype, device=dev)
         idx = None
         if window > 1:  # plain k-mers: the rows of each window, gathered chunk by chunk
-            offsets = np.cumsum(lengths) - lengths
-            n_out = lengths - window + 1
-            starts = np.repeat(offsets, n_out) + (
-                np.arange(n_out.sum()) - np.repeat(np.cumsum(n_out) - n_out, n_out))
-            idx = torch.as_tensor(starts[:, None] + np.arange(window)[None, :], device=dev)
+            idx, n_out = kmer_index(lengths, window, self._dilation)
+            idx = torch.as_tensor(idx, device=dev)
             mean, scale = mean.repeat(window), scale.repeat(window)  # per value of a k-mer
         else:
             n_out = lengths
@@ -677,6 +660,7 @@ class NystromFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEs
             self.anchors_.shape[0],
             bandwidth=self.bandwidth_,
             window=self._width,
+            dilation=self._dilation,
             kmer_coding="level_shape" if self._coded else "plain",
             normalize=self.normalize_,
             keep_norm=self.keep_norm_,

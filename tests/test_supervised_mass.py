@@ -150,19 +150,24 @@ def test_zero_mass_is_a_removed_element_in_the_whole_fit(est):
 
 
 # ---------------------------------------------------------------------- k-mers
-def test_kmer_mass_is_the_window_mean_in_module_and_initialisation():
-    X, y = _data(10)
+@pytest.mark.parametrize("dilation", [1, 2])
+def test_kmer_mass_is_the_window_mean_in_module_and_initialisation(dilation):
+    X, y = _data(10)  # 4-8 elements: with dilation 2 (span 5) a set of 4 has one k-mer
     ew = _masses(X)
     window = 3
-    model = OTKClassifier(**{**KW, "window": window}).fit(X, y, element_weight=ew)
+    model = OTKClassifier(**{**KW, "window": window, "dilation": dilation}).fit(
+        X, y, element_weight=ew)
+    assert model.dilation_ == dilation and model.module_.dilation == dilation
     m = [w / w.sum() for w in ew]
     # numpy and torch k-mer masses agree, and are the window means
-    km = kmer_masses(m, window)
-    np.testing.assert_allclose(km[0], [m[0][i:i + window].mean()
-                                       for i in range(len(m[0]) - window + 1)])
+    km = kmer_masses(m, window, dilation)
+    for w, k in zip(m, km):
+        n = len(w)
+        np.testing.assert_allclose(k, [w[np.minimum(i + dilation * np.arange(window), n - 1)]
+                                       .mean() for i in range(max(n - 2 * dilation, 1))])
     Xp, M = pack(X, dtype=torch.float64)
     W = pack_weights(m, dtype=torch.float64)
-    Wk = kmer_mass(W, window)
+    Wk = kmer_mass(W, window, dilation, M)
     for i, k in enumerate(km):
         np.testing.assert_allclose(Wk[i, :len(k)].numpy(), k, rtol=1e-12)
     # the module: Nystrom k-mer features, then the OTK layer with the k-mer masses

@@ -16,7 +16,12 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 
 from skset import NystromFeatures, OTKEmbedding
-from skset._map_selection import WINDOW_CANDIDATES, select_window, window_candidates
+from skset._map_selection import (
+    WINDOW_CANDIDATES,
+    dilated_candidates,
+    select_window,
+    window_candidates,
+)
 from skset._sets import pack
 
 
@@ -52,8 +57,12 @@ def test_order_task_takes_kmers_and_they_help():
     Xt, yt = _order_task(seed=1)
     nf = NystromFeatures(n_components=16, window="auto", random_state=0).fit(X, y)
     assert nf.window_ > 1
-    assert [w for w, _ in nf.window_scores_] == window_candidates([len(x) for x in X])
-    best = max(nf.window_scores_, key=lambda ws: ws[1])
+    lengths = [len(x) for x in X]
+    assert [w for w, _ in nf.window_scores_] == (window_candidates(lengths)
+                                                 + dilated_candidates(lengths))
+    assert nf.dilation_ == 1  # contiguous 10-mers read ramps as well as any dilated pair
+    best = max((ws for ws in nf.window_scores_ if not isinstance(ws[0], tuple)),
+               key=lambda ws: ws[1])
     assert best[0] == nf.window_
     out = nf.transform(Xt)
     assert [o.shape for o in out] == [(len(x) - nf.window_ + 1, nf.n_components_) for x in Xt]
@@ -143,12 +152,14 @@ def test_select_window_matches_its_scores_and_the_incumbent_rule():
     choice = {"standardize": True, "normalize": False, "keep_norm": True, "bandwidth": 0.5}
     kw = dict(kmer_coding="level_shape", fixed={}, default=choice, n_components=16,
               eigenvalue_floor=1e-6)
-    w, scores = select_window(X, y, rng=np.random.RandomState(0), **kw)
+    w, d, scores = select_window(X, y, rng=np.random.RandomState(0), **kw)
     widths = window_candidates([len(x) for x in X])
     assert [s[0] for s in scores] == widths and w == max(scores, key=lambda s: s[1])[0]
+    assert d == 1  # dilated k-mers only with dilate=True
     # no width to compare, or labels that cannot be scored: 1
-    assert select_window([x[:5] for x in X], y, rng=np.random.RandomState(0), **kw) == (1, None)
-    assert select_window(X, np.zeros(len(X)), rng=np.random.RandomState(0), **kw) == (1, None)
+    assert select_window([x[:5] for x in X], y, rng=np.random.RandomState(0), **kw) == (1, 1,
+                                                                                          None)
+    assert select_window(X, np.zeros(len(X)), rng=np.random.RandomState(0), **kw) == (1, 1, None)
 
 
 @pytest.mark.parametrize("cls", ["OTKClassifier", "OTKRegressor"])
@@ -204,7 +215,7 @@ def test_the_rule_builds_only_the_kmers_it_samples(monkeypatch):
     monkeypatch.setattr(ms, "code_kmers", counted)
     kw = dict(kmer_coding="level_shape", fixed={}, default=ms.DEFAULT_CHOICE, n_components=16,
               eigenvalue_floor=1e-6, rng=np.random.RandomState(0))
-    _, scores = select_window(X, y, **kw)
+    _, _, scores = select_window(X, y, **kw)
     assert [w for w, _ in scores] == [1, *WINDOW_CANDIDATES]
     assert len(built) == 20 * len(WINDOW_CANDIDATES) and max(built) == ms.WINDOW_PER_SET
 

@@ -20,12 +20,12 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._config import get_config
 from .._map_selection import DEFAULT_CHOICE
-from .._sets import kmer_width, kmer_windows, pack_weights
+from .._sets import kmer_dilation, kmer_width, kmer_windows, pack_weights
 from .._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, Boolean, Integer
 from .._weighting import element_masses, kmer_weights
 from ..embedding import OTKEmbedding
 from ..kernel_approximation import NystromFeatures
-from ..nn.nystrom import DEFAULT_N_COMPONENTS, NystromLayer, kmer_unfold
+from ..nn.nystrom import DEFAULT_N_COMPONENTS, NystromLayer, kmer_mass, kmer_unfold
 from ..nn.otk import POSITION_MODES, OTKLayer, embedding_output
 from ._base import SetNetworkEstimator, TrainingSetup, compose_doc
 from ._callbacks import ReduceLROnPlateau
@@ -78,19 +78,6 @@ HEAD_TOL, HEAD_TOL_BETWEEN, HEAD_TOL_CHEAP, HEAD_WARM_ITER = 3e-4, 1e-3, 1e-5, 1
 HEAD_CHEAP_WORK = 1 << 26
 
 
-def kmer_mass(weights: torch.Tensor, window: int) -> torch.Tensor:
-    """The mass of each k-mer of padded sequences: the mean of its ``window`` elements' masses.
-
-    ``weights (B, n)`` -> ``(B, n - window + 1)``, aligned with :func:`kmer_unfold` (a real k-mer
-    holds real elements only, so pads never enter a real k-mer's mass). Every element is in at
-    least one k-mer of a set of ``n >= window`` elements, so a set with positive mass keeps a
-    positive total mass; an element of mass 0 still lends its features to the k-mers it is in.
-    """
-    if window == 1:
-        return weights
-    return weights.unfold(1, window, 1).mean(-1)
-
-
 class _KmerUnfold(torch.nn.Module):
     """The element map without Nystrom: the k-mers of each sequence (:func:`kmer_unfold`; window
     1: the elements as they are)."""
@@ -116,11 +103,12 @@ class _OTKNetwork(torch.nn.Module):
     """
 
     def __init__(self, element_map: torch.nn.Module, otk: OTKLayer, window: int,
-                 center: torch.Tensor, normalize: bool, n_outputs: int):
+                 center: torch.Tensor, normalize: bool, n_outputs: int, dilation: int = 1):
         super().__init__()
         self.element_map = element_map
         self.otk = otk
         self.window = int(window)
+        self.dilation = int(dilation)
         self.normalize = bool(normalize)
         self.register_buffer("center", center.clone())
         self.head = torch.nn.Linear(center.shape[0], n_outputs, dtype=center.dtype)
@@ -145,9 +133,10 @@ class _OTKNetwork(torch.nn.Module):
 
     def embed(self, x: torch.Tensor, mask: torch.Tensor,
               weights: torch.Tensor | None = None) -> torch.Tensor:
-        x, mask = self.element_map(x, mask)
-        if weights is not None:
-            weights = kmer_mass(weights, self.window)
+        x, kmask = self.element_map(x, mask)
+        if weights is not None:  # (models saved before dilated k-mers have no dilation)
+            weights = kmer_mass(weights, self.window, getattr(self, "dilation", 1), mask)
+        mask = kmask
         # the estimators' network reads skset's compile setting (the layer takes it as an argument)
         raw = self.otk(x, mask, weights, compile=get_config()["compile"]).flatten(1)
         # OTKEmbedding's output step without its noise floor: training needs no such switch
@@ -164,6 +153,7 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
         "n_components": [Integer(0), None],
         "bandwidth": ["auto", POSITIVE],
         "window": ["auto", POSITIVE_INT],
+        "dilation": ["auto", POSITIVE_INT],
         "kmer_coding": ["level_shape", "plain"],
         "standardize": ["auto", Boolean()],
         "normalize": ["auto", Boolean()],
@@ -182,22 +172,28 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
         # a budget always (no None, as the other networks take): OTKEmbedding batches by it
         "max_elements": [POSITIVE_INT],
     }
-    # models saved before reg_m were balanced, and before kmer_coding read plain k-mers
-    _legacy_params = {"reg_m": None, "kmer_coding": "plain"}
+    # models saved before reg_m were balanced, before kmer_coding read plain k-mers, and before
+    # dilation contiguous k-mers
+    _legacy_params = {"reg_m": None, "kmer_coding": "plain", "dilation": 1}
     # whether the "auto" map may start from the pipeline's choice (_otk_start; the classifier)
     _chooses_start = False
 
     @property
     def _min_elements(self) -> int:
-        return self._width
+        return self._width if self._dilation == 1 else 1
 
     @property
     def _width(self) -> int:
         return kmer_width(self)
 
+    @property
+    def _dilation(self) -> int:
+        return kmer_dilation(self) if self._width > 1 else 1
+
     def _start_fit(self, warm: bool):
         if not warm:  # "auto" is chosen again by a fresh fit
             self.__dict__.pop("window_", None)
+            self.__dict__.pop("dilation_", None)
         return super()._start_fit(warm)
 
     @property
@@ -234,10 +230,12 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
                     other = self._initial_embedding(other, *fit)
                     parts = choose_start(self, parts, other, y, sample_weight, masses)
         self.nystrom_, self.window_, _, self.embedding_ = parts
+        self.dilation_ = 1 if self.nystrom_ is None else self.nystrom_.dilation_
         self.position_sigma_ = self.embedding_.position_sigma_
         otk = self.embedding_.to_module()
         center = torch.as_tensor(self.embedding_.mean_, dtype=self.dtype_)
-        return _OTKNetwork(self._element_map(), otk, self.window_, center, True, n_outputs)
+        return _OTKNetwork(self._element_map(), otk, self.window_, center, True, n_outputs,
+                           self.dilation_)
 
     def _initial_map(self, incumbent, sets, seeds, sample_weight, masses, y):
         """``(nystrom, window, features of sets)``, ``"auto"`` chosen from ``incumbent``."""
@@ -246,6 +244,7 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
             return None, window, kmer_windows(sets, window) if window > 1 else sets
         nystrom = NystromFeatures(
             n_components=self.n_components, bandwidth=self.bandwidth, window=self.window,
+            dilation=self.dilation,
             kmer_coding=self.kmer_coding,  # the network's Nystrom layer codes them too
             standardize=self.standardize, normalize=self.normalize, keep_norm=self.keep_norm,
             random_state=seeds[0], device=self.device_, dtype=self.dtype)
@@ -264,7 +263,8 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
             random_state=seeds[1], device=self.device_, dtype=self.dtype)
         embedding.fit(feats, y if self.position_sigma == "auto" else None,
                       sample_weight=sample_weight,
-                      element_weight=None if masses is None else kmer_weights(masses, window))
+                      element_weight=None if masses is None else kmer_weights(
+                          masses, window, 1 if nystrom is None else nystrom.dilation_))
         return nystrom, window, feats, embedding
 
     def _element_map(self) -> torch.nn.Module:
@@ -344,7 +344,7 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
         n_out = self._n_outputs_fitted
         center = torch.as_tensor(self.embedding_.mean_)
         return _OTKNetwork(self._element_map(), self.embedding_.to_module(), self._width, center,
-                           True, n_out)
+                           True, n_out, self._dilation)
 
     def _serving_module(self, *, sinkhorn_method="log", sinkhorn_iter=None):
         from .._serving import for_export, network_serving, set_sinkhorn
@@ -391,17 +391,18 @@ class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
     _chooses_start = True
 
     def __init__(self, n_components=DEFAULT_N_COMPONENTS, *, bandwidth="auto", window="auto",
-                 kmer_coding="level_shape", standardize="auto", normalize="auto",
-                 keep_norm="auto", n_supports=10, n_references=1, epsilon=0.5, sinkhorn_iter=10,
-                 position_sigma="auto", position_mode="plan", reg_m=None, fit_method="kmeans",
-                 solver="alternating", learning_rate="adaptive", learning_rate_init=0.01, alpha=1e-3,
-                 class_weight=None, batch_size=64, max_elements=131_072, max_iter=50, tol=1e-4,
-                 early_stopping=False, validation_fraction=0.1, n_iter_no_change=10,
-                 warm_start=False, verbose=0, device="auto", dtype="float32",
-                 random_state=None):
+                 dilation="auto", kmer_coding="level_shape", standardize="auto",
+                 normalize="auto", keep_norm="auto", n_supports=10, n_references=1, epsilon=0.5,
+                 sinkhorn_iter=10, position_sigma="auto", position_mode="plan", reg_m=None,
+                 fit_method="kmeans", solver="alternating", learning_rate="adaptive",
+                 learning_rate_init=0.01, alpha=1e-3, class_weight=None, batch_size=64,
+                 max_elements=131_072, max_iter=50, tol=1e-4, early_stopping=False,
+                 validation_fraction=0.1, n_iter_no_change=10, warm_start=False, verbose=0,
+                 device="auto", dtype="float32", random_state=None):
         self.n_components = n_components
         self.bandwidth = bandwidth
         self.window = window
+        self.dilation = dilation
         self.kmer_coding = kmer_coding
         self.standardize = standardize
         self.normalize = normalize
@@ -569,7 +570,7 @@ OTKClassifier.__doc__ = compose_doc(
 
 class OTKRegressor(SetRegressorMixin, _BaseSupervisedOTK):
     def __init__(self, n_components=DEFAULT_N_COMPONENTS, *, bandwidth="auto", window="auto",
-                 kmer_coding="plain", standardize="auto", normalize="auto", keep_norm="auto",
+                 dilation="auto", kmer_coding="plain", standardize="auto", normalize="auto", keep_norm="auto",
                  n_supports=10, n_references=1, epsilon=0.5, sinkhorn_iter=10, position_sigma=None,
                  position_mode="plan", reg_m=None, fit_method="kmeans", solver="alternating",
                  learning_rate="adaptive", learning_rate_init=0.01, alpha="auto", batch_size=64,
@@ -579,6 +580,7 @@ class OTKRegressor(SetRegressorMixin, _BaseSupervisedOTK):
         self.n_components = n_components
         self.bandwidth = bandwidth
         self.window = window
+        self.dilation = dilation
         self.kmer_coding = kmer_coding
         self.standardize = standardize
         self.normalize = normalize

@@ -85,6 +85,11 @@ _DOC_PARAMS = """
         the labels say its order matters, and unordered bags keep single elements; k-mers of a
         long series cost fit time. ``window=1`` reads no order. The :ref:`otk` guide gives the
         suite figures.
+    dilation : int or "auto", default="auto"
+        With ``window > 1``: the k-mer's elements are ``dilation`` steps apart (a set shorter
+        than the span ``(window - 1) * dilation + 1`` has one k-mer, its last element repeated).
+        ``"auto"``: with ``window="auto"``, chosen with the width as :class:`NystromFeatures`
+        chooses it (a dilated pair only by a clear margin over the width; ``dilation_``), else 1.
 """ + _CLF_KMER_DOC + """    n_supports : int, default=10
         Supports per reference ``p``.
     n_references : int, default=1
@@ -196,6 +201,8 @@ _DOC_ATTRS = """
         The unsupervised Nystrom map the anchors were initialised from.
     window_ : int
         The k-mer width used: ``window``, or the one chosen for ``"auto"``.
+    dilation_ : int
+        The k-mer dilation used: ``dilation``, or the one chosen for ``"auto"``.
     position_sigma_ : float or None
         The positional width used: ``position_sigma``, or the one chosen for ``"auto"``.
     embedding_ : OTKEmbedding

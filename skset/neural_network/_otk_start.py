@@ -30,11 +30,12 @@ START_FOLDS, START_MIN_T = 5, 2.0
 
 
 def map_choice(nystrom) -> tuple | None:
-    """What a fitted element map chose: preprocessing, bandwidth and k-mer width (None: no map)."""
+    """What a fitted element map chose: preprocessing, bandwidth, k-mer width and dilation (None:
+    no map)."""
     if nystrom is None:
         return None
     return (nystrom.standardize_, nystrom.normalize_, nystrom.keep_norm_,
-            nystrom.relative_bandwidth_, nystrom.window_)
+            nystrom.relative_bandwidth_, nystrom.window_, nystrom.dilation_)
 
 
 def start_rule_applies(est, y) -> bool:
@@ -42,7 +43,7 @@ def start_rule_applies(est, y) -> bool:
     ``"auto"``, single-label classes (``y``, class indices), at least two, of two sets or more."""
     if not est._use_nystrom or y is None or np.ndim(y) != 1:
         return False
-    if all(getattr(est, k) != "auto" for k in (*DEFAULT_CHOICE, "window")):
+    if all(getattr(est, k) != "auto" for k in (*DEFAULT_CHOICE, "window", "dilation")):
         return False
     counts = np.unique(y, return_counts=True)[1]
     return len(counts) > 1 and counts.min() >= 2
@@ -70,8 +71,9 @@ def choose_start(est, paper, pipeline, y, sample_weight, masses):
 def fold_hits(parts, y, folds, alpha: float, sample_weight=None, masses=None) -> np.ndarray:
     """Whether each set is classified right by a logistic head (penalty ``alpha``, the sets'
     ``sample_weight``) fitted on the other ``folds`` of the initial embedding of ``parts``."""
-    _, window, feats, embedding = parts
-    ew = None if masses is None else kmer_weights(masses, window)
+    nystrom, window, feats, embedding = parts
+    ew = None if masses is None else kmer_weights(masses, window,
+                                                  1 if nystrom is None else nystrom.dilation_)
     Z = torch.as_tensor(embedding.transform(feats, element_weight=ew), dtype=torch.float64)
     t = torch.as_tensor(np.unique(y, return_inverse=True)[1], dtype=torch.long)
     w = None if sample_weight is None else torch.as_tensor(sample_weight, dtype=torch.float64)

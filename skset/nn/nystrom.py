@@ -170,20 +170,51 @@ def nystrom_map_into(x, anchors, normalization, bandwidth, out, buf, *, mean=Non
     return out
 
 
-def kmer_unfold(x: torch.Tensor, mask: torch.Tensor, window: int):
-    """Concatenate ``window`` consecutive elements of padded sequences.
+def kmer_unfold(x: torch.Tensor, mask: torch.Tensor, window: int, dilation: int = 1):
+    """Concatenate ``window`` consecutive elements of padded sequences (``dilation`` apart).
 
     ``x (B, n, d)``, ``mask (B, n)`` -> ``(B, n - window + 1, window * d)`` and its mask; window
     ``i`` is real when its last element is (masks are prefix masks: real elements come first).
+    With ``dilation > 1``, k-mer ``i`` holds elements ``i, i + dilation, ...``: ``(B, m, window *
+    d)`` with ``m = max(n - span + 1, 1)`` (``span = (window - 1) * dilation + 1``), and a set of
+    ``n_b`` real elements has ``max(n_b - span + 1, 1)`` real k-mers, its last element repeated
+    past its end (as :class:`skset.NystromFeatures` builds them with ``dilation``).
     """
     if window == 1:
         return x, mask
     B, n, d = x.shape
+    if dilation > 1:
+        span = (window - 1) * dilation + 1
+        m = n - span + 1 if n >= span else 1
+        last = (mask.sum(1, keepdim=True) - 1).clamp_min(0)  # (B, 1)
+        steps = (torch.arange(m, device=x.device)[:, None]
+                 + dilation * torch.arange(window, device=x.device)[None, :])  # (m, window)
+        index = torch.minimum(steps.reshape(1, -1), last)  # (B, m * window)
+        xw = x.gather(1, index.unsqueeze(-1).expand(B, m * window, d)).reshape(B, m, window * d)
+        real = torch.arange(m, device=x.device)[None, :] < (last + 2 - span).clamp_min(1)
+        return xw, real & mask[:, :1]
     if n < window:
         raise ValueError(f"sequences of padded length {n} are shorter than the k-mer window {window}")
     xw = x.unfold(1, window, 1)  # (B, n-w+1, d, w)
     xw = xw.transpose(2, 3).reshape(B, n - window + 1, window * d)
     return xw, mask[:, window - 1 :]
+
+
+def kmer_mass(weights: torch.Tensor, window: int, dilation: int = 1,
+              mask: torch.Tensor | None = None) -> torch.Tensor:
+    """The mass of each k-mer of padded sequences: the mean of its ``window`` elements' masses.
+
+    ``weights (B, n)`` -> ``(B, m)``, aligned with :func:`kmer_unfold` (a real k-mer holds real
+    elements only, so pads never enter a real k-mer's mass; dilated k-mers need the sets' ``mask``
+    to know where each ends). Every element is in at least one k-mer of a set of ``n >= window``
+    elements, so a set with positive mass keeps a positive total mass; an element of mass 0 still
+    lends its features to the k-mers it is in.
+    """
+    if window == 1:
+        return weights
+    if dilation > 1:
+        return kmer_unfold(weights.unsqueeze(-1), mask, window, dilation)[0].mean(-1)
+    return weights.unfold(1, window, 1).mean(-1)
 
 
 def kmer_level_shape(x: torch.Tensor, window: int) -> torch.Tensor:
@@ -210,6 +241,10 @@ class NystromLayer(nn.Module):
         Gaussian kernel bandwidth ``sigma`` (on the unit sphere when ``normalize``).
     window : int, default=1
         k-mer width: ``window`` consecutive elements are concatenated before the map.
+    dilation : int, default=1
+        With ``window > 1``: the k-mer's elements are ``dilation`` steps apart (its span
+        ``(window - 1) * dilation + 1``; a set shorter than the span has one k-mer, its last
+        element repeated, :func:`kmer_unfold`).
     kmer_coding : {"level_shape", "plain"}, default="level_shape"
         With ``window > 1``: ``"level_shape"`` codes each k-mer as its deviations from its mean
         followed by the mean (:func:`kmer_level_shape`); the standardisation buffers ``mean`` and
@@ -247,6 +282,7 @@ class NystromLayer(nn.Module):
         *,
         bandwidth: float = DEFAULT_BANDWIDTH,
         window: int = 1,
+        dilation: int = 1,
         kmer_coding: str = "level_shape",
         normalize: bool = DEFAULT_NORMALIZE,
         keep_norm: bool = DEFAULT_KEEP_NORM,
@@ -258,6 +294,7 @@ class NystromLayer(nn.Module):
         self.n_components = n_components
         self.bandwidth = float(bandwidth)
         self.window = int(window)
+        self.dilation = int(dilation)
         if kmer_coding not in ("plain", "level_shape"):
             raise ValueError(f"kmer_coding={kmer_coding!r} must be 'plain' or 'level_shape'.")
         self.kmer_coding = kmer_coding if self.window > 1 else "plain"
@@ -301,12 +338,13 @@ class NystromLayer(nn.Module):
         # padding may hold anything (NaN, inf): zero it first, or it would reach the padded
         # outputs (NaN * 0 is NaN) and, through them, the gradients of the anchors
         x = torch.where(mask.unsqueeze(-1), x, torch.zeros((), dtype=x.dtype, device=x.device))
-        if getattr(self, "kmer_coding", "plain") == "level_shape":  # absent in older pickles
-            x, mask = kmer_unfold(x, mask, self.window)
+        dilation = getattr(self, "dilation", 1)  # absent in older pickles, as kmer_coding
+        if getattr(self, "kmer_coding", "plain") == "level_shape":
+            x, mask = kmer_unfold(x, mask, self.window, dilation)
             x = (kmer_level_shape(x, self.window) - self.mean) / self.scale
         else:
             x = (x - self.mean) / self.scale
-            x, mask = kmer_unfold(x, mask, self.window)
+            x, mask = kmer_unfold(x, mask, self.window, dilation)
         w = _unit(self.anchors)[0] if self.normalize else self.anchors
         psi = nystrom_map(x, w, self.normalization(), self.bandwidth,
                           normalize=self.normalize, keep_norm=self.keep_norm)
@@ -320,7 +358,8 @@ class _FrozenNystromLayer(NystromLayer):
     def __init__(self, layer: NystromLayer, normalization: torch.Tensor):
         super().__init__(
             layer.in_features, layer.n_components, bandwidth=layer.bandwidth,
-            window=layer.window, kmer_coding=getattr(layer, "kmer_coding", "plain"),
+            window=layer.window, dilation=getattr(layer, "dilation", 1),
+            kmer_coding=getattr(layer, "kmer_coding", "plain"),
             normalize=layer.normalize, keep_norm=layer.keep_norm,
             eigenvalue_floor=layer.eigenvalue_floor, anchors=layer.anchors.detach())
         self.anchors.requires_grad_(layer.anchors.requires_grad)

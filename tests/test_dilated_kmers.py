@@ -1,0 +1,180 @@
+"""Dilated k-mers (``NystromFeatures(dilation=...)``): elements ``dilation`` steps apart, against
+naive loops; the padded-tensor gather and the layer against the estimator; the ``"auto"`` rule
+that takes a dilated pair only by a clear margin over the width, on fixed per-set errors."""
+
+import numpy as np
+import pytest
+import torch
+
+import skset._map_selection as ms
+from skset import NystromFeatures
+from skset._sets import kmer_index, kmer_level_shape, kmer_windows, pack
+from skset._weighting import kmer_weights
+from skset.nn import NystromLayer
+from skset.nn.nystrom import kmer_unfold
+
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+MAP = dict(bandwidth=0.5, standardize=True, normalize=False, keep_norm=True)
+
+
+def _naive(s, window, dilation):
+    """The k-mers of one set by a loop: a set shorter than the span has one, its last element
+    repeated."""
+    n = len(s)
+    m = max(n - (window - 1) * dilation, 1)
+    return np.stack([np.concatenate([s[min(i + j * dilation, n - 1)] for j in range(window)])
+                     for i in range(m)])
+
+
+def _sets(seed=0, sizes=(5, 9, 3, 12, 1, 30)):
+    rng = np.random.default_rng(seed)
+    return [rng.normal(size=(n, 2)) for n in sizes]
+
+
+@pytest.mark.parametrize("window,dilation", [(3, 1), (3, 4), (2, 7), (5, 2)])
+def test_kmer_windows_match_a_loop(window, dilation):
+    sets = [s for s in _sets() if dilation > 1 or len(s) >= window]
+    for s, out in zip(sets, kmer_windows(sets, window, dilation=dilation)):
+        np.testing.assert_array_equal(out, _naive(s, window, dilation))
+    index, n_out = kmer_index([len(s) for s in sets], window, dilation)
+    assert index.shape == (n_out.sum(), window)
+
+
+def test_contiguous_kmers_still_refuse_short_sets():
+    with pytest.raises(ValueError, match="set 2 has 3 elements"):
+        kmer_windows(_sets(), 4)
+    assert len(kmer_windows(_sets(), 4, dilation=2)[2]) == 1  # dilated: one k-mer, padded
+
+
+def test_kmer_weights_are_the_mean_over_the_dilated_elements():
+    w = [np.arange(1.0, 11.0)]
+    got = kmer_weights(w, 3, dilation=4)[0]
+    np.testing.assert_allclose(got, [(1 + 5 + 9) / 3, (2 + 6 + 10) / 3])
+
+
+@pytest.mark.parametrize("window,dilation", [(3, 4), (2, 7)])
+def test_padded_unfold_matches_the_sets(window, dilation):
+    sets = _sets()
+    X, M = pack(sets, dtype=torch.float64, device="cpu")
+    X[~M] = float("nan")  # padding never enters a real k-mer
+    xw, mw = kmer_unfold(X, M, window, dilation)
+    for b, ref in enumerate(kmer_windows(sets, window, dilation=dilation)):
+        np.testing.assert_array_equal(xw[b][mw[b]].numpy(), ref)
+    # a batch of sets all shorter than the span: one k-mer each
+    X, M = pack([s[:2] for s in sets], dtype=torch.float64, device="cpu")
+    assert kmer_unfold(X, M, window, dilation)[1].sum(1).tolist() == [1] * len(sets)
+
+
+def _series(n=40, seed=0):
+    rng = np.random.default_rng(seed)
+    return [np.cumsum(rng.normal(size=(int(rng.integers(8, 60)), 2)), 0) for _ in range(n)]
+
+
+@pytest.mark.parametrize("coding", ["level_shape", "plain"])
+def test_estimator_is_the_map_of_its_dilated_kmers(coding):
+    """``window=3, dilation=5`` maps the k-mers of a loop: coded k-mers fitted as single
+    elements give the same anchors and features; the layer of ``to_module`` gives them on padded
+    batches, sets shorter than the span included."""
+    X = _series()
+    nf = NystromFeatures(n_components=8, window=3, dilation=5, kmer_coding=coding,
+                         random_state=0, **MAP).fit(X)
+    assert (nf.window_, nf.dilation_) == (3, 5)
+    out = nf.transform(X)
+    assert [len(o) for o in out] == [max(len(x) - 10, 1) for x in X]
+    if coding == "level_shape":
+        coded = kmer_level_shape(X, 3, dilation=5)
+        ref = NystromFeatures(n_components=8, window=1, random_state=0, **MAP).fit(coded)
+        np.testing.assert_allclose(nf.anchors_, ref.anchors_)
+        for a, b in zip(out, ref.transform(coded)):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    layer = nf.to_module()
+    assert isinstance(layer, NystromLayer) and layer.dilation == 5
+    x, m = pack(X, dtype=torch.float32, device="cpu")
+    feats, mask = layer(x, m)
+    for b, ref in enumerate(out):
+        np.testing.assert_allclose(feats[b][mask[b]].detach().numpy(), ref, rtol=1e-4, atol=1e-5)
+
+
+def test_export_program_reads_dilated_kmers():
+    from skset.export import export_program, pad_sets
+
+    X = _series()
+    nf = NystromFeatures(n_components=8, window=3, dilation=4, random_state=0).fit(X)
+    batch = X[:5] + [X[5][:3]]  # a set shorter than the span (9)
+    x, m = pad_sets(batch, n_max=max(len(s) for s in batch) + 2)
+    feats, mask = export_program(nf).module()(torch.as_tensor(x), torch.as_tensor(m))
+    for i, ref in enumerate(nf.transform(batch)):
+        np.testing.assert_allclose(feats[i][mask[i]].detach().numpy(), ref, rtol=1e-4, atol=1e-5)
+
+
+def test_dilation_auto_is_one_with_an_explicit_window_and_warm_fits_keep_it():
+    X = _series()
+    y = np.arange(len(X)) % 2
+    assert NystromFeatures(n_components=8, window=3, random_state=0).fit(X, y).dilation_ == 1
+    nf = NystromFeatures(n_components=8, window=3, dilation=2, random_state=0).fit(X)
+    nf.partial_fit(X[:10])  # the same k-mers: continues
+    nf.set_params(dilation=3)
+    with pytest.raises(ValueError, match="dilation=2"):
+        nf.partial_fit(X[:10])
+    with pytest.raises(ValueError, match="dilation"):
+        NystromFeatures(dilation=0).fit(X)
+
+
+def test_the_rule_takes_a_dilated_pair_only_by_a_clear_margin(monkeypatch):
+    """Dilated pairs are scored after the widths, on the same sampled sets, only once a width is
+    taken; one replaces the width only when its paired t over the width's errors is above
+    ``MIN_T_DILATED`` (a t between ``MIN_T`` and it keeps the width), the best of those that do."""
+    from skset._stats import paired_t
+
+    X = [np.arange(200.0)[:, None] for _ in range(40)]
+    y = np.arange(40) % 2
+    widths = ms.window_candidates([200] * 40)
+    pairs = ms.dilated_candidates([200] * 40)
+    assert pairs == [p for p in ms.DILATED_CANDIDATES if (p[0] - 1) * p[1] + 1 <= 133]
+    rng = np.random.default_rng(0)
+    base = 1.0 + 0.1 * rng.normal(size=40)
+    width_err = base - 0.2 + 0.01 * rng.normal(size=40)  # 5-mers: far better than elements
+    noise = rng.normal(size=40)
+    noise = (noise - noise.mean()) / noise.std(ddof=1)
+
+    def with_t(t):  # errors whose paired t over width_err is exactly t
+        return width_err - t * 0.05 / np.sqrt(40) - 0.05 * noise
+
+    assert paired_t(width_err, with_t(2.5), flat=0.0) == pytest.approx(2.5)
+    worse = base + 0.1
+    kw = dict(kmer_coding="level_shape", fixed={}, n_components=16, eigenvalue_floor=1e-6,
+              default=MAP)
+
+    def chosen(dilated, dilate=True):
+        calls = iter([base, worse, width_err, worse, worse, *dilated])
+        monkeypatch.setattr(ms, "pooled_map_errors", lambda *a, **k: next(calls))
+        w, d, scores = ms.select_window(X, y, rng=np.random.RandomState(0), dilate=dilate, **kw)
+        return (w, d), [s[0] for s in scores]
+
+    rest = [worse] * (len(pairs) - 2)
+    got, scored = chosen([with_t(2.5), with_t(3.5), *rest])
+    assert got == pairs[1] and scored == widths + pairs
+    assert chosen([with_t(2.5), with_t(2.9), *rest])[0] == (5, 1)  # above MIN_T, not above 3
+    assert chosen([with_t(4.0), with_t(3.5), *rest])[0] == pairs[0]  # the lowest mean error
+    got, scored = chosen([], dilate=False)
+    assert got == (5, 1) and scored == widths
+
+
+def test_supervised_otk_reads_dilated_kmers_in_training_and_export():
+    """``OTKClassifier(window=3, dilation=4)``: the network's layer holds the dilation, the
+    exported program gives the estimator's decision values, sets shorter than the span
+    included."""
+    from skset import OTKClassifier
+    from skset.export import export_program, pad_sets
+
+    X = _series(30)
+    y = np.array([int(x[-1, 0] > x[0, 0]) for x in X])
+    clf = OTKClassifier(n_components=6, n_supports=2, window=3, dilation=4, max_iter=2,
+                        random_state=0, device="cpu").fit(X, y)
+    assert (clf.window_, clf.dilation_) == (3, 4)
+    assert clf.module_.element_map.dilation == 4 and clf.module_.dilation == 4
+    batch = X[:4] + [X[4][:5]]  # span 9: the last set has one k-mer
+    x, m = pad_sets(batch, n_max=max(len(s) for s in batch) + 2)
+    out = export_program(clf).module()(torch.as_tensor(x), torch.as_tensor(m))
+    np.testing.assert_allclose(out[0].detach().numpy(), clf.decision_function(batch), rtol=1e-4,
+                               atol=1e-5)
