@@ -6,6 +6,11 @@ estimator parameters given as JSON: one JSON line per data set and framing as ea
     python benchmarks/bench_trained_columns.py --model raw --label raw --out rows.jsonl
     python benchmarks/bench_trained_columns.py --table rows.jsonl     # the markdown table
 
+``--kmers auto``: in the ``set`` framing, the network reads the k-mers ``NystromFeatures``
+would read, width and dilation chosen from the training labels by its rule (``window_``,
+``dilation_`` of ``NystromFeatures(random_state=seed)``), coded as level + shape; sets where
+the rule keeps single elements are given as they are. ``--framings set`` runs that framing only.
+
 Framings as in ``bench_suite.py``: ``set`` (the elements as given) and, for the series and DNA
 sets, ``seq`` (k-mers of ``KINDS[name]["window"]``). Models: ``ds`` (``DeepSetsClassifier``),
 ``st`` (``SetTransformerClassifier``), ``raw`` (mean, and mean and max, of the raw elements +
@@ -30,8 +35,8 @@ from sklearn.pipeline import Pipeline  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
 from suite_data import KINDS, load  # noqa: E402
 
-from skset import DeepSetsClassifier, SetTransformerClassifier  # noqa: E402
-from skset._sets import kmer_windows  # noqa: E402
+from skset import DeepSetsClassifier, NystromFeatures, SetTransformerClassifier  # noqa: E402
+from skset._sets import kmer_level_shape, kmer_windows  # noqa: E402
 
 ROWS = ["ItalyPowerDemand", "GunPoint", "ArrowHead", "JapaneseVowels", "BasicMotions",
         "PickupGestureWiimoteZ", "MNISTBags50", "MNISTBags200", "MNISTBags500", "SpokenDigits",
@@ -108,6 +113,9 @@ def main():
     ap.add_argument("--datasets", nargs="*", default=ROWS)
     ap.add_argument("--seed", type=int, default=0, help="the networks' random_state")
     ap.add_argument("--out", help="JSON lines appended here")
+    ap.add_argument("--framings", nargs="*", default=["set", "seq"])
+    ap.add_argument("--kmers", choices=("given", "auto"), default="given",
+                    help="auto: the set framing read as the k-mers NystromFeatures' rule takes")
     args = ap.parse_args()
     if args.table:
         print(table(args.table))
@@ -119,15 +127,22 @@ def main():
     for name in args.datasets:
         X_tr0, X_te0, y_tr, y_te = load(name)
         w = KINDS[name]["window"]
-        for fr in (["set", "seq"] if w else ["set"]):
+        for fr in [f for f in (["set", "seq"] if w else ["set"]) if f in args.framings]:
             X_tr, X_te = ((kmer_windows(X_tr0, w), kmer_windows(X_te0, w)) if fr == "seq"
                           else (X_tr0, X_te0))
             t = time.perf_counter()
+            kmers = None
+            if fr == "set" and args.kmers == "auto":
+                ny = NystromFeatures(random_state=args.seed).fit(X_tr, y_tr)
+                kmers = [int(ny.window_), int(ny.dilation_)]
+                if ny.window_ > 1:
+                    X_tr, X_te = (kmer_level_shape(X, ny.window_, dilation=ny.dilation_)
+                                  for X in (X_tr, X_te))
             for row, value, n_iter in fit_rows(args.model, params, name, X_tr, X_te, y_tr, y_te,
                                                args.seed):
                 rec = dict(dataset=name, framing=fr, row=row, variant=args.label, params=params,
                            seed=args.seed, score=value, n_iter=n_iter,
-                           time_s=time.perf_counter() - t)
+                           time_s=time.perf_counter() - t, kmers=kmers)
                 print(json.dumps(rec), flush=True)
                 with open(args.out, "a") as f:
                     f.write(json.dumps(rec) + "\n")

@@ -48,11 +48,14 @@ def set_sinkhorn(otk, method: str, n_iter: int | None) -> None:
 
 
 class NetworkServing(nn.Module):
-    """Standardisation, set network, head and output transform of a set-to-target estimator."""
+    """k-mers (``front``), standardisation, set network, head and output transform of a
+    set-to-target estimator."""
 
     def __init__(self, net: nn.Module, head: nn.Module, mean, scale, *, classifier: bool,
-                 y_mean=None, y_scale=None, squeeze: bool = False, multilabel: bool = False):
+                 y_mean=None, y_scale=None, squeeze: bool = False, multilabel: bool = False,
+                 front: nn.Module | None = None):
         super().__init__()
+        self.front = front
         self.net = net
         self.head = head
         self.classifier = bool(classifier)
@@ -69,6 +72,8 @@ class NetworkServing(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor):
         x = _zero_padding(x, mask)
+        if self.front is not None:  # the set networks' k-mers
+            x, mask = self.front(x, mask)
         if self.standardize:
             x = (x - self.mean) / self.scale
         z = self.net.embed(x, mask)
@@ -107,8 +112,10 @@ class OTKEmbeddingServing(nn.Module):
 
 def network_serving(estimator, net, head, mean, scale) -> NetworkServing:
     """The :class:`NetworkServing` of a fitted classifier or regressor."""
+    front = getattr(estimator, "_serving_front", lambda: None)()
     if hasattr(estimator, "classes_"):
-        return NetworkServing(net, head, mean, scale, classifier=True,
+        return NetworkServing(net, head, mean, scale, classifier=True, front=front,
                               multilabel=getattr(estimator, "_multilabel", False))
     return NetworkServing(net, head, mean, scale, classifier=False, y_mean=estimator.y_mean_,
-                           y_scale=estimator.y_scale_, squeeze=estimator._y_ndim == 1)
+                           y_scale=estimator.y_scale_, squeeze=estimator._y_ndim == 1,
+                           front=front)

@@ -264,12 +264,14 @@ class SetNetworkEstimator(BaseNeuralEstimator):
         is in ``module_``."""
         raise NotImplementedError
 
-    def _prepare_sets(self, sets: list, fitting: bool, sample_weight=None) -> list:
+    def _prepare_sets(self, sets: list, fitting: bool, sample_weight=None, y=None,
+                      seed: int = 0) -> list:
         """The sets the network sees, from the checked input sets (default: unchanged).
 
         ``fitting`` is True in a ``fit`` that is not a warm start (fit preprocessing state then,
         weighting each set by ``sample_weight``, float64 ``(n_sets,)`` or None, e.g. with
-        :func:`skset._weighting.weighted_mean_std`).
+        :func:`skset._weighting.weighted_mean_std`, from the targets ``y`` as given and the
+        fit's ``seed``).
         """
         return sets
 
@@ -375,7 +377,7 @@ n_labels) multi-label indicators for classifiers)
                              f"fitted on {self.n_features_in_} features ({how}).")
         sw = check_sample_weight(sample_weight, len(coll.sets), type(self).__name__, "sets")
         side = self._check_side_data(side, coll.sets)
-        sets = self._prepare_sets(coll.sets, fitting=not warm, sample_weight=sw)
+        sets = self._prepare_sets(coll.sets, fitting=not warm, sample_weight=sw, y=y, seed=seed)
         targets, n_outputs = self._encode_targets(y, len(sets), first_fit=not warm,
                                                   sample_weight=sw, classes=classes)
         n = len(sets)

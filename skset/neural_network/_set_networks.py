@@ -18,6 +18,7 @@ from ..nn.deep_sets import DeepSets
 from ._base import SetNetworkEstimator, TrainingSetup, compose_doc
 from ._callbacks import LowestLossCheckpoint
 from ._multilabel import CLASS_WEIGHT_DOC, MULTILABEL_DOC, with_class_weight
+from ._network_kmers import KMER_DOC, KMER_PARAMS, NetworkKmers, choose_kmers, read_kmers
 from ._pooled_skip import POOLED_SKIP_DOC, fit_pooled_skip
 from ._tasks import SetClassifierMixin, SetRegressorMixin
 from ._training import TRAINING_PARAMS
@@ -35,14 +36,14 @@ _AUTO_BATCH, _AUTO_STEPS = 64, 8
 _AUTO_PATIENCE, _AUTO_PATIENCE_STEPS = 10, 160
 
 
-class _BaseSetNetwork(SetNetworkEstimator):
+class _BaseSetNetwork(NetworkKmers, SetNetworkEstimator):
     """Set Transformer and Deep Sets: a network built from the parameters alone."""
 
     # models saved before the input standardisation did not standardise, before the pooled skip
     # had none
-    _legacy_params = {"standardize": False, "pooled_skip": False}
+    _legacy_params = {"standardize": False, "pooled_skip": False, "window": 1, "dilation": 1}
 
-    def _prepare_sets(self, sets, fitting, sample_weight=None):
+    def _prepare_sets(self, sets, fitting, sample_weight=None, y=None, seed=0):
         """Standardise the element features with the training elements' mean and std (each
         element weighted by its set's ``sample_weight``: a set of weight 2 counts as two copies).
 
@@ -53,6 +54,9 @@ class _BaseSetNetwork(SetNetworkEstimator):
         counting of digits (BENCHMARKS.md, st_tasks): the post-norm Set Transformer sat at the
         class prior on raw [0, 1] pixels and learns from the second epoch on standardised ones.
         """
+        if fitting:  # the k-mers first (skset/neural_network/_network_kmers.py)
+            self.window_, self.dilation_ = choose_kmers(self, sets, y, seed)
+        sets = read_kmers(sets, *self._kmers)
         if fitting:
             if self.standardize and sets:
                 E = np.concatenate(sets)
@@ -90,7 +94,7 @@ class _BaseSetNetwork(SetNetworkEstimator):
     def _init_module(self, data, n_outputs, seed, rng):
         self._n_features_out = self._embed_dim()
         self.pooled_skip_ = bool(self.pooled_skip)
-        module = self._seeded(seed, lambda: self._build_module(self.n_features_in_, n_outputs))
+        module = self._seeded(seed, lambda: self._build_module(self._in_features, n_outputs))
         if module.skip is not None:
             module = module.to(device=self.device_, dtype=self.dtype_)
             fit_pooled_skip(self, module, data)
@@ -102,7 +106,7 @@ class _BaseSetNetwork(SetNetworkEstimator):
         return bool(getattr(self, "pooled_skip_", False))
 
     def _untrained_module(self):
-        return self._build_module(self.n_features_in_, self._n_outputs_fitted)
+        return self._build_module(self._in_features, self._n_outputs_fitted)
 
 
 _ALPHA_DOC = """
@@ -160,6 +164,9 @@ _TRAINING_DOC = """
         The trained network.
     pooled_skip_ : bool
         Whether the network has the pooled skip (``pooled_skip`` of the fit that built it).
+    window_, dilation_ : int
+        The k-mers the network reads: ``window`` and ``dilation``, or those chosen for
+        ``"auto"`` (1 and 1: single elements).
     n_features_in_ : int
         Features per element.
     mean_, scale_ : ndarray of shape ``(n_features_in_,)``
@@ -241,6 +248,7 @@ class _SetTransformerBase(_BaseSetNetwork):
         "decoder": ["mlp", "sab"],
         "standardize": [Boolean()],
         "pooled_skip": [Boolean()],
+        **KMER_PARAMS,
         **TRAINING_PARAMS,
         **_AUTO_PARAMS,
     }
@@ -348,7 +356,7 @@ _ST_DOC = """
         Standardise each element feature by its mean and standard deviation over all training
         elements (``mean_``, ``scale_``), as ``NystromFeatures`` does; ``False`` feeds the raw
         features.
-""" + POOLED_SKIP_DOC
+""" + POOLED_SKIP_DOC + KMER_DOC
 
 _ST_REFS = """
     See Also
@@ -399,7 +407,8 @@ class SetTransformerClassifier(SetClassifierMixin, _SetTransformerBase):
 
     def __init__(self, hidden_size=64, n_layers=2, n_heads=4, *, n_inducing=16, n_seeds=1,
                  norm="layer", residual="original", point_init="xavier", decoder="mlp",
-                 standardize=True, pooled_skip=False, optimizer="adam", learning_rate_init=1e-3,
+                 standardize=True, pooled_skip=False, window="auto", dilation="auto",
+                 optimizer="adam", learning_rate_init=1e-3,
                  alpha=0.0, class_weight=None, batch_size=64, max_elements=131_072, max_iter=200,
                  tol=1e-4, early_stopping=False, validation_fraction=0.1, n_iter_no_change="auto",
                  warm_start=False, verbose=0, device="auto", dtype="float32", random_state=None):
@@ -414,6 +423,8 @@ class SetTransformerClassifier(SetClassifierMixin, _SetTransformerBase):
         self.decoder = decoder
         self.standardize = standardize
         self.pooled_skip = pooled_skip
+        self.window = window
+        self.dilation = dilation
         self.optimizer = optimizer
         self.learning_rate_init = learning_rate_init
         self.alpha = alpha
@@ -455,7 +466,8 @@ class SetTransformerRegressor(SetRegressorMixin, _SetTransformerBase):
 
     def __init__(self, hidden_size=64, n_layers=2, n_heads=4, *, n_inducing=16, n_seeds=1,
                  norm="layer", residual="original", point_init="xavier", decoder="mlp",
-                 standardize=True, pooled_skip=False, optimizer="adam", learning_rate_init=1e-3,
+                 standardize=True, pooled_skip=False, window="auto", dilation="auto",
+                 optimizer="adam", learning_rate_init=1e-3,
                  alpha=0.0, batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4,
                  early_stopping="auto", validation_fraction=0.1, n_iter_no_change=10,
                  warm_start=False, verbose=0, device="auto", dtype="float32", random_state=None):
@@ -470,6 +482,8 @@ class SetTransformerRegressor(SetRegressorMixin, _SetTransformerBase):
         self.decoder = decoder
         self.standardize = standardize
         self.pooled_skip = pooled_skip
+        self.window = window
+        self.dilation = dilation
         self.optimizer = optimizer
         self.learning_rate_init = learning_rate_init
         self.alpha = alpha
@@ -496,6 +510,7 @@ class _DeepSetsBase(_BaseSetNetwork):
         "residual": [None, "original", "clean"],
         "standardize": [Boolean()],
         "pooled_skip": [Boolean()],
+        **KMER_PARAMS,
         **TRAINING_PARAMS,
         **_AUTO_PARAMS,
     }
@@ -529,7 +544,7 @@ _DS_DOC = """
         Standardise each element feature by its mean and standard deviation over all training
         elements (``mean_``, ``scale_``), as ``NystromFeatures`` does; ``False`` feeds the raw
         features.
-""" + POOLED_SKIP_DOC
+""" + POOLED_SKIP_DOC + KMER_DOC
 
 _DS_REFS = """
     See Also
@@ -583,7 +598,8 @@ class DeepSetsClassifier(SetClassifierMixin, _DeepSetsBase):
     )
 
     def __init__(self, hidden_size=64, n_layers=2, *, pooling="sum", norm=None, residual=None,
-                 standardize=True, pooled_skip=False, optimizer="adam", learning_rate_init=1e-3,
+                 standardize=True, pooled_skip=False, window="auto", dilation="auto",
+                 optimizer="adam", learning_rate_init=1e-3,
                  alpha=0.0, class_weight=None, batch_size=64, max_elements=131_072, max_iter=200,
                  tol=1e-4, early_stopping=False, validation_fraction=0.1, n_iter_no_change="auto",
                  warm_start=False, verbose=0, device="auto", dtype="float32", random_state=None):
@@ -594,6 +610,8 @@ class DeepSetsClassifier(SetClassifierMixin, _DeepSetsBase):
         self.residual = residual
         self.standardize = standardize
         self.pooled_skip = pooled_skip
+        self.window = window
+        self.dilation = dilation
         self.optimizer = optimizer
         self.learning_rate_init = learning_rate_init
         self.alpha = alpha
@@ -634,7 +652,8 @@ class DeepSetsRegressor(SetRegressorMixin, _DeepSetsBase):
                               "early_stopping": ["auto", Boolean()]}
 
     def __init__(self, hidden_size=64, n_layers=2, *, pooling="sum", norm=None, residual=None,
-                 standardize=True, pooled_skip=False, optimizer="adam", learning_rate_init=1e-3,
+                 standardize=True, pooled_skip=False, window="auto", dilation="auto",
+                 optimizer="adam", learning_rate_init=1e-3,
                  alpha=0.0, batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4,
                  early_stopping="auto", validation_fraction=0.1, n_iter_no_change=10,
                  warm_start=False, verbose=0, device="auto", dtype="float32", random_state=None):
@@ -645,6 +664,8 @@ class DeepSetsRegressor(SetRegressorMixin, _DeepSetsBase):
         self.residual = residual
         self.standardize = standardize
         self.pooled_skip = pooled_skip
+        self.window = window
+        self.dilation = dilation
         self.optimizer = optimizer
         self.learning_rate_init = learning_rate_init
         self.alpha = alpha

@@ -183,21 +183,22 @@ def kmer_unfold(x: torch.Tensor, mask: torch.Tensor, window: int, dilation: int 
     if window == 1:
         return x, mask
     B, n, d = x.shape
-    if dilation > 1:
-        span = (window - 1) * dilation + 1
-        m = n - span + 1 if n >= span else 1
-        last = (mask.sum(1, keepdim=True) - 1).clamp_min(0)  # (B, 1)
-        steps = (torch.arange(m, device=x.device)[:, None]
-                 + dilation * torch.arange(window, device=x.device)[None, :])  # (m, window)
-        index = torch.minimum(steps.reshape(1, -1), last)  # (B, m * window)
-        xw = x.gather(1, index.unsqueeze(-1).expand(B, m * window, d)).reshape(B, m, window * d)
-        real = torch.arange(m, device=x.device)[None, :] < (last + 2 - span).clamp_min(1)
-        return xw, real & mask[:, :1]
-    if n < window:
+    if dilation == 1 and n < window:
         raise ValueError(f"sequences of padded length {n} are shorter than the k-mer window {window}")
-    xw = x.unfold(1, window, 1)  # (B, n-w+1, d, w)
-    xw = xw.transpose(2, 3).reshape(B, n - window + 1, window * d)
-    return xw, mask[:, window - 1 :]
+    span = (window - 1) * dilation + 1
+    m = n - span + 1 if n >= span else 1
+    steps = (torch.arange(m, device=x.device)[:, None]
+             + dilation * torch.arange(window, device=x.device)[None, :]).reshape(1, -1)
+    if dilation > 1:  # clipped at each set's last element
+        last = (mask.sum(1, keepdim=True) - 1).clamp_min(0)  # (B, 1)
+        index = torch.minimum(steps, last)  # (B, m * window)
+        real = torch.arange(m, device=x.device)[None, :] < (last + 2 - span).clamp_min(1)
+        real = real & mask[:, :1]
+    else:
+        index, real = steps.expand(B, -1), mask[:, window - 1:]
+    # one gather (not Tensor.unfold, whose export guards the length of univariate sequences)
+    xw = x.gather(1, index.unsqueeze(-1).expand(B, m * window, d)).reshape(B, m, window * d)
+    return xw, real
 
 
 def kmer_mass(weights: torch.Tensor, window: int, dilation: int = 1,

@@ -1,0 +1,112 @@
+"""k-mers for the Set Transformer and Deep Sets: ``window`` and ``dilation`` chosen in ``fit``
+from the labels by :class:`skset.NystromFeatures`' rule (:func:`skset._map_selection.
+select_window`), the sets read as their k-mers coded as level + shape, and the same step on
+padded tensors for export (:class:`KmerFront`).
+
+Why the networks read k-mers: a series handed over as a set of its time points loses its order
+in a permutation-invariant network; on the suite's univariate series given that way, both
+networks sat near the class prior or far under raw pooling (ItalyPowerDemand, GunPoint,
+ArrowHead; ``benchmarks/results/trained_vs_pooling.md``), while the k-mers the rule takes read
+them at 80-98.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .._map_selection import DEFAULT_CHOICE, select_window
+from .._sets import kmer_level_shape
+from .._validation import POSITIVE_INT
+from ..nn.nystrom import DEFAULT_EIGENVALUE_FLOOR, DEFAULT_N_COMPONENTS, kmer_unfold
+from ..nn.nystrom import kmer_level_shape as coded_tensor
+
+__all__ = ["KMER_DOC", "KMER_PARAMS", "KmerFront", "NetworkKmers", "choose_kmers", "read_kmers"]
+
+KMER_PARAMS = {"window": ["auto", POSITIVE_INT], "dilation": ["auto", POSITIVE_INT]}
+
+KMER_DOC = """    window : int or "auto", default="auto"
+        k-mer width: each (ordered) set is read as its k-mers, ``window`` elements (``dilation``
+        apart) coded as level + shape (their deviations from their mean, then the mean; as
+        :class:`skset.NystromFeatures` codes them), so a set of ``n`` elements of ``d`` features
+        becomes ``n - window + 1`` elements of ``(window + 1) * d``. ``"auto"``: chosen in
+        ``fit`` from single-output labels by :class:`skset.NystromFeatures`' rule (1, single
+        elements, unless k-mers predict the labels better by more than noise; ``window_``).
+        ``window=1`` keeps a set's output independent of its rows' order.
+    dilation : int or "auto", default="auto"
+        Steps between a k-mer's elements (a set shorter than the span ``(window - 1) *
+        dilation + 1`` has one k-mer, its last element repeated). ``"auto"``: with
+        ``window="auto"``, chosen with the width (a dilated pair only by a clear margin;
+        ``dilation_``), else 1.
+"""
+
+
+def choose_kmers(est, sets, y, seed: int) -> tuple[int, int]:
+    """``(window, dilation)`` of ``est`` for the checked training ``sets`` and targets ``y``:
+    explicit values kept; ``"auto"`` by :func:`skset._map_selection.select_window` with the
+    default element map (from its own random stream), 1 without single-output labels."""
+    window = 1 if est.window == "auto" else int(est.window)
+    dilation = 1 if est.dilation == "auto" else int(est.dilation)
+    y = None if y is None else np.asarray(y)
+    if est.window != "auto" or y is None or y.ndim != 1 or len(y) != len(sets):
+        return window, dilation
+    auto = {k: "auto" for k in DEFAULT_CHOICE}
+    w, d, _ = select_window(sets, y, kmer_coding="level_shape", fixed=auto, default=DEFAULT_CHOICE,
+                            n_components=DEFAULT_N_COMPONENTS,
+                            eigenvalue_floor=DEFAULT_EIGENVALUE_FLOOR,
+                            rng=np.random.RandomState((seed + 2) % 2**32),
+                            dilate=est.dilation == "auto")
+    return int(w), int(d) if est.dilation == "auto" else dilation
+
+
+def read_kmers(sets: list, window: int, dilation: int) -> list:
+    """The sets as their level + shape coded k-mers (unchanged with ``window=1``)."""
+    if window <= 1:
+        return sets
+    return [k.astype(s.dtype, copy=False) for k, s in
+            zip(kmer_level_shape(sets, window, dilation=dilation), sets)]
+
+
+class KmerFront(torch.nn.Module):
+    """:func:`read_kmers` on padded sets: ``(x (B, n, d), mask)`` -> the coded k-mers
+    ``(B, m, (window + 1) * d)`` and their mask (the front of an exported network)."""
+
+    def __init__(self, window: int, dilation: int):
+        super().__init__()
+        self.window, self.dilation = int(window), int(dilation)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor):
+        x, mask = kmer_unfold(x, mask, self.window, self.dilation)
+        return coded_tensor(x, self.window), mask
+
+
+class NetworkKmers:
+    """The k-mers a set network reads (a mixin of the Set Transformer and Deep Sets estimators):
+    its fitted ``window_`` and ``dilation_``, the fewest elements a set may have, the network's
+    input width, and the front of its exported module."""
+
+    @property
+    def _kmers(self) -> tuple[int, int]:
+        """The fitted ``(window_, dilation_)`` (models saved before k-mers: ``(1, 1)``)."""
+        return int(getattr(self, "window_", 1)), int(getattr(self, "dilation_", 1))
+
+    @property
+    def _min_elements(self) -> int:
+        w, d = self._kmers
+        return w if d == 1 else 1
+
+    @property
+    def _in_features(self) -> int:
+        """The network's input width: ``n_features_in_``, or that of coded k-mers."""
+        w = self._kmers[0]
+        return self.n_features_in_ * (w + 1 if w > 1 else 1)
+
+    def _start_fit(self, warm: bool):
+        if not warm:  # a fresh fit chooses its k-mers again (and checks the sets without them)
+            self.__dict__.pop("window_", None)
+            self.__dict__.pop("dilation_", None)
+        return super()._start_fit(warm)
+
+    def _serving_front(self):
+        w, d = self._kmers
+        return KmerFront(w, d) if w > 1 else None
