@@ -1,6 +1,7 @@
-"""The Set Transformer and Deep Sets read k-mers (``window``, ``dilation``): chosen from the labels
-by NystromFeatures' rule where order matters, single elements on unordered bags, explicit values
-kept; the exported module reads the same k-mers."""
+"""The Set Transformer and Deep Sets read k-mers (``window``, ``dilation``): with
+``window="auto"`` chosen from the labels by NystromFeatures' rule where order matters, single
+elements on unordered bags, explicit values kept (the default: single elements); the exported
+module reads the same k-mers."""
 
 import numpy as np
 import pytest
@@ -41,13 +42,14 @@ def _bags(n=60, seed=0):
 def test_order_takes_kmers_and_bags_keep_elements(cls):
     X, y = _ramps()
     Xt, yt = _ramps(seed=1)
-    est = cls(**SMALL).fit(X, y)
+    assert (cls().window, cls(**SMALL).fit(X, y).window_) == (1, 1)  # the default
+    est = cls(window="auto", **SMALL).fit(X, y)
     assert est.window_ > 1 and est.dilation_ == 1
     assert est.module_ is not None and est.score(Xt, yt) >= 0.9
     single = cls(window=1, **SMALL).fit(X, y)
     assert single.score(Xt, yt) < 0.75  # the same values in another order
     B, yb = _bags()
-    bag = cls(**SMALL).fit(B, yb)
+    bag = cls(window="auto", **SMALL).fit(B, yb)
     assert (bag.window_, bag.dilation_) == (1, 1)
     # a bag fit keeps single elements: exactly the fit with window=1
     np.testing.assert_allclose(bag.predict_proba(B), cls(window=1, **SMALL).fit(B, yb)
@@ -57,16 +59,16 @@ def test_order_takes_kmers_and_bags_keep_elements(cls):
 def test_the_choice_is_nystrom_features_rule_and_explicit_values_are_kept():
     X, y = _ramps()
     X = [x.astype(np.float32) for x in X]  # as both estimators compute
-    est = SetTransformerClassifier(random_state=0)
+    est = SetTransformerClassifier(window="auto", random_state=0)
     seed, _ = est._start_fit(False)
     w, d = choose_kmers(est, X, y, seed)
     assert w in (3, 5, 10, 20) and d == 1
     # NystromFeatures' rule, from the same random_state: the same width
     assert NystromFeatures(random_state=0).fit(X, y).window_ == w
     assert choose_kmers(SetTransformerClassifier(window=4, dilation=2), X, y, seed) == (4, 2)
-    assert choose_kmers(SetTransformerClassifier(), X, None, seed) == (1, 1)
+    assert choose_kmers(SetTransformerClassifier(window="auto"), X, None, seed) == (1, 1)
     Y = np.column_stack([y, 1 - y])  # multi-label: nothing chosen
-    assert choose_kmers(SetTransformerClassifier(), X, Y, seed) == (1, 1)
+    assert choose_kmers(SetTransformerClassifier(window="auto"), X, Y, seed) == (1, 1)
     coded = read_kmers(X, 3, 2)
     np.testing.assert_allclose(coded[0], kmer_level_shape(X[:1], 3, dilation=2)[0])
 
@@ -90,7 +92,7 @@ def test_explicit_dilated_kmers_fit_predict_and_export(cls):
 
 def test_a_fresh_fit_chooses_again():
     X, y = _ramps()
-    est = DeepSetsClassifier(**SMALL).fit(X, y)
+    est = DeepSetsClassifier(window="auto", **SMALL).fit(X, y)
     assert est.window_ > 1
     B, yb = _bags()
     short = [b[:2] for b in B]  # shorter than the first fit's window: a fresh fit checks them
