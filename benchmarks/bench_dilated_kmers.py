@@ -53,22 +53,9 @@ import torch  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 
 from skset import NystromFeatures, OTKEmbedding  # noqa: E402
-from skset._sets import code_kmers  # noqa: E402
+from skset._sets import kmer_level_shape  # noqa: E402
 
 CONFIGS = ["10:1", "10:8", "5:16", "10:1,2,4,8"]
-
-
-def dilated_kmers(sets, k, d):
-    """The level + shape k-mers of ``k`` steps ``d`` apart of each set (a set shorter than the
-    span padded by repeating its last step), one gather per set."""
-    span = (k - 1) * d + 1
-    out = []
-    for x in sets:
-        if len(x) < span:
-            x = np.concatenate([x, np.repeat(x[-1:], span - len(x), axis=0)])
-        starts = np.arange(len(x) - span + 1)
-        out.append(code_kmers(x[starts[:, None] + d * np.arange(k)], "level_shape"))
-    return out
 
 
 def proxy(name, extra, seed):
@@ -76,27 +63,21 @@ def proxy(name, extra, seed):
     import skset._map_selection as ms
 
     X_tr, _, y_tr, _ = suite_data.load(name)
-    ny = NystromFeatures(random_state=seed).fit(X_tr, y_tr)  # the map the rule scores with
+    # the map the rule scores with, and the width it takes among contiguous k-mers
+    ny = NystromFeatures(random_state=seed, dilation=1).fit(X_tr, y_tr)
     choice = {"standardize": ny.standardize_, "normalize": ny.normalize_,
               "keep_norm": ny.keep_norm_, "bandwidth": ny.relative_bandwidth_}
     sampler, widths = ms._sampled_rows, ms.window_candidates
 
-    def sampled(sets, rng, per_set=ms.MAX_PER_SET, window=1, coding="plain"):
+    def sampled(sets, rng, per_set=ms.MAX_PER_SET, window=1, coding="plain", dilation=1):
         if not isinstance(window, tuple):
-            return sampler(sets, rng, per_set, window, coding)
-        k, d = window
-        rows = []
-        for x in dilated_kmers(sets, k, d):
-            rows.append(x if len(x) <= per_set else x[rng.choice(len(x), per_set, replace=False)])
-        counts = np.array([len(r) for r in rows])
-        owner = torch.as_tensor(np.repeat(np.arange(len(rows)), counts))
-        return (np.concatenate(rows).astype(np.float64), owner,
-                torch.as_tensor(1.0 / counts, dtype=torch.float64)[:, None])
+            return sampler(sets, rng, per_set, window, coding, dilation)
+        return sampler(sets, rng, per_set, window[0], coding, window[1])
 
     ms._sampled_rows = sampled
     ms.window_candidates = lambda lengths: widths(lengths) + list(extra)
     try:
-        taken, scores = ms.select_window(X_tr, y_tr, kmer_coding="level_shape", fixed=choice,
+        taken, _, scores = ms.select_window(X_tr, y_tr, kmer_coding="level_shape", fixed=choice,
                                          default=choice, n_components=ny.n_components,
                                          eigenvalue_floor=ny.eigenvalue_floor,
                                          rng=np.random.RandomState(seed))
@@ -149,7 +130,7 @@ def run(name, config, seed):
     t = time.perf_counter()
     F_tr, F_te, positions = [], [], []
     for d in dils:
-        A, B = dilated_kmers(X_tr, k, d), dilated_kmers(X_te, k, d)
+        A, B = (kmer_level_shape(X, k, dilation=d) if k > 1 else X for X in (X_tr, X_te))
         ny = NystromFeatures(window=1, random_state=seed).fit(A, y_tr)
         A, B = ny.transform(A), ny.transform(B)
         otk = OTKEmbedding(random_state=seed).fit(A, y_tr)

@@ -13,12 +13,13 @@ import numpy as np
 
 from ._sets import kmer_dilation, kmer_level_shape, kmer_width
 
-__all__ = ["KmerInputs"]
+__all__ = ["KmerInputs", "KmerWidth"]
 
 
-class KmerInputs:
-    """The k-mer reading of an estimator with ``window``, ``dilation`` and ``kmer_coding``
-    parameters (their fitted ``window_`` and ``dilation_`` once fitted)."""
+class KmerWidth:
+    """The k-mer width and dilation an estimator with ``window`` and ``dilation`` parameters
+    reads (its fitted ``window_`` and ``dilation_`` once fitted), and the fewest elements a set
+    may then have (:class:`skset.NystromFeatures`, the supervised OTK models)."""
 
     @property
     def _width(self) -> int:
@@ -32,6 +33,11 @@ class KmerInputs:
     def _min_elements(self) -> int:
         """The fewest elements a set may have: the window for contiguous k-mers, else 1."""
         return self._width if self._dilation == 1 else 1
+
+
+class KmerInputs(KmerWidth):
+    """The k-mer reading of :class:`skset.NystromFeatures` (``window``, ``dilation`` and
+    ``kmer_coding``): the rows its map sees and the check of a later ``partial_fit``."""
 
     @property
     def _coded(self) -> bool:

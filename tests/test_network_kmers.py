@@ -6,6 +6,8 @@ module reads the same k-mers."""
 import numpy as np
 import pytest
 import torch
+from test_window_auto import _bag_task as _bags  # bags of i.i.d. elements: order carries nothing
+from test_window_auto import _order_task as _ramps  # rising / falling ramps: order is the class
 
 from skset import (
     DeepSetsClassifier,
@@ -19,23 +21,6 @@ from skset.neural_network._network_kmers import choose_kmers, read_kmers
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 SMALL = dict(hidden_size=16, n_layers=1, max_iter=15, random_state=0, device="cpu")
-
-
-def _ramps(n=60, length=40, seed=0):
-    """Rising and falling ramps with a random level: single time points cannot tell them apart
-    (the same values in another order), short k-mers can."""
-    rng = np.random.default_rng(seed)
-    y = np.arange(n) % 2
-    t = np.linspace(-1.0, 1.0, length)
-    X = [((t if c else -t) + rng.uniform(-1, 1) + 0.05 * rng.normal(size=length))[:, None]
-         for c in y]
-    return X, y
-
-
-def _bags(n=60, seed=0):
-    rng = np.random.default_rng(seed)
-    y = np.arange(n) % 2
-    return [rng.normal(loc=0.8 * c, size=(int(rng.integers(30, 50)), 3)) for c in y], y
 
 
 @pytest.mark.parametrize("cls", [SetTransformerClassifier, DeepSetsClassifier])

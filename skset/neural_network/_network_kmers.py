@@ -52,8 +52,7 @@ def choose_kmers(est, sets, y, seed: int) -> tuple[int, int]:
     y = None if y is None else np.asarray(y)
     if est.window != "auto" or y is None or y.ndim != 1 or len(y) != len(sets):
         return window, dilation
-    auto = {k: "auto" for k in DEFAULT_CHOICE}
-    w, d, _ = select_window(sets, y, kmer_coding="level_shape", fixed=auto, default=DEFAULT_CHOICE,
+    w, d, _ = select_window(sets, y, kmer_coding="level_shape", fixed={}, default=DEFAULT_CHOICE,
                             n_components=DEFAULT_N_COMPONENTS,
                             eigenvalue_floor=DEFAULT_EIGENVALUE_FLOOR,
                             rng=np.random.RandomState((seed + 2) % 2**32),
@@ -63,10 +62,7 @@ def choose_kmers(est, sets, y, seed: int) -> tuple[int, int]:
 
 def read_kmers(sets: list, window: int, dilation: int) -> list:
     """The sets as their level + shape coded k-mers (unchanged with ``window=1``)."""
-    if window <= 1:
-        return sets
-    return [k.astype(s.dtype, copy=False) for k, s in
-            zip(kmer_level_shape(sets, window, dilation=dilation), sets)]
+    return sets if window <= 1 else kmer_level_shape(sets, window, dilation=dilation)
 
 
 class KmerFront(torch.nn.Module):

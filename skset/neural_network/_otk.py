@@ -19,8 +19,9 @@ from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils.validation import check_is_fitted
 
 from .._config import get_config
+from .._kmer_inputs import KmerWidth
 from .._map_selection import DEFAULT_CHOICE
-from .._sets import kmer_dilation, kmer_width, kmer_windows, pack_weights
+from .._sets import kmer_windows, pack_weights
 from .._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, Boolean, Integer
 from .._weighting import element_masses, kmer_weights
 from ..embedding import OTKEmbedding
@@ -148,7 +149,7 @@ class _OTKNetwork(torch.nn.Module):
         return self.head(self.embed(x, mask, weights))
 
 
-class _BaseSupervisedOTK(SetNetworkEstimator):
+class _BaseSupervisedOTK(KmerWidth, SetNetworkEstimator):
     _parameter_constraints = {
         "n_components": [Integer(0), None],
         "bandwidth": ["auto", POSITIVE],
@@ -177,18 +178,6 @@ class _BaseSupervisedOTK(SetNetworkEstimator):
     _legacy_params = {"reg_m": None, "kmer_coding": "plain", "dilation": 1}
     # whether the "auto" map may start from the pipeline's choice (_otk_start; the classifier)
     _chooses_start = False
-
-    @property
-    def _min_elements(self) -> int:
-        return self._width if self._dilation == 1 else 1
-
-    @property
-    def _width(self) -> int:
-        return kmer_width(self)
-
-    @property
-    def _dilation(self) -> int:
-        return kmer_dilation(self) if self._width > 1 else 1
 
     def _start_fit(self, warm: bool):
         if not warm:  # "auto" is chosen again by a fresh fit
