@@ -48,6 +48,9 @@ FUZZ = settings(
 NN = dict(hidden_size=8, n_layers=1, max_iter=1, batch_size=8, random_state=0)
 FACTORIES = {
     "NystromFeatures": lambda: NystromFeatures(n_components=4, random_state=0),
+    # dilated k-mers: sets of any size, shorter than the span (3) included, have one k-mer
+    "NystromFeatures-dilated": lambda: NystromFeatures(n_components=4, window=2, dilation=2,
+                                                       random_state=0),
     # a lower Sinkhorn cap than the default 3000: epsilon is fuzzed down to 1e-3 on raw data of any
     # scale, where the log domain would run the whole cap on every example (robustness is what is
     # fuzzed here; convergence is tested in test_embedding.py)
@@ -59,6 +62,9 @@ FACTORIES = {
         n_heads=2, n_inducing=None, norm="set", residual="clean", n_iter_no_change="auto", **NN),
     # the "auto" batch size and patience (n_iter_no_change="auto" is this one's default)
     "DeepSetsClassifier": lambda: DeepSetsClassifier(pooling="max", **{**NN, "batch_size": "auto"}),
+    # a set network reading dilated k-mers
+    "SetTransformerClassifier-kmers": lambda: SetTransformerClassifier(
+        n_heads=2, n_inducing=2, window=2, dilation=2, **NN),
     # the pooled skip (its first fit on the pooled elements) and the coded k-mers as options
     "DeepSetsRegressor": lambda: DeepSetsRegressor(norm="set", residual="clean", pooled_skip=True,
                                                    **NN),
