@@ -156,8 +156,10 @@ def part_c(n_seq, max_steps, threads):
     lengths = rng.integers(100, 1001, size=n_seq)
     X = [np.eye(4, dtype=np.float32)[rng.integers(4, size=n)] for n in lengths]
     y = rng.integers(0, 2, size=n_seq)
+    # the map the naive model writes out: plain 10-mers on the sphere, their norm kept (explicit:
+    # with "auto" the fit may choose another map, and the two models would compute different things)
     kw = dict(n_components=128, window=10, kmer_coding="plain", position_sigma=None,
-              n_supports=64, n_references=1, epsilon=0.5,
+              normalize=True, keep_norm=True, n_supports=64, n_references=1, epsilon=0.5,
               sinkhorn_iter=10, batch_size=64, solver="adam", learning_rate="constant",
               random_state=0, device="cpu", warm_start=True)
     # initialise on a subset (the unsupervised fit is not what we time), then time epochs
