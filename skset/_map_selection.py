@@ -419,9 +419,75 @@ def dilated_candidates(lengths) -> list[tuple[int, int]]:
     return [(k, d) for k, d in DILATED_CANDIDATES if kmer_span(k, d) <= room]
 
 
+#: shuffled copies of each sampled set whose k-mers the order test scores
+ORDER_SHUFFLES = 5
+#: the order test keeps k-mers above this :func:`order_statistic`
+MIN_T_ORDER = 3.0
+
+
+def kmer_errors(groups, choice: dict, target: np.ndarray, *, n_components: int,
+                eigenvalue_floor: float, rng: np.random.RandomState, dtype) -> list[np.ndarray]:
+    """The proxy's errors of each group ``(rows, owner, inv_counts)`` of :func:`_sampled_rows`
+    (the same sets, each group read another way) under one element map: the rows of all groups
+    standardised by their joint mean and deviation when ``choice["standardize"]``, projected on
+    the sphere when ``choice["normalize"]``, anchors drawn among the distinct rows of all groups
+    and the bandwidth from their joint scale, then :func:`pooled_map_errors` of each group."""
+    raw = np.concatenate([g[0] for g in groups], axis=0)
+    elems = raw
+    if choice["standardize"]:
+        sd = raw.std(0)
+        elems = (raw - raw.mean(0)) / np.where(constant_below(sd, np.abs(raw).max(0)), 1.0, sd)
+    if choice["normalize"]:
+        elems = unit_rows(elems)
+    distinct = distinct_rows(elems)
+    anchors = torch.as_tensor(elems[rng.choice(distinct, min(n_components, MAX_ANCHORS,
+                                                             len(distinct)), replace=False)],
+                              device="cpu")
+    sigma = choice["bandwidth"] * median_scale(elems, rng)
+    bounds = np.cumsum([0] + [len(g[0]) for g in groups])
+    return [pooled_map_errors(torch.as_tensor(elems[a:b], dtype=dtype, device="cpu"), anchors,
+                              sigma, choice, owner, inv_counts, target, eigenvalue_floor)
+            for (a, b), (_, owner, inv_counts) in zip(zip(bounds[:-1], bounds[1:]), groups)]
+
+
+def shuffled_kmer_errors(sets, target, window: int, dilation: int, kmer_coding: str,
+                         choice: dict, *, n_components: int, eigenvalue_floor: float,
+                         rng: np.random.RandomState, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """The order test's errors: the proxy's errors of the k-mers of ``sets`` as given
+    ``(n_sets,)``, and those of ``ORDER_SHUFFLES`` copies of the sets with their elements
+    shuffled (each set by its own permutation) ``(ORDER_SHUFFLES, n_sets)``, every group
+    standardised, mapped and pooled alike (anchors, bandwidth and standardisation from all
+    groups: :func:`kmer_errors`). When the order of a set's elements is arbitrary
+    (exchangeable), the sets and their copies are drawn from the same law and treated alike,
+    so the mean error of the sets is one more draw among those of the copies."""
+    groups = [_sampled_rows(sets, rng, WINDOW_PER_SET, window, kmer_coding, dilation)]
+    for _ in range(ORDER_SHUFFLES):
+        copies = [s[rng.permutation(len(s))] for s in sets]
+        groups.append(_sampled_rows(copies, rng, WINDOW_PER_SET, window, kmer_coding, dilation))
+    errors = kmer_errors(groups, choice, target, n_components=n_components,
+                         eigenvalue_floor=eigenvalue_floor, rng=rng, dtype=dtype)
+    return errors[0], np.stack(errors[1:])
+
+
+def order_statistic(errors: np.ndarray, shuffled: np.ndarray) -> float:
+    """How far the mean error of the sets as given lies under those of the shuffled copies, in
+    the copies' own spread: ``(mean of the copies' means - the sets' mean) / (sd of the copies'
+    means * sqrt(1 + 1 / copies))``; under exchangeability a Student t with ``copies - 1``
+    degrees of freedom (the sets' mean is one more draw of the copies' law). Per-set errors
+    are not paired across groups here: they share one ridge fit per group, so a paired t over
+    the sets counts one group's luck as many sets' evidence (on i.i.d. Normal Var sets a paired
+    t centred near 1.9, not 0)."""
+    means = shuffled.mean(1)
+    gap = float(means.mean() - errors.mean())
+    spread = float(means.std(ddof=1)) * np.sqrt(1.0 + 1.0 / len(means))
+    if not np.isfinite(gap) or not np.isfinite(spread):
+        return -np.inf
+    return gap / spread if spread > 0 else (np.inf if gap > 0 else -np.inf)
+
+
 def select_window(sets, y, *, kmer_coding: str, fixed: dict, default: dict, n_components: int,
                   eigenvalue_floor: float, rng: np.random.RandomState, dtype=torch.float32,
-                  dilate: bool = False):
+                  dilate: bool = False, order_test: bool = False):
     """Choose the k-mer width of ``window="auto"`` from the labels (and, with ``dilate``, the
     dilation of ``dilation="auto"``).
 
@@ -441,13 +507,19 @@ def select_window(sets, y, *, kmer_coding: str, fixed: dict, default: dict, n_co
     scored next on the same sampled sets; one replaces the width only when it beats it by a
     paired t above ``MIN_T_DILATED`` (the lowest mean error of those that do).
 
+    With ``order_test`` and k-mers taken, they are kept only when the order of the elements
+    means something (:func:`shuffled_kmer_errors`): the k-mers of the sets as given must beat
+    the k-mers of the same sets with their elements shuffled by a paired t above ``MIN_T``;
+    else ``window`` and ``dilation`` are 1 (the set networks' rule: they are permutation
+    invariant by design, and k-mers of sets whose order is arbitrary throw that away).
+
     Returns
     -------
     window, dilation : int
-    scores : list of (int or (int, int), float) or None
+    scores : list of (int or (int, int) or "shuffled", float) or None
         Each width (or ``(width, dilation)`` pair) and its score (minus the mean leave-one-out
-        error; higher is better), or ``None`` without usable labels or candidates (then
-        ``window`` and ``dilation`` are 1).
+        error; higher is better; ``"shuffled"``: the order test's shuffled k-mers), or ``None``
+        without usable labels or candidates (then ``window`` and ``dilation`` are 1).
     """
     lengths = [len(s) for s in sets]
     widths = window_candidates(lengths)
@@ -465,22 +537,9 @@ def select_window(sets, y, *, kmer_coding: str, fixed: dict, default: dict, n_co
     target = _targets(task, sub_y)
 
     def errors_of(w, dilation=1):
-        raw, owner, inv_counts = _sampled_rows(sub_sets, rng, WINDOW_PER_SET, w, kmer_coding,
-                                               dilation)
-        elems = raw
-        if choice["standardize"]:
-            sd = raw.std(0)
-            elems = (raw - raw.mean(0)) / np.where(constant_below(sd, np.abs(raw).max(0)), 1.0,
-                                                    sd)
-        if choice["normalize"]:
-            elems = unit_rows(elems)
-        distinct = distinct_rows(elems)
-        anchors = elems[rng.choice(distinct, min(n_components, MAX_ANCHORS, len(distinct)),
-                                   replace=False)]
-        sigma = choice["bandwidth"] * median_scale(elems, rng)
-        return pooled_map_errors(torch.as_tensor(elems, dtype=dtype, device="cpu"),
-                                 torch.as_tensor(anchors, device="cpu"), sigma, choice, owner,
-                                 inv_counts, target, eigenvalue_floor)
+        return kmer_errors([_sampled_rows(sub_sets, rng, WINDOW_PER_SET, w, kmer_coding,
+                                          dilation)], choice, target, n_components=n_components,
+                           eigenvalue_floor=eigenvalue_floor, rng=rng, dtype=dtype)[0]
 
     scored = [(w, errors_of(w)) for w in widths]
     # the width of lowest mean error among those that beat single elements by more than noise
@@ -496,4 +555,11 @@ def select_window(sets, y, *, kmer_coding: str, fixed: dict, default: dict, n_co
         passing = [we for we in dilated if beats(chosen[1], we[1], MIN_T_DILATED, flat=0.0)]
         if passing:
             window, dilation = min(passing, key=lambda we: we[1].mean())[0]
+    if order_test and window > 1:
+        shuffled = shuffled_kmer_errors(sub_sets, target, window, dilation, kmer_coding, choice,
+                                        n_components=n_components,
+                                        eigenvalue_floor=eigenvalue_floor, rng=rng, dtype=dtype)
+        scored.append(("shuffled", shuffled[1].mean(0)))
+        if order_statistic(*shuffled) <= MIN_T_ORDER:
+            window, dilation = 1, 1
     return window, dilation, [(w, -float(e.mean())) for w, e in scored]

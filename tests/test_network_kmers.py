@@ -1,7 +1,8 @@
 """The Set Transformer and Deep Sets read k-mers (``window``, ``dilation``): with
-``window="auto"`` chosen from the labels by NystromFeatures' rule where order matters, single
-elements on unordered bags, explicit values kept (the default: single elements); the exported
-module reads the same k-mers."""
+``window="auto"`` (the default) chosen from the labels by NystromFeatures' rule where order
+matters and kept only when they beat k-mers of the same sets shuffled, single elements on
+unordered bags and on exchangeable sets that the rule alone would read as k-mers, explicit
+values kept; the exported module reads the same k-mers."""
 
 import numpy as np
 import pytest
@@ -16,8 +17,19 @@ from skset import (
     SetTransformerClassifier,
     SetTransformerRegressor,
 )
+from skset._map_selection import (
+    DEFAULT_CHOICE,
+    MIN_T_ORDER,
+    ORDER_SHUFFLES,
+    _targets,
+    order_statistic,
+    select_window,
+    shuffled_kmer_errors,
+)
 from skset._sets import kmer_level_shape
+from skset.datasets import make_normal_var
 from skset.neural_network._network_kmers import choose_kmers, read_kmers
+from skset.nn.nystrom import DEFAULT_EIGENVALUE_FLOOR, DEFAULT_N_COMPONENTS
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 SMALL = dict(hidden_size=16, n_layers=1, max_iter=15, random_state=0, device="cpu")
@@ -27,18 +39,66 @@ SMALL = dict(hidden_size=16, n_layers=1, max_iter=15, random_state=0, device="cp
 def test_order_takes_kmers_and_bags_keep_elements(cls):
     X, y = _ramps()
     Xt, yt = _ramps(seed=1)
-    assert (cls().window, cls(**SMALL).fit(X, y).window_) == (1, 1)  # the default
-    est = cls(window="auto", **SMALL).fit(X, y)
+    assert cls().window == "auto"  # the default
+    est = cls(**SMALL).fit(X, y)
     assert est.window_ > 1 and est.dilation_ == 1
     assert est.module_ is not None and est.score(Xt, yt) >= 0.9
     single = cls(window=1, **SMALL).fit(X, y)
     assert single.score(Xt, yt) < 0.75  # the same values in another order
     B, yb = _bags()
-    bag = cls(window="auto", **SMALL).fit(B, yb)
+    bag = cls(**SMALL).fit(B, yb)
     assert (bag.window_, bag.dilation_) == (1, 1)
     # a bag fit keeps single elements: exactly the fit with window=1
     np.testing.assert_allclose(bag.predict_proba(B), cls(window=1, **SMALL).fit(B, yb)
                                .predict_proba(B), atol=1e-6)
+
+
+def _rule(X, y, seed, order_test):
+    return select_window(X, y, kmer_coding="level_shape", fixed={}, default=DEFAULT_CHOICE,
+                         n_components=DEFAULT_N_COMPONENTS,
+                         eigenvalue_floor=DEFAULT_EIGENVALUE_FLOOR,
+                         rng=np.random.RandomState(seed), dilate=True, order_test=order_test)
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_order_test_drops_kmers_of_exchangeable_sets(seed):
+    # Normal Var: sets of i.i.d. draws, the target their variance. The rule alone takes k-mers
+    # (their shape coding reads the spread), though their order is arbitrary: the k-mers of the
+    # same sets shuffled score as well, and the test drops them
+    X, y = make_normal_var(100, set_size=50, random_state=seed)
+    X, y = [np.asarray(x) for x in X], np.asarray(y, dtype=float)
+    assert _rule(X, y, seed, order_test=False)[0] > 1  # the case the test is for
+    w, d, scores = _rule(X, y, seed, order_test=True)
+    assert (w, d) == (1, 1) and scores[-1][0] == "shuffled"
+    assert choose_kmers(SetTransformerRegressor(), X, y, seed) == (1, 1)
+    # ramps: the same values in another order are the class; their k-mers beat the shuffled
+    R, yr = _ramps()
+    kept = _rule(R, yr, seed, order_test=True)
+    assert kept[0] > 1 and kept[2][-1][0] == "shuffled" and kept[2][-1][1] < max(
+        v for k, v in kept[2][:-1])
+    # the test's groups: the sets as given, and ORDER_SHUFFLES shuffled copies, each set by its
+    # own permutation; on ramps the sets as given lie far under every copy
+    orig, shuffled = shuffled_kmer_errors(
+        R, _targets("classification", yr), 5, 1, "level_shape", DEFAULT_CHOICE,
+        n_components=DEFAULT_N_COMPONENTS, eigenvalue_floor=DEFAULT_EIGENVALUE_FLOOR,
+        rng=np.random.RandomState(seed), dtype=torch.float32)
+    assert orig.shape == (len(R),) and shuffled.shape == (ORDER_SHUFFLES, len(R))
+    assert orig.mean() < shuffled.mean(1).min() and order_statistic(orig, shuffled) > MIN_T_ORDER
+
+
+def test_order_statistic():
+    # the sets' mean error against the copies' means, in the copies' spread
+    copies = np.array([[1.0, 1.2], [1.2, 1.4], [1.0, 1.0]])  # means 1.1, 1.3, 1.0
+    sd = np.std([1.1, 1.3, 1.0], ddof=1) * np.sqrt(1 + 1 / 3)
+    assert np.isclose(order_statistic(np.array([0.5, 0.7]), copies), (np.mean([1.1, 1.3, 1.0]) - 0.6) / sd)
+    assert order_statistic(np.array([1.0, np.nan]), copies) == -np.inf
+    assert order_statistic(np.zeros(2), np.ones((3, 2))) == np.inf  # no spread, lower
+    assert order_statistic(np.ones(2), np.ones((3, 2))) == -np.inf
+    # exchangeable groups: the statistic of each group against the others is centred at 0
+    rng = np.random.RandomState(0)
+    stats = [order_statistic(g[0], g[1:]) for g in rng.normal(size=(2000, 6, 30))]
+    # a Student t of 4 degrees of freedom: 2.0% above 3
+    assert abs(np.mean(stats)) < 0.1 and 0.01 < np.mean(np.array(stats) > MIN_T_ORDER) < 0.035
 
 
 def test_the_choice_is_nystrom_features_rule_and_explicit_values_are_kept():

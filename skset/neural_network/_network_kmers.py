@@ -7,7 +7,12 @@ Why the networks read k-mers: a series handed over as a set of its time points l
 in a permutation-invariant network; on the suite's univariate series given that way, both
 networks sat near the class prior or far under raw pooling (ItalyPowerDemand, GunPoint,
 ArrowHead; ``benchmarks/results/trained_vs_pooling.md``), while the k-mers the rule takes read
-them at 80-98.
+them at 80-98. Why the order test: NystromFeatures' rule scores what mean-pooled Nystrom features
+of the k-mers separate, and k-mers of sets whose order is arbitrary can separate more there (on
+unique counting's sets of digits it took 3-mers) while a network reading them loses the
+invariance it is built for (the Set Transformer fell from 0.79 to 0.42 there); k-mers that beat
+k-mers of the same sets shuffled say that the order itself carries the signal
+(``benchmarks/results/order_test.md``).
 """
 
 from __future__ import annotations
@@ -25,16 +30,18 @@ __all__ = ["KMER_DOC", "KMER_PARAMS", "KmerFront", "NetworkKmers", "choose_kmers
 
 KMER_PARAMS = {"window": ["auto", POSITIVE_INT], "dilation": ["auto", POSITIVE_INT]}
 
-KMER_DOC = """    window : int or "auto", default=1
+KMER_DOC = """    window : int or "auto", default="auto"
         k-mer width: each (ordered) set is read as its k-mers, ``window`` elements (``dilation``
         apart) coded as level + shape (their deviations from their mean, then the mean; as
         :class:`skset.NystromFeatures` codes them), so a set of ``n`` elements of ``d`` features
         becomes ``n - window + 1`` elements of ``(window + 1) * d``; 1 reads single elements,
         and a set's output does not depend on its rows' order. ``"auto"``: chosen in ``fit``
-        from single-output labels by :class:`skset.NystromFeatures`' rule (``window_``): for
-        series handed over as sets of time points (see the Set Transformer guide); not the
-        default, since the rule can take k-mers of sets whose order means nothing (unique
-        counting of digits: 3-mers, and the Set Transformer fell from 0.79 to 0.42).
+        from single-output labels (``window_``) by :class:`skset.NystromFeatures`' rule, then
+        kept only when the order of the elements means something: the k-mers must beat the
+        k-mers of the same sets with their elements shuffled (a paired t above 2 on the rule's
+        proxy). A series handed over as a set of its time points is read as k-mers; a bag of
+        i.i.d. elements, or any set whose order is arbitrary, as single elements (the output
+        then does not depend on the order); without labels (multi-label, no ``y``), 1.
     dilation : int or "auto", default="auto"
         Steps between a k-mer's elements (a set shorter than the span ``(window - 1) *
         dilation + 1`` has one k-mer, its last element repeated). ``"auto"``: with
@@ -46,7 +53,8 @@ KMER_DOC = """    window : int or "auto", default=1
 def choose_kmers(est, sets, y, seed: int) -> tuple[int, int]:
     """``(window, dilation)`` of ``est`` for the checked training ``sets`` and targets ``y``:
     explicit values kept; ``"auto"`` by :func:`skset._map_selection.select_window` with the
-    default element map (from its own random stream), 1 without single-output labels."""
+    default element map and its order test (from its own random stream), 1 without
+    single-output labels."""
     window = 1 if est.window == "auto" else int(est.window)
     dilation = 1 if est.dilation == "auto" else int(est.dilation)
     y = None if y is None else np.asarray(y)
@@ -56,7 +64,7 @@ def choose_kmers(est, sets, y, seed: int) -> tuple[int, int]:
                             n_components=DEFAULT_N_COMPONENTS,
                             eigenvalue_floor=DEFAULT_EIGENVALUE_FLOOR,
                             rng=np.random.RandomState((seed + 2) % 2**32),
-                            dilate=est.dilation == "auto")
+                            dilate=est.dilation == "auto", order_test=True)
     return int(w), int(d) if est.dilation == "auto" else dilation
 
 

@@ -407,7 +407,7 @@ class SetTransformerClassifier(SetClassifierMixin, _SetTransformerBase):
 
     def __init__(self, hidden_size=64, n_layers=2, n_heads=4, *, n_inducing=16, n_seeds=1,
                  norm="layer", residual="original", point_init="xavier", decoder="mlp",
-                 standardize=True, pooled_skip=False, window=1, dilation="auto",
+                 standardize=True, pooled_skip=False, window="auto", dilation="auto",
                  optimizer="adam", learning_rate_init=1e-3,
                  alpha=0.0, class_weight=None, batch_size=64, max_elements=131_072, max_iter=200,
                  tol=1e-4, early_stopping=False, validation_fraction=0.1, n_iter_no_change="auto",
@@ -466,7 +466,7 @@ class SetTransformerRegressor(SetRegressorMixin, _SetTransformerBase):
 
     def __init__(self, hidden_size=64, n_layers=2, n_heads=4, *, n_inducing=16, n_seeds=1,
                  norm="layer", residual="original", point_init="xavier", decoder="mlp",
-                 standardize=True, pooled_skip=False, window=1, dilation="auto",
+                 standardize=True, pooled_skip=False, window="auto", dilation="auto",
                  optimizer="adam", learning_rate_init=1e-3,
                  alpha=0.0, batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4,
                  early_stopping="auto", validation_fraction=0.1, n_iter_no_change=10,
@@ -598,7 +598,7 @@ class DeepSetsClassifier(SetClassifierMixin, _DeepSetsBase):
     )
 
     def __init__(self, hidden_size=64, n_layers=2, *, pooling="sum", norm=None, residual=None,
-                 standardize=True, pooled_skip=False, window=1, dilation="auto",
+                 standardize=True, pooled_skip=False, window="auto", dilation="auto",
                  optimizer="adam", learning_rate_init=1e-3,
                  alpha=0.0, class_weight=None, batch_size=64, max_elements=131_072, max_iter=200,
                  tol=1e-4, early_stopping=False, validation_fraction=0.1, n_iter_no_change="auto",
@@ -652,7 +652,7 @@ class DeepSetsRegressor(SetRegressorMixin, _DeepSetsBase):
                               "early_stopping": ["auto", Boolean()]}
 
     def __init__(self, hidden_size=64, n_layers=2, *, pooling="sum", norm=None, residual=None,
-                 standardize=True, pooled_skip=False, window=1, dilation="auto",
+                 standardize=True, pooled_skip=False, window="auto", dilation="auto",
                  optimizer="adam", learning_rate_init=1e-3,
                  alpha=0.0, batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4,
                  early_stopping="auto", validation_fraction=0.1, n_iter_no_change=10,

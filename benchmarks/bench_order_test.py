@@ -1,0 +1,138 @@
+"""The set networks' k-mer rule on every data set they are run on: the width (and dilation) the
+NystromFeatures rule takes, then the order test that keeps them only when the k-mers of the sets
+as given beat the k-mers of the same sets with their elements shuffled
+(``skset._map_selection.order_statistic`` above ``MIN_T_ORDER``).
+
+    OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=1 python benchmarks/bench_order_test.py \\
+        --seeds 0 1 2 --out results/order_test.jsonl
+    python benchmarks/bench_order_test.py --table results/order_test.jsonl
+
+Rows: the real-data suite in the ``set`` framing (the elements as given) and the ``seq`` framing
+(the series and DNA sets as k-mers of ``KINDS[name]["window"]``, in their order), unique
+counting and max regression (``bench_st_tasks.py``'s data), and the regression rows of
+``bench_regression.py`` (labels: the targets). The rule runs as ``choose_kmers`` runs it in a
+network's ``fit`` of ``random_state=seed`` (float32 sets; the rule's stream is the fit's seed + 2);
+the width before the test is the rule's without it (the same stream), the test's statistic is
+read through a wrapper of ``order_statistic``.
+"""
+
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from suite_data import KINDS, load  # noqa: E402
+
+import skset._map_selection as ms  # noqa: E402
+from skset._sets import check_sets, kmer_windows  # noqa: E402
+from skset._torch import seed_from_random_state  # noqa: E402
+from skset.nn.nystrom import DEFAULT_EIGENVALUE_FLOOR, DEFAULT_N_COMPONENTS  # noqa: E402
+
+SUITE = ["ItalyPowerDemand", "GunPoint", "ArrowHead", "JapaneseVowels", "BasicMotions",
+         "PickupGestureWiimoteZ", "MNISTBags50", "MNISTBags200", "MNISTBags500", "SpokenDigits",
+         "WatchWindows", "OSULeaf", "ACSF1", "WatchMagnitude", "DigitPatches", "GeneFamilies"]
+TASKS = ["counting", "maxreg", "normalvar", "mi"]
+
+
+def rows(names, tasks, seed):
+    """``(name, framing, sets, labels)`` of every row."""
+    for name in names:
+        X, _, y, _ = load(name)
+        X = [np.asarray(x, dtype=np.float64) for x in X]
+        yield name, "set", X, np.asarray(y)
+        w = KINDS[name]["window"]
+        if w:
+            yield name, "seq", kmer_windows(X, w), np.asarray(y)
+    for task in tasks:
+        if task == "counting":
+            from bench_st_tasks import data
+
+            X, y, _, _ = data("counting", 6000, 10, seed)
+        else:
+            from bench_regression import row_data
+
+            X, y, _, _ = row_data(task, seed, quick=False)
+        yield task, "set", [np.asarray(x, dtype=np.float64) for x in X], np.asarray(y)
+
+
+def rule(sets, y, random_state):
+    """``(width before the test, dilation, the test's statistic or None, width kept)`` for a
+    network of ``random_state`` (float32, its default dtype)."""
+    sets = check_sets(sets, compute_dtype=torch.float32).sets
+    seed = seed_from_random_state(random_state)
+    stats = []
+    statistic = ms.order_statistic
+
+    def recording(errors, shuffled):
+        stats.append(statistic(errors, shuffled))
+        return stats[-1]
+
+    kw = dict(kmer_coding="level_shape", fixed={}, default=ms.DEFAULT_CHOICE,
+              n_components=DEFAULT_N_COMPONENTS, eigenvalue_floor=DEFAULT_EIGENVALUE_FLOOR,
+              dilate=True)
+    ms.order_statistic = recording
+    try:
+        w, _, _ = ms.select_window(sets, y, rng=np.random.RandomState((seed + 2) % 2**32),
+                                   order_test=True, **kw)
+    finally:
+        ms.order_statistic = statistic
+    if not stats:
+        return w, 1, None, w
+    # the width the test saw: the rule without the test (the same stream makes the same choice)
+    w0, d0, _ = ms.select_window(sets, y, rng=np.random.RandomState((seed + 2) % 2**32), **kw)
+    return w0, d0, float(stats[-1]), w
+
+
+def table(path):
+    recs = [json.loads(line) for line in open(path)]
+    keys = list(dict.fromkeys((r["row"], r["framing"]) for r in recs))
+    seeds = sorted({r["seed"] for r in recs})
+    lines = ["| row | framing | " + " | ".join(f"seed {s}: rule -> kept (t)" for s in seeds)
+             + " |", "|---|---|" + "---|" * len(seeds)]
+    for key in keys:
+        cells = []
+        for s in seeds:
+            r = next((r for r in recs if (r["row"], r["framing"]) == key and r["seed"] == s), None)
+            if r is None:
+                cells.append("")
+                continue
+            taken = f"{r['window']}:{r['dilation']}" if r["window"] > 1 else "1"
+            if r["t"] is None:
+                cells.append(taken)
+            else:
+                kept = taken if r["kept"] > 1 else "1"
+                cells.append(f"{taken} -> {kept} ({r['t']:.1f})")
+        lines.append(f"| {key[0]} | {key[1]} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--datasets", nargs="*", default=SUITE)
+    ap.add_argument("--tasks", nargs="*", default=TASKS)
+    ap.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
+    ap.add_argument("--out")
+    ap.add_argument("--table")
+    args = ap.parse_args()
+    if args.table:
+        print(table(args.table))
+        return
+    for seed in args.seeds:
+        for name, framing, X, y in rows(args.datasets, args.tasks, seed):
+            t0 = time.perf_counter()
+            w, d, t, kept = rule(X, y, seed)
+            rec = dict(row=name, framing=framing, seed=seed, window=int(w), dilation=int(d),
+                       t=t, kept=int(kept), time_s=round(time.perf_counter() - t0, 2))
+            print(json.dumps(rec), flush=True)
+            if args.out:
+                with open(args.out, "a") as f:
+                    f.write(json.dumps(rec) + "\n")
+
+
+if __name__ == "__main__":
+    main()
