@@ -6,6 +6,7 @@ as given beat the k-mers of the same sets with their elements shuffled
     OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=1 python benchmarks/bench_order_test.py \\
         --seeds 0 1 2 --out results/order_test.jsonl
     python benchmarks/bench_order_test.py --table results/order_test.jsonl
+    python benchmarks/bench_order_test.py --null    # the statistic on exchangeable sets
 
 Rows: the real-data suite in the ``set`` framing (the elements as given) and the ``seq`` framing
 (the series and DNA sets as k-mers of ``KINDS[name]["window"]``, in their order), unique
@@ -30,6 +31,7 @@ from suite_data import KINDS, load  # noqa: E402
 
 import skset._map_selection as ms  # noqa: E402
 from skset._sets import check_sets, kmer_windows  # noqa: E402
+from skset._stats import paired_t  # noqa: E402
 from skset._torch import seed_from_random_state  # noqa: E402
 from skset.nn.nystrom import DEFAULT_EIGENVALUE_FLOOR, DEFAULT_N_COMPONENTS  # noqa: E402
 
@@ -88,6 +90,30 @@ def rule(sets, y, random_state):
     return w0, d0, float(stats[-1]), w
 
 
+def null(draws=40, streams=30):
+    """The test's statistic where the order means nothing (Normal Var: 100 sets of 50 i.i.d.
+    samples, the target their variance; 3-mers): over ``streams`` random streams on one draw of
+    the data, and over ``draws`` draws (one stream each); beside it, the paired t of the sets'
+    per-set errors against the copies' mean (what the statistic replaces)."""
+    from skset.datasets import make_normal_var
+
+    def both(data_seed, stream):
+        X, y = make_normal_var(100, set_size=50, random_state=data_seed)
+        errors, shuffled = ms.shuffled_kmer_errors(
+            [np.asarray(x) for x in X], ms._targets("regression", np.asarray(y, dtype=float)), 3,
+            1, "level_shape", ms.DEFAULT_CHOICE, n_components=DEFAULT_N_COMPONENTS,
+            eigenvalue_floor=DEFAULT_EIGENVALUE_FLOOR, rng=np.random.RandomState(stream),
+            dtype=torch.float32)
+        return ms.order_statistic(errors, shuffled), paired_t(shuffled.mean(0), errors, flat=0.0)
+
+    for label, pairs in ((f"one draw, {streams} streams", [(0, s) for s in range(streams)]),
+                         (f"{draws} draws", [(100 + d, d) for d in range(draws)])):
+        stat, t = np.array([both(*p) for p in pairs]).T
+        print(f"{label}: statistic mean {stat.mean():.2f} sd {stat.std():.2f}, above "
+              f"{ms.MIN_T_ORDER:g}: {(stat > ms.MIN_T_ORDER).sum()}; paired t mean {t.mean():.2f} "
+              f"sd {t.std():.2f}, above 2: {(t > 2).sum()} of {len(pairs)}")
+
+
 def table(path):
     recs = [json.loads(line) for line in open(path)]
     keys = list(dict.fromkeys((r["row"], r["framing"]) for r in recs))
@@ -118,7 +144,11 @@ def main():
     ap.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
     ap.add_argument("--out")
     ap.add_argument("--table")
+    ap.add_argument("--null", action="store_true", help="the statistic on exchangeable sets")
     args = ap.parse_args()
+    if args.null:
+        null()
+        return
     if args.table:
         print(table(args.table))
         return

@@ -423,6 +423,10 @@ def dilated_candidates(lengths) -> list[tuple[int, int]]:
 ORDER_SHUFFLES = 5
 #: the order test keeps k-mers above this :func:`order_statistic`
 MIN_T_ORDER = 3.0
+#: values (k-mers x their coded features, all groups together) the order test maps at most: its
+#: k-mers per set are cut below ``WINDOW_PER_SET`` for wide k-mers of many sets (128 MiB in
+#: float64; on the suite only OSULeaf's 5-mers of 10-mers are cut, to 233 per set)
+ORDER_MAX_VALUES = 2**24
 
 
 def kmer_errors(groups, choice: dict, target: np.ndarray, *, n_components: int,
@@ -459,11 +463,16 @@ def shuffled_kmer_errors(sets, target, window: int, dilation: int, kmer_coding: 
     standardised, mapped and pooled alike (anchors, bandwidth and standardisation from all
     groups: :func:`kmer_errors`). When the order of a set's elements is arbitrary
     (exchangeable), the sets and their copies are drawn from the same law and treated alike,
-    so the mean error of the sets is one more draw among those of the copies."""
-    groups = [_sampled_rows(sets, rng, WINDOW_PER_SET, window, kmer_coding, dilation)]
+    so the mean error of the sets is one more draw among those of the copies. At most
+    ``WINDOW_PER_SET`` k-mers per set and group, fewer where all groups would hold more than
+    ``ORDER_MAX_VALUES`` values."""
+    width = (window + 1 if kmer_coding == "level_shape" else window) * sets[0].shape[1]
+    per_set = int(np.clip(ORDER_MAX_VALUES // ((ORDER_SHUFFLES + 1) * len(sets) * width), 8,
+                          WINDOW_PER_SET))
+    groups = [_sampled_rows(sets, rng, per_set, window, kmer_coding, dilation)]
     for _ in range(ORDER_SHUFFLES):
         copies = [s[rng.permutation(len(s))] for s in sets]
-        groups.append(_sampled_rows(copies, rng, WINDOW_PER_SET, window, kmer_coding, dilation))
+        groups.append(_sampled_rows(copies, rng, per_set, window, kmer_coding, dilation))
     errors = kmer_errors(groups, choice, target, n_components=n_components,
                          eigenvalue_floor=eigenvalue_floor, rng=rng, dtype=dtype)
     return errors[0], np.stack(errors[1:])

@@ -86,6 +86,30 @@ def test_order_test_drops_kmers_of_exchangeable_sets(seed):
     assert orig.mean() < shuffled.mean(1).min() and order_statistic(orig, shuffled) > MIN_T_ORDER
 
 
+def test_order_test_bounds_its_memory(monkeypatch):
+    # wide k-mers of many sets: the k-mers per set are cut so that all groups hold at most
+    # ORDER_MAX_VALUES values (never under 8 per set)
+    import skset._map_selection as ms
+
+    R, yr = _ramps()
+    seen = []
+    sampled = ms._sampled_rows
+
+    def counting(*args, **kw):
+        out = sampled(*args, **kw)
+        seen.append(out[0].size)
+        return out
+
+    monkeypatch.setattr(ms, "_sampled_rows", counting)
+    monkeypatch.setattr(ms, "ORDER_MAX_VALUES", 6 * len(R) * 6 * 10)  # 10 5-mers per set
+    orig, shuffled = shuffled_kmer_errors(
+        R, _targets("classification", yr), 5, 1, "level_shape", DEFAULT_CHOICE,
+        n_components=DEFAULT_N_COMPONENTS, eigenvalue_floor=DEFAULT_EIGENVALUE_FLOOR,
+        rng=np.random.RandomState(0), dtype=torch.float32)
+    assert seen == [len(R) * 10 * 6] * (ORDER_SHUFFLES + 1)
+    assert np.isfinite(orig).all() and np.isfinite(shuffled).all()
+
+
 def test_order_statistic():
     # the sets' mean error against the copies' means, in the copies' spread
     copies = np.array([[1.0, 1.2], [1.2, 1.4], [1.0, 1.0]])  # means 1.1, 1.3, 1.0
