@@ -27,7 +27,9 @@ of at most ``MAX_SETS`` rows, whatever the size of the training data.
 
 ``window="auto"`` is chosen first, by the same proxy with the incumbent map (:func:`select_window`):
 single elements against k-mers of each width of ``WINDOW_CANDIDATES`` that every training set
-holds twice, k-mers only when they beat single elements by more than noise.
+holds twice, k-mers only when they beat single elements by more than noise. The set networks
+add an order test (:func:`shuffled_kmer_errors`, :func:`order_statistic`): their k-mers must
+also beat the k-mers of the same sets shuffled.
 """
 
 from __future__ import annotations
@@ -484,8 +486,9 @@ def order_statistic(errors: np.ndarray, shuffled: np.ndarray) -> float:
     means * sqrt(1 + 1 / copies))``; under exchangeability a Student t with ``copies - 1``
     degrees of freedom (the sets' mean is one more draw of the copies' law). Per-set errors
     are not paired across groups here: they share one ridge fit per group, so a paired t over
-    the sets counts one group's luck as many sets' evidence (on i.i.d. Normal Var sets a paired
-    t centred near 1.9, not 0)."""
+    the sets counts one group's luck as many sets' evidence (on one draw of Normal Var's i.i.d.
+    sets, over 30 random streams, a paired t centred at 2.15 and above 2 in 16; this statistic
+    centred at 1.24 and above 3 in 2: ``benchmarks/bench_order_test.py --null``)."""
     means = shuffled.mean(1)
     gap = float(means.mean() - errors.mean())
     spread = float(means.std(ddof=1)) * np.sqrt(1.0 + 1.0 / len(means))
@@ -518,9 +521,10 @@ def select_window(sets, y, *, kmer_coding: str, fixed: dict, default: dict, n_co
 
     With ``order_test`` and k-mers taken, they are kept only when the order of the elements
     means something (:func:`shuffled_kmer_errors`): the k-mers of the sets as given must beat
-    the k-mers of the same sets with their elements shuffled by a paired t above ``MIN_T``;
-    else ``window`` and ``dilation`` are 1 (the set networks' rule: they are permutation
-    invariant by design, and k-mers of sets whose order is arbitrary throw that away).
+    the k-mers of shuffled copies of the same sets by an :func:`order_statistic` above
+    ``MIN_T_ORDER``; else ``window`` and ``dilation`` are 1 (the set networks' rule: they are
+    permutation invariant by design, and k-mers of sets whose order is arbitrary throw that
+    away).
 
     Returns
     -------
