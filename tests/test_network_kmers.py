@@ -125,6 +125,14 @@ def test_order_statistic():
     assert abs(np.mean(stats)) < 0.1 and 0.01 < np.mean(np.array(stats) > MIN_T_ORDER) < 0.035
 
 
+def test_verbose_prints_the_choice(capsys):
+    X, y = _ramps()
+    est = DeepSetsClassifier(verbose=1, **{**SMALL, "max_iter": 1}).fit(X, y)
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if "k-mers" in ln)
+    assert line.startswith(f"[DeepSetsClassifier] k-mers: window={est.window_}, dilation=")
+    assert "1: " in line and "shuffled: " in line  # single elements' score, the order test's
+
+
 def test_the_choice_is_nystrom_features_rule_and_explicit_values_are_kept():
     X, y = _ramps()
     X = [x.astype(np.float32) for x in X]  # as both estimators compute

@@ -36,7 +36,8 @@ KMER_DOC = """    window : int or "auto", default="auto"
         :class:`skset.NystromFeatures` codes them), so a set of ``n`` elements of ``d`` features
         becomes ``n - window + 1`` elements of ``(window + 1) * d``; 1 reads single elements,
         and a set's output does not depend on its rows' order. ``"auto"``: chosen in ``fit``
-        from single-output labels (``window_``) by :class:`skset.NystromFeatures`' rule, then
+        from single-output labels (``window_``; printed with the rule's scores under
+        ``verbose``) by :class:`skset.NystromFeatures`' rule, then
         kept only when the order of the elements means something: the k-mers must beat the
         k-mers of the same sets with their elements shuffled (a paired t above 2 on the rule's
         proxy). A series handed over as a set of its time points is read as k-mers; a bag of
@@ -60,12 +61,17 @@ def choose_kmers(est, sets, y, seed: int) -> tuple[int, int]:
     y = None if y is None else np.asarray(y)
     if est.window != "auto" or y is None or y.ndim != 1 or len(y) != len(sets):
         return window, dilation
-    w, d, _ = select_window(sets, y, kmer_coding="level_shape", fixed={}, default=DEFAULT_CHOICE,
-                            n_components=DEFAULT_N_COMPONENTS,
-                            eigenvalue_floor=DEFAULT_EIGENVALUE_FLOOR,
-                            rng=np.random.RandomState((seed + 2) % 2**32),
-                            dilate=est.dilation == "auto", order_test=True)
-    return int(w), int(d) if est.dilation == "auto" else dilation
+    w, d, scores = select_window(sets, y, kmer_coding="level_shape", fixed={},
+                                 default=DEFAULT_CHOICE, n_components=DEFAULT_N_COMPONENTS,
+                                 eigenvalue_floor=DEFAULT_EIGENVALUE_FLOOR,
+                                 rng=np.random.RandomState((seed + 2) % 2**32),
+                                 dilate=est.dilation == "auto", order_test=True)
+    w, d = int(w), int(d) if est.dilation == "auto" else dilation
+    if est.verbose and scores:
+        print(f"[{type(est).__name__}] k-mers: window={w}, dilation={d} (scores "
+              + ", ".join(f"{':'.join(map(str, k)) if isinstance(k, tuple) else k}: {v:.4f}"
+                          for k, v in scores) + ")")
+    return w, d
 
 
 def read_kmers(sets: list, window: int, dilation: int) -> list:
