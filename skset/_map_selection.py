@@ -53,8 +53,8 @@ from .nn.nystrom import (
 )
 
 __all__ = ["AUTO_CANDIDATES", "DEFAULT_CHOICE", "WINDOW_CANDIDATES", "distinct_rows",
-           "select_element_map", "select_window", "median_scale", "sample_sets", "unit_rows",
-           "window_candidates"]
+           "format_window_scores", "select_element_map", "select_window", "median_scale",
+           "sample_sets", "unit_rows", "window_candidates"]
 
 # the fixed choice (used without labels, and first in the search so that it wins ties)
 DEFAULT_CHOICE = {"standardize": True, "normalize": DEFAULT_NORMALIZE, "keep_norm": DEFAULT_KEEP_NORM,
@@ -419,6 +419,13 @@ def dilated_candidates(lengths) -> list[tuple[int, int]]:
         return []
     room = DILATED_MAX_SPAN * float(np.median(lengths))
     return [(k, d) for k, d in DILATED_CANDIDATES if kmer_span(k, d) <= room]
+
+
+def format_window_scores(scores) -> str:
+    """:func:`select_window`'s scores as ``verbose`` prints them: ``"1: -0.6131, 10:2: -0.3870,
+    ..."`` (a dilated pair as ``width:dilation``)."""
+    return ", ".join(f"{':'.join(map(str, k)) if isinstance(k, tuple) else k}: {v:.4f}"
+                     for k, v in scores)
 
 
 #: shuffled copies of each sampled set whose k-mers the order test scores

@@ -17,6 +17,7 @@ from ._map_selection import (
     DEFAULT_CHOICE,
     constant_below,
     distinct_rows,
+    format_window_scores,
     median_scale,
     sample_sets,
     select_element_map,
@@ -522,8 +523,7 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
             if self.window_scores_:
                 print(f"[NystromFeatures] k-mer width: window={self.window_}, "
                       f"dilation={self.dilation_} (scores "
-                      + ", ".join(f"{':'.join(map(str, w)) if isinstance(w, tuple) else w}: "
-                                  f"{v:.4f}" for w, v in self.window_scores_) + ")")
+                      f"{format_window_scores(self.window_scores_)})")
             print(f"[NystromFeatures] element map: standardize={self.standardize_}, "
                   f"normalize={self.normalize_}, keep_norm={self.keep_norm_}, bandwidth "
                   f"{self.relative_bandwidth_} x scale = {self.bandwidth_:.4g} "

@@ -22,6 +22,7 @@ from skset._map_selection import (
     MIN_T_ORDER,
     ORDER_SHUFFLES,
     _targets,
+    format_window_scores,
     order_statistic,
     select_window,
     shuffled_kmer_errors,
@@ -131,6 +132,12 @@ def test_verbose_prints_the_choice(capsys):
     line = next(ln for ln in capsys.readouterr().out.splitlines() if "k-mers" in ln)
     assert line.startswith(f"[DeepSetsClassifier] k-mers: window={est.window_}, dilation=")
     assert "1: " in line and "shuffled: " in line  # single elements' score, the order test's
+    # NystromFeatures prints its rule's scores the same way
+    ny = NystromFeatures(verbose=1, random_state=0).fit(X, y)
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if "k-mer width" in ln)
+    assert line.startswith(f"[NystromFeatures] k-mer width: window={ny.window_}, dilation=")
+    assert line.endswith(f"(scores {format_window_scores(ny.window_scores_)})")
+    assert format_window_scores([(1, -0.5), ((10, 2), -0.25)]) == "1: -0.5000, 10:2: -0.2500"
 
 
 def test_the_choice_is_nystrom_features_rule_and_explicit_values_are_kept():

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .._map_selection import DEFAULT_CHOICE, select_window
+from .._map_selection import DEFAULT_CHOICE, format_window_scores, select_window
 from .._sets import kmer_level_shape
 from .._validation import POSITIVE_INT
 from ..nn.nystrom import DEFAULT_EIGENVALUE_FLOOR, DEFAULT_N_COMPONENTS, kmer_unfold
@@ -69,8 +69,7 @@ def choose_kmers(est, sets, y, seed: int) -> tuple[int, int]:
     w, d = int(w), int(d) if est.dilation == "auto" else dilation
     if est.verbose and scores:
         print(f"[{type(est).__name__}] k-mers: window={w}, dilation={d} (scores "
-              + ", ".join(f"{':'.join(map(str, k)) if isinstance(k, tuple) else k}: {v:.4f}"
-                          for k, v in scores) + ")")
+              f"{format_window_scores(scores)})")
     return w, d
 
 
