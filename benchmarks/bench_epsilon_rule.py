@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from _records import emit  # noqa: E402
 from bench_suite import Framing, clf, score  # noqa: E402
 from sklearn.model_selection import StratifiedKFold, cross_val_predict  # noqa: E402
 
@@ -106,10 +107,7 @@ def main():
                     test = score(clf().fit(Z_tr, fr.y_tr), Z_te, fr.y_te, name)
                     rec[f"eps{eps:g}"] = {"test": 100 * test, **{
                         f"t_{k}": paired_t(e, base[k]) for k, e in errs.items()}}
-                print(json.dumps(rec), flush=True)
-                if args.out:
-                    with open(args.out, "a") as f:
-                        f.write(json.dumps(rec) + "\n")
+                emit(rec, args.out)
 
 
 if __name__ == "__main__":

@@ -13,8 +13,7 @@ Rows: the real-data suite in the ``set`` framing (the elements as given) and the
 counting and max regression (``bench_st_tasks.py``'s data), and the regression rows of
 ``bench_regression.py`` (labels: the targets). The rule runs as ``choose_kmers`` runs it in a
 network's ``fit`` of ``random_state=seed`` (float32 sets; the rule's stream is the fit's seed + 2);
-the width before the test is the rule's without it (the same stream), the test's statistic is
-read through a wrapper of ``order_statistic``.
+the width the rule took and the test's statistic are read through wrappers of the test's steps.
 """
 
 import os
@@ -27,6 +26,7 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from _records import emit  # noqa: E402
 from suite_data import KINDS, load  # noqa: E402
 
 import skset._map_selection as ms  # noqa: E402
@@ -63,31 +63,33 @@ def rows(names, tasks, seed):
 
 
 def rule(sets, y, random_state):
-    """``(width before the test, dilation, the test's statistic or None, width kept)`` for a
-    network of ``random_state`` (float32, its default dtype)."""
+    """``(width the rule took, its dilation, the test's statistic or None, width kept)`` for a
+    network of ``random_state`` (float32, its default dtype): one ``select_window`` run, read
+    through wrappers of the test's two steps."""
     sets = check_sets(sets, compute_dtype=torch.float32).sets
     seed = seed_from_random_state(random_state)
-    stats = []
-    statistic = ms.order_statistic
+    seen = {}
+    errors_fn, statistic_fn = ms.shuffled_kmer_errors, ms.order_statistic
 
-    def recording(errors, shuffled):
-        stats.append(statistic(errors, shuffled))
-        return stats[-1]
+    def errors(sets, target, window, dilation, *args, **kw):
+        seen["taken"] = (window, dilation)
+        return errors_fn(sets, target, window, dilation, *args, **kw)
 
-    kw = dict(kmer_coding="level_shape", fixed={}, default=ms.DEFAULT_CHOICE,
-              n_components=DEFAULT_N_COMPONENTS, eigenvalue_floor=DEFAULT_EIGENVALUE_FLOOR,
-              dilate=True)
-    ms.order_statistic = recording
+    def statistic(*args):
+        seen["t"] = statistic_fn(*args)
+        return seen["t"]
+
+    ms.shuffled_kmer_errors, ms.order_statistic = errors, statistic
     try:
-        w, _, _ = ms.select_window(sets, y, rng=np.random.RandomState((seed + 2) % 2**32),
-                                   order_test=True, **kw)
+        w, d, _ = ms.select_window(
+            sets, y, kmer_coding="level_shape", fixed={}, default=ms.DEFAULT_CHOICE,
+            n_components=DEFAULT_N_COMPONENTS, eigenvalue_floor=DEFAULT_EIGENVALUE_FLOOR,
+            rng=np.random.RandomState((seed + 2) % 2**32), dilate=True, order_test=True)
     finally:
-        ms.order_statistic = statistic
-    if not stats:
-        return w, 1, None, w
-    # the width the test saw: the rule without the test (the same stream makes the same choice)
-    w0, d0, _ = ms.select_window(sets, y, rng=np.random.RandomState((seed + 2) % 2**32), **kw)
-    return w0, d0, float(stats[-1]), w
+        ms.shuffled_kmer_errors, ms.order_statistic = errors_fn, statistic_fn
+    if "t" not in seen:  # the rule kept single elements: no test
+        return w, d, None, w
+    return (*seen["taken"], float(seen["t"]), w)
 
 
 def null(draws=40, streams=30):
@@ -158,10 +160,7 @@ def main():
             w, d, t, kept = rule(X, y, seed)
             rec = dict(row=name, framing=framing, seed=seed, window=int(w), dilation=int(d),
                        t=t, kept=int(kept), time_s=round(time.perf_counter() - t0, 2))
-            print(json.dumps(rec), flush=True)
-            if args.out:
-                with open(args.out, "a") as f:
-                    f.write(json.dumps(rec) + "\n")
+            emit(rec, args.out)
 
 
 if __name__ == "__main__":

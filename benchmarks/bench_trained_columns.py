@@ -29,6 +29,7 @@ import json  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
 
+from _records import emit  # noqa: E402
 from bench_suite import RAW_CS, pool_raw, score  # noqa: E402
 from sklearn.linear_model import LogisticRegressionCV  # noqa: E402
 from sklearn.pipeline import Pipeline  # noqa: E402
@@ -143,9 +144,7 @@ def main():
                 rec = dict(dataset=name, framing=fr, row=row, variant=args.label, params=params,
                            seed=args.seed, score=value, n_iter=n_iter,
                            time_s=time.perf_counter() - t, kmers=kmers)
-                print(json.dumps(rec), flush=True)
-                with open(args.out, "a") as f:
-                    f.write(json.dumps(rec) + "\n")
+                emit(rec, args.out)
 
 
 if __name__ == "__main__":
