@@ -391,6 +391,11 @@ WINDOW_CANDIDATES = (3, 5, 10, 20)
 #: ArrowHead 80.8 -> 84.0, PickupGestureWiimoteZ 58.0 -> 60.7, ACSF1 87.7 -> 85.7 (one seed
 #: kept single elements); every bag row kept single elements with both
 WINDOW_PER_SET = 256
+#: values (k-mers x their coded features) one width's proxy maps at most: its k-mers per set are
+#: cut below ``WINDOW_PER_SET`` for wide k-mers of many features (256 MiB in float64; 20-mers of
+#: 120 features in 600 sets would be 3 GiB). On the suite the most is WatchWindows' 20-mers,
+#: 17.5 million values, so no suite fit is cut
+WINDOW_MAX_VALUES = 2**25
 #: the dilated k-mers ``(width, dilation)`` that ``dilation="auto"`` scores once ``window="auto"``
 #: has taken k-mers: elements ``dilation`` steps apart reach further along a series with few
 #: coordinates. A pair is a candidate when its span ``(width - 1) * dilation + 1`` is at most
@@ -403,6 +408,15 @@ DILATED_MAX_SPAN = 2 / 3
 #: with one width, and the largest of eight noisy statistics passes 2.0 far more often than one
 #: (the one-sided 5% level for the largest of eight is about 2.5)
 MIN_T_DILATED = 3.0
+
+
+def kmers_per_set(n_sets: int, window: int, n_features: int, kmer_coding: str, budget: int,
+                  groups: int = 1) -> int:
+    """k-mers per set a proxy samples so that ``groups`` groups of ``n_sets`` sets hold at most
+    ``budget`` values (k-mers x their coded features): ``WINDOW_PER_SET`` where they fit, never
+    fewer than 8."""
+    width = n_features * (1 if window == 1 else window + (kmer_coding == "level_shape"))
+    return int(np.clip(budget // max(groups * n_sets * width, 1), 8, WINDOW_PER_SET))
 
 
 def window_candidates(lengths) -> list[int]:
@@ -475,9 +489,8 @@ def shuffled_kmer_errors(sets, target, window: int, dilation: int, kmer_coding: 
     so the mean error of the sets is one more draw among those of the copies. At most
     ``WINDOW_PER_SET`` k-mers per set and group, fewer where all groups would hold more than
     ``ORDER_MAX_VALUES`` values."""
-    width = (window + 1 if kmer_coding == "level_shape" else window) * sets[0].shape[1]
-    per_set = int(np.clip(ORDER_MAX_VALUES // ((ORDER_SHUFFLES + 1) * len(sets) * width), 8,
-                          WINDOW_PER_SET))
+    per_set = kmers_per_set(len(sets), window, sets[0].shape[1], kmer_coding, ORDER_MAX_VALUES,
+                            ORDER_SHUFFLES + 1)
     groups = [_sampled_rows(sets, rng, per_set, window, kmer_coding, dilation)]
     for _ in range(ORDER_SHUFFLES):
         copies = [s[rng.permutation(len(s))] for s in sets]
@@ -514,7 +527,8 @@ def select_window(sets, y, *, kmer_coding: str, fixed: dict, default: dict, n_co
     of :func:`select_element_map` with the map fixed (``fixed``'s explicit values, ``default``'s
     for its ``"auto"`` ones): on a sample of the training sets (classes of one set left out), the
     k-mers of each (coded as ``kmer_coding`` says; the sets themselves for 1), at most
-    ``WINDOW_PER_SET`` of them per set,
+    ``WINDOW_PER_SET`` of them per set (fewer where a width's k-mers would hold more than
+    ``WINDOW_MAX_VALUES`` values),
     standardised by their own mean and deviation when ``choice["standardize"]``, projected on
     the sphere when ``choice["normalize"]``, mapped on anchors drawn among them, mean-pooled,
     and the leave-one-out squared error of a ridge model on the pooled features. A width
@@ -557,7 +571,9 @@ def select_window(sets, y, *, kmer_coding: str, fixed: dict, default: dict, n_co
     target = _targets(task, sub_y)
 
     def errors_of(w, dilation=1):
-        return kmer_errors([_sampled_rows(sub_sets, rng, WINDOW_PER_SET, w, kmer_coding,
+        per_set = kmers_per_set(len(sub_sets), w, sub_sets[0].shape[1], kmer_coding,
+                                WINDOW_MAX_VALUES)
+        return kmer_errors([_sampled_rows(sub_sets, rng, per_set, w, kmer_coding,
                                           dilation)], choice, target, n_components=n_components,
                            eigenvalue_floor=eigenvalue_floor, rng=rng, dtype=dtype)[0]
 

@@ -220,6 +220,37 @@ def test_the_rule_builds_only_the_kmers_it_samples(monkeypatch):
     assert len(built) == 20 * len(WINDOW_CANDIDATES) and max(built) == ms.WINDOW_PER_SET
 
 
+def test_the_rule_bounds_the_values_it_maps(monkeypatch):
+    # wide k-mers of many features: each width's k-mers per set are cut so that they hold at most
+    # WINDOW_MAX_VALUES values (single elements and widths that fit keep WINDOW_PER_SET a set)
+    import skset._map_selection as ms
+
+    rng = np.random.default_rng(0)
+    y = np.arange(20) % 2
+    X = [np.cumsum(rng.normal(size=(300, 6)), 0) for _ in y]
+    seen = {}
+    real = ms._sampled_rows
+
+    def counted(sets, rng, per_set, window=1, coding="plain", dilation=1):
+        out = real(sets, rng, per_set, window, coding, dilation)
+        seen[window] = (per_set, out[0].size)
+        return out
+
+    budget = 20 * 200 * 6 * 6  # 200 5-mers a set (level + shape: 6 x 6 values each)
+    monkeypatch.setattr(ms, "_sampled_rows", counted)
+    monkeypatch.setattr(ms, "WINDOW_MAX_VALUES", budget)
+    kw = dict(kmer_coding="level_shape", fixed={}, default=ms.DEFAULT_CHOICE, n_components=16,
+              eigenvalue_floor=1e-6, rng=np.random.RandomState(0))
+    select_window(X, y, **kw)
+    assert sorted(seen) == [1, *WINDOW_CANDIDATES]
+    assert seen[1][0] == seen[3][0] == ms.WINDOW_PER_SET  # 20 x 256 x 6 and x 24 fit
+    assert (seen[5][0], seen[10][0], seen[20][0]) == (200, budget // (20 * 66), budget // (20 * 126))
+    assert all(size <= budget for _, size in seen.values())
+    # never fewer than 8 a set
+    assert ms.kmers_per_set(20, 20, 6, "level_shape", 1000) == 8
+    assert ms.kmers_per_set(20, 1, 6, "level_shape", 10**9) == ms.WINDOW_PER_SET
+
+
 def test_the_width_taken_is_the_best_of_those_that_beat_single_elements(monkeypatch):
     """Of the widths whose per-set errors beat single elements' by more than noise, the one of
     lowest mean error is taken: a width of lower mean error but too noisy to pass the paired test
