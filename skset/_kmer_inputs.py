@@ -31,7 +31,8 @@ class KmerWidth:
 
     @property
     def _min_elements(self) -> int:
-        """The fewest elements a set may have: the window for contiguous k-mers, else 1."""
+        """The fewest elements a training set may have: the window for contiguous k-mers, else 1
+        (a fitted model reads a shorter set as one k-mer)."""
         return self._width if self._dilation == 1 else 1
 
 

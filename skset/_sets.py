@@ -566,8 +566,9 @@ def pack_weights(
 
 def check_kmer_lengths(lengths: np.ndarray, window: int, *, name: str = "X",
                        dilation: int = 1) -> None:
-    """A ``ValueError`` naming the first set shorter than the k-mer ``window`` (contiguous
-    k-mers; with ``dilation > 1`` a set of any size has a k-mer, see :func:`kmer_index`)."""
+    """A ``ValueError`` naming the first training set shorter than an explicit contiguous k-mer
+    ``window`` (a fit refuses a width its sets cannot hold; with ``dilation > 1`` a set of any
+    size has a k-mer, and a fitted model reads a set of any size: :func:`kmer_index`)."""
     if int(dilation) > 1:
         return
     short = np.flatnonzero(np.asarray(lengths) < window)
@@ -589,9 +590,9 @@ def kmer_index(lengths: np.ndarray, window: int, dilation: int = 1):
 
     k-mer ``i`` of a set holds its elements ``i, i + dilation, ..., i + (window - 1) * dilation``;
     a set of ``n`` elements has ``max(n - span + 1, 1)`` of them (``span``: :func:`kmer_span`):
-    a set shorter than the span has one, its last element repeated where the set ends (only
-    dilated k-mers reach that far: contiguous ones need ``n >= window``,
-    :func:`check_kmer_lengths`).
+    a set shorter than the span has one, its last element repeated where the set ends (a fit
+    refuses training sets shorter than an explicit contiguous window,
+    :func:`check_kmer_lengths`; a fitted model reads sets of any size).
     """
     lengths = np.asarray(lengths, dtype=np.int64)
     n_out = np.maximum(lengths - kmer_span(window, dilation) + 1, 1)
@@ -608,14 +609,14 @@ def kmer_windows(sets: Sequence[np.ndarray], window: int, *, name: str = "X",
 
     A set of ``n`` elements of ``d`` features becomes ``n - window + 1`` elements of
     ``window * d`` features, element ``i`` being ``[x_i, x_{i+1}, ..., x_{i+window-1}]``
-    (``dilation=1``); with ``dilation`` ``[x_i, x_{i+dilation}, ...]`` (:func:`kmer_index`).
-    Done in one gather over all sets.
+    (``dilation=1``); with ``dilation`` ``[x_i, x_{i+dilation}, ...]``; a set shorter than a
+    k-mer has one, its last element repeated (:func:`kmer_index`). Done in one gather over all
+    sets.
     """
     window = int(window)
     if window == 1:
         return list(sets)
     lengths = np.fromiter((s.shape[0] for s in sets), dtype=np.int64, count=len(sets))
-    check_kmer_lengths(lengths, window, name=name, dilation=dilation)
     flat = np.concatenate(sets, axis=0)
     index, n_out = kmer_index(lengths, window, dilation)
     gathered = flat[index].reshape(len(index), -1)  # (N_out, window * d)

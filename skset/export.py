@@ -117,9 +117,9 @@ def _min_elements(estimator) -> int:
 
 
 def _min_length(estimator) -> int:
-    """The shortest padded length an exported model takes: ``window + 1`` with k-mers (the
-    exported program assumes two k-mer rows or more; pad a batch of shortest sets further); for
-    dilated k-mers their span + 1 (real sets may be shorter: the mask says where they end)."""
+    """The shortest padded length an exported model takes: the k-mers' span + 1 (``window + 1``
+    for contiguous k-mers; the exported program assumes two k-mer rows or more: pad a batch of
+    shortest sets further); real sets may be shorter, the mask says where they end."""
     w = _min_elements(estimator)
     return w + 1 if w > 1 else 1
 

@@ -103,7 +103,9 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         0.5 without labels).
     window : int or "auto", default="auto"
         k-mer width: ``window`` consecutive elements of each (ordered) set are concatenated into one
-        element before the map, so a set of ``n`` elements gives ``n - window + 1``. ``"auto"``:
+        element before the map, so a set of ``n`` elements gives ``n - window + 1`` (``fit``
+        refuses training sets shorter than an explicit ``window``; a fitted map reads a shorter
+        set as one k-mer, its last element repeated). ``"auto"``:
         ``window_`` chosen in ``fit`` among 1 and the widths 3, 5, 10, 20 that every training set
         holds twice, k-mers only where they predict the labels better by more than noise (1
         without labels, for a 2-D pool); see the :ref:`nystrom` guide.
@@ -111,9 +113,10 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         With ``window > 1``: the k-mer's elements are ``dilation`` steps apart, ``x_i, x_{i +
         dilation}, ..., x_{i + (window - 1) dilation}``, so that a k-mer spans ``(window - 1) *
         dilation + 1`` steps with ``window`` elements; a set shorter than that span has one
-        k-mer, its last element repeated (contiguous k-mers, ``dilation=1``, need sets of at
-        least ``window`` elements). ``"auto"``: with ``window="auto"``, once k-mers are taken,
-        ``window_`` and ``dilation_`` may become one of the pairs 10:2, 10:4, 10:8, 10:16, 5:8,
+        k-mer, its last element repeated (with contiguous k-mers, ``dilation=1``, only once
+        fitted: ``fit`` refuses training sets shorter than an explicit ``window``). ``"auto"``:
+        with ``window="auto"``, once k-mers are taken, ``window_`` and ``dilation_`` may become
+        one of the pairs 10:2, 10:4, 10:8, 10:16, 5:8,
         5:16, 5:32, 3:16 (width:dilation) whose span is at most 2/3 of the median training
         length, where it predicts the labels better than the width by a clear margin (a paired t
         above 3); 1 otherwise, and with an explicit ``window``.
@@ -345,8 +348,9 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
             isinstance(X, np.ndarray) and X.ndim == 2
         ) or hasattr(X, "iloc"):
             arr = validate_data(self, X, reset=fitting, dtype=[np.float64, np.float32],
-                                ensure_min_samples=self._min_elements)
-            coll = check_sets(arr, allow_pool=True, min_elements=self._min_elements,
+                                ensure_min_samples=self._min_elements if fitting else 1)
+            coll = check_sets(arr, allow_pool=True,
+                              min_elements=self._min_elements if fitting else 1,
                               compute_dtype=self.dtype,
                               n_features=None if fitting else self.n_features_in_)
         else:
@@ -356,7 +360,8 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
                 self.n_features_in_ = coll.n_features
                 if hasattr(self, "feature_names_in_"):
                     del self.feature_names_in_
-        check_kmer_lengths(coll.lengths, self._width, dilation=self._dilation)
+        if fitting:  # a fitted map reads a shorter set as one k-mer (kmer_index)
+            check_kmer_lengths(coll.lengths, self._width, dilation=self._dilation)
         return coll
 
     def _training_elements(self, X, sample_weight, element_weight, *, fitting: bool,

@@ -8,7 +8,7 @@ import torch
 
 import skset._map_selection as ms
 from skset import NystromFeatures
-from skset._sets import kmer_index, kmer_level_shape, kmer_windows, pack
+from skset._sets import check_kmer_lengths, kmer_index, kmer_level_shape, kmer_windows, pack
 from skset._weighting import kmer_weights
 from skset.nn import NystromLayer
 from skset.nn.nystrom import kmer_unfold
@@ -40,10 +40,16 @@ def test_kmer_windows_match_a_loop(window, dilation):
     assert index.shape == (n_out.sum(), window)
 
 
-def test_contiguous_kmers_still_refuse_short_sets():
-    with pytest.raises(ValueError, match="set 2 has 3 elements"):
-        kmer_windows(_sets(), 4)
-    assert len(kmer_windows(_sets(), 4, dilation=2)[2]) == 1  # dilated: one k-mer, padded
+def test_a_set_shorter_than_a_kmer_is_one_kmer_its_last_element_repeated():
+    # contiguous as dilated: set 2 has 3 elements
+    s = _sets()[2]
+    for dilation in (1, 2):
+        (one,) = kmer_windows(_sets(), 4, dilation=dilation)[2]
+        np.testing.assert_array_equal(one, s[[0, 1, 2, 2]].reshape(-1) if dilation == 1
+                                      else s[[0, 2, 2, 2]].reshape(-1))
+    # a fit refuses an explicit contiguous window its training sets cannot hold
+    with pytest.raises(ValueError, match="set 2 has 3 elements, fewer than the k-mer window"):
+        check_kmer_lengths([5, 6, 3], 4)
 
 
 def test_kmer_weights_are_the_mean_over_the_dilated_elements():
@@ -52,7 +58,7 @@ def test_kmer_weights_are_the_mean_over_the_dilated_elements():
     np.testing.assert_allclose(got, [(1 + 5 + 9) / 3, (2 + 6 + 10) / 3])
 
 
-@pytest.mark.parametrize("window,dilation", [(3, 4), (2, 7)])
+@pytest.mark.parametrize("window,dilation", [(3, 4), (2, 7), (4, 1), (3, 1)])
 def test_padded_unfold_matches_the_sets(window, dilation):
     sets = _sets()
     X, M = pack(sets, dtype=torch.float64, device="cpu")

@@ -56,8 +56,7 @@ def _fit(kind, window=1):
         est.fit(X)
     else:
         est.fit(X, labels if kind.endswith("clf") else y)
-    if window > 1:  # k-mers: sets of at least `window` elements
-        X_new = [s for s in X_new if len(s) >= window]
+    # with k-mers, the sets shorter than a k-mer (1 and 2 elements for 3-mers) are one k-mer each
     return est, X_new
 
 

@@ -14,6 +14,7 @@ from skset import (
     DeepSetsClassifier,
     DeepSetsRegressor,
     NystromFeatures,
+    OTKClassifier,
     SetTransformerClassifier,
     SetTransformerRegressor,
 )
@@ -172,6 +173,23 @@ def test_explicit_dilated_kmers_fit_predict_and_export(cls):
     out = export_program(est).module()(torch.as_tensor(x), torch.as_tensor(m))
     ref = est.predict(batch) if "Regressor" in cls.__name__ else est.decision_function(batch)
     np.testing.assert_allclose(out[0].detach().numpy(), ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("cls", [DeepSetsClassifier, SetTransformerClassifier, OTKClassifier])
+def test_a_set_shorter_than_the_chosen_kmers_is_one_kmer(cls):
+    # the width was chosen on long training sets: a shorter test set is read as one k-mer, its
+    # last element repeated, as the same set padded to the width that way
+    X, y = _ramps()
+    kw = SMALL if cls is not OTKClassifier else dict(n_components=8, n_supports=3, max_iter=2,
+                                                     random_state=0, device="cpu")
+    est = cls(**kw).fit(X, y)
+    w = est.window_
+    assert w > 1
+    for n in (1, 2, w - 1):
+        short = X[3][:n]
+        padded = short[np.minimum(np.arange(w), n - 1)]
+        got = est.predict_proba([X[0], short, padded])
+        np.testing.assert_allclose(got[1], got[2], rtol=1e-6, atol=1e-7)
 
 
 def test_a_fresh_fit_chooses_again():

@@ -162,9 +162,14 @@ def test_otk_layer_methods_agree_and_mask_default(method):
 def test_layer_errors():
     with pytest.raises(ValueError, match="references must have shape"):
         OTKLayer(3, 4, 2, references=torch.zeros(1, 4, 3))
-    nys = NystromLayer(2, 3, window=4)
-    with pytest.raises(ValueError, match="shorter than the k-mer window"):
-        nys(torch.zeros(1, 3, 2), torch.ones(1, 3, dtype=torch.bool))
+    # sequences shorter than the k-mer window: one k-mer each, the last element repeated
+    nys = NystromLayer(2, 3, window=4).double()
+    x = torch.randn(2, 3, 2, dtype=torch.float64)
+    mask = torch.tensor([[True, True, True], [True, True, False]])
+    out, kmask = nys(x, mask)
+    assert out.shape == (2, 1, 3) and kmask.tolist() == [[True], [True]]
+    ref, _ = nys(x[1:, [0, 1, 1, 1]], torch.ones(1, 4, dtype=torch.bool))
+    torch.testing.assert_close(out[1:], ref, rtol=0, atol=0)
 
 
 # -- positional weighting modes --

@@ -139,12 +139,19 @@ def test_partial_fit_continues_the_chosen_width_and_refuses_another():
         nf.set_params(window=other).partial_fit(X[40:])
 
 
-def test_a_test_set_shorter_than_the_chosen_width_is_named():
+def test_a_test_set_shorter_than_the_chosen_width_is_one_kmer():
+    # the width was chosen on the training sets: a shorter test set is read as one k-mer, its
+    # last element repeated (never an error about a window the user did not give)
     X, y = _order_task()
     nf = NystromFeatures(n_components=8, window="auto", random_state=0).fit(X, y)
-    short = [X[0], X[1][: nf.window_ - 1]]
-    with pytest.raises(ValueError, match="set 1"):
-        nf.transform(short)
+    w = nf.window_
+    assert w > 1
+    for n in (1, w - 1):
+        short = X[1][:n]
+        padded = short[np.minimum(np.arange(w), n - 1)]
+        out = nf.transform([X[0], short])
+        assert out[1].shape[0] == 1
+        np.testing.assert_array_equal(out[1], nf.transform([padded])[0])
 
 
 def test_select_window_matches_its_scores_and_the_incumbent_rule():

@@ -528,8 +528,8 @@ n_labels) multi-label indicators for classifiers)
     def _predict_inputs(self, X, side=None) -> tuple[list, list | None]:
         """The checked, prepared sets of ``X`` and their checked side data (or None)."""
         check_is_fitted(self, "module_")
-        sets = check_sets(X, n_features=self.n_features_in_, min_elements=self._min_elements,
-                          compute_dtype=self.dtype_).sets
+        # any set of one element or more: one shorter than the k-mers is read as one k-mer
+        sets = check_sets(X, n_features=self.n_features_in_, compute_dtype=self.dtype_).sets
         side = self._check_side_data(side, sets)
         return self._prepare_sets(sets, fitting=False), side
 

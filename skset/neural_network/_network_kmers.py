@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from .._map_selection import DEFAULT_CHOICE, format_window_scores, select_window
-from .._sets import kmer_level_shape
+from .._sets import check_kmer_lengths, kmer_level_shape
 from .._validation import POSITIVE_INT
 from ..nn.nystrom import DEFAULT_EIGENVALUE_FLOOR, DEFAULT_N_COMPONENTS, kmer_unfold
 from ..nn.nystrom import kmer_level_shape as coded_tensor
@@ -34,14 +34,16 @@ KMER_DOC = """    window : int or "auto", default="auto"
         k-mer width: each (ordered) set is read as its k-mers, ``window`` elements (``dilation``
         apart) coded as level + shape (their deviations from their mean, then the mean; as
         :class:`skset.NystromFeatures` codes them), so a set of ``n`` elements of ``d`` features
-        becomes ``n - window + 1`` elements of ``(window + 1) * d``; 1 reads single elements,
-        and a set's output does not depend on its rows' order. ``"auto"``: chosen in ``fit``
-        from single-output labels (``window_``; printed with the rule's scores under
-        ``verbose``) by :class:`skset.NystromFeatures`' rule, then
-        kept only when the order of the elements means something: the k-mers must beat the
-        k-mers of the same sets with their elements shuffled (a paired t above 2 on the rule's
-        proxy). A series handed over as a set of its time points is read as k-mers; a bag of
-        i.i.d. elements, or any set whose order is arbitrary, as single elements (the output
+        becomes ``n - window + 1`` elements of ``(window + 1) * d`` (a fit refuses training sets
+        shorter than an explicit ``window``; a fitted model reads a shorter set as one k-mer, its
+        last element repeated); 1 reads single elements, and a set's output does not depend on
+        its rows' order. ``"auto"``: chosen in ``fit`` from single-output labels (``window_``;
+        printed with the rule's scores under ``verbose``) by :class:`skset.NystromFeatures`'
+        rule, then kept only when the order of the elements means something: the k-mers must
+        beat the k-mers of the same sets with their elements shuffled, on the rule's proxy, by a
+        margin above 3 in the spread of five shuffled copies (``order_statistic``). A series
+        handed over as a set of its time points is read as k-mers; a bag of i.i.d. elements,
+        or any set whose order is arbitrary, as single elements (the output
         then does not depend on the order); without labels (multi-label, no ``y``), 1.
     dilation : int or "auto", default="auto"
         Steps between a k-mer's elements (a set shorter than the span ``(window - 1) *
@@ -59,6 +61,8 @@ def choose_kmers(est, sets, y, seed: int) -> tuple[int, int]:
     window = 1 if est.window == "auto" else int(est.window)
     dilation = 1 if est.dilation == "auto" else int(est.dilation)
     y = None if y is None else np.asarray(y)
+    if est.window != "auto":
+        check_kmer_lengths(np.array([len(s) for s in sets]), window, dilation=dilation)
     if est.window != "auto" or y is None or y.ndim != 1 or len(y) != len(sets):
         return window, dilation
     w, d, scores = select_window(sets, y, kmer_coding="level_shape", fixed={},

@@ -173,29 +173,23 @@ def nystrom_map_into(x, anchors, normalization, bandwidth, out, buf, *, mean=Non
 def kmer_unfold(x: torch.Tensor, mask: torch.Tensor, window: int, dilation: int = 1):
     """Concatenate ``window`` consecutive elements of padded sequences (``dilation`` apart).
 
-    ``x (B, n, d)``, ``mask (B, n)`` -> ``(B, n - window + 1, window * d)`` and its mask; window
-    ``i`` is real when its last element is (masks are prefix masks: real elements come first).
-    With ``dilation > 1``, k-mer ``i`` holds elements ``i, i + dilation, ...``: ``(B, m, window *
-    d)`` with ``m = max(n - span + 1, 1)`` (``span = (window - 1) * dilation + 1``), and a set of
-    ``n_b`` real elements has ``max(n_b - span + 1, 1)`` real k-mers, its last element repeated
-    past its end (as :class:`skset.NystromFeatures` builds them with ``dilation``).
+    ``x (B, n, d)``, ``mask (B, n)`` (a prefix mask: real elements come first) -> ``(B, m, window
+    * d)`` and its mask, ``m = max(n - span + 1, 1)`` with ``span = (window - 1) * dilation + 1``:
+    k-mer ``i`` holds elements ``i, i + dilation, ...``, and a set of ``n_b`` real elements has
+    ``max(n_b - span + 1, 1)`` real k-mers: a set shorter than the span has one, its last element
+    repeated past its end (as :class:`skset.NystromFeatures` builds them).
     """
     if window == 1:
         return x, mask
     B, n, d = x.shape
-    if dilation == 1 and n < window:
-        raise ValueError(f"sequences of padded length {n} are shorter than the k-mer window {window}")
     span = (window - 1) * dilation + 1
     m = n - span + 1 if n >= span else 1
     steps = (torch.arange(m, device=x.device)[:, None]
              + dilation * torch.arange(window, device=x.device)[None, :]).reshape(1, -1)
-    if dilation > 1:  # clipped at each set's last element
-        last = (mask.sum(1, keepdim=True) - 1).clamp_min(0)  # (B, 1)
-        index = torch.minimum(steps, last)  # (B, m * window)
-        real = torch.arange(m, device=x.device)[None, :] < (last + 2 - span).clamp_min(1)
-        real = real & mask[:, :1]
-    else:
-        index, real = steps.expand(B, -1), mask[:, window - 1:]
+    last = (mask.sum(1, keepdim=True) - 1).clamp_min(0)  # (B, 1)
+    index = torch.minimum(steps, last)  # (B, m * window): clipped at each set's last element
+    real = torch.arange(m, device=x.device)[None, :] < (last + 2 - span).clamp_min(1)
+    real = real & mask[:, :1]
     # one gather (not Tensor.unfold, whose export guards the length of univariate sequences)
     xw = x.gather(1, index.unsqueeze(-1).expand(B, m * window, d)).reshape(B, m, window * d)
     return xw, real
@@ -206,15 +200,18 @@ def kmer_mass(weights: torch.Tensor, window: int, dilation: int = 1,
     """The mass of each k-mer of padded sequences: the mean of its ``window`` elements' masses.
 
     ``weights (B, n)`` -> ``(B, m)``, aligned with :func:`kmer_unfold` (a real k-mer holds real
-    elements only, so pads never enter a real k-mer's mass; dilated k-mers need the sets' ``mask``
-    to know where each ends). Every element is in at least one k-mer of a set of ``n >= window``
-    elements, so a set with positive mass keeps a positive total mass; an element of mass 0 still
-    lends its features to the k-mers it is in.
+    elements only, so pads never enter a real k-mer's mass; k-mers that reach past a set's end
+    need the sets' ``mask`` to know where each ends). Every element is in at least one k-mer, so
+    a set with positive mass keeps a positive total mass; an element of mass 0 still lends its
+    features to the k-mers it is in.
     """
     if window == 1:
         return weights
-    if dilation > 1:
+    if mask is not None:
         return kmer_unfold(weights.unsqueeze(-1), mask, window, dilation)[0].mean(-1)
+    if dilation > 1 or weights.shape[1] < window:
+        full = torch.ones(weights.shape, dtype=torch.bool, device=weights.device)
+        return kmer_unfold(weights.unsqueeze(-1), full, window, dilation)[0].mean(-1)
     return weights.unfold(1, window, 1).mean(-1)
 
 
@@ -241,7 +238,8 @@ class NystromLayer(nn.Module):
     bandwidth : float, default=DEFAULT_BANDWIDTH
         Gaussian kernel bandwidth ``sigma`` (on the unit sphere when ``normalize``).
     window : int, default=1
-        k-mer width: ``window`` consecutive elements are concatenated before the map.
+        k-mer width: ``window`` consecutive elements are concatenated before the map (a set
+        shorter than ``window`` has one k-mer, its last element repeated, :func:`kmer_unfold`).
     dilation : int, default=1
         With ``window > 1``: the k-mer's elements are ``dilation`` steps apart (its span
         ``(window - 1) * dilation + 1``; a set shorter than the span has one k-mer, its last
