@@ -7,6 +7,8 @@ from one fit.
     python bench_otk_start.py --runs ArrowHead:set:0 ArrowHead:seq:0 ... --out results/otk_start.jsonl
     python bench_otk_start.py --table results/otk_start.jsonl
 
+``--params '{"alpha": 0.01}'``: other parameters of the classifier (recorded in each line).
+
 A run is ``data set:framing:seed`` (framings as in ``bench_suite.py``: ``set``, the elements as
 given; ``seq``, k-mers of ``KINDS[name]["window"]``). Scores are test accuracy (also on the MNIST
 bags, where the suite reports ROC AUC). Results: ``results/otk_start.md``.
@@ -39,17 +41,17 @@ class _KeepStart(OTKClassifier):
         return module
 
 
-def run(name, framing, seed):
+def run(name, framing, seed, params=None):
     X_tr, X_te, y_tr, y_te = load(name)
     if framing == "seq":
         w = KINDS[name]["window"]
         X_tr, X_te = kmer_windows(X_tr, w), kmer_windows(X_te, w)
     t = time.perf_counter()
-    m = _KeepStart(random_state=seed).fit(X_tr, y_tr)
+    m = _KeepStart(random_state=seed, **(params or {})).fit(X_tr, y_tr)
     elapsed = time.perf_counter() - t
     trained, train_trained = m.score(X_te, y_te), m.score(X_tr, y_tr)
     m.module_ = m.start_module
-    return dict(dataset=name, framing=framing, seed=seed, trained=trained,
+    return dict(dataset=name, framing=framing, seed=seed, params=params or {}, trained=trained,
                 start=m.score(X_te, y_te), train_trained=train_trained,
                 train_start=m.score(X_tr, y_tr), window=int(m.window_),
                 dilation=int(m.dilation_), n_iter=int(m.n_iter_), time_s=round(elapsed, 1))
@@ -82,6 +84,7 @@ def table(paths):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", nargs="*", default=[], metavar="NAME:FRAMING:SEED")
+    ap.add_argument("--params", default="{}", help="JSON OTKClassifier parameters")
     ap.add_argument("--out", help="JSON lines appended here")
     ap.add_argument("--table", nargs="+", metavar="JSONL")
     args = ap.parse_args()
@@ -91,7 +94,7 @@ def main():
     warnings.filterwarnings("ignore")
     for spec in args.runs:
         name, framing, seed = spec.split(":")
-        emit(run(name, framing, int(seed)), args.out)
+        emit(run(name, framing, int(seed), json.loads(args.params)), args.out)
 
 
 if __name__ == "__main__":
