@@ -9,8 +9,10 @@ width of ``WINDOW_CANDIDATES`` scored by ``select_window`` as ``NystromFeatures`
 
 ``--unbounded``: every width on ``WINDOW_PER_SET`` k-mers a set whatever their size (the rule
 before ``WINDOW_MAX_VALUES``); ``--fit``: the whole ``NystromFeatures(random_state=0).fit``
-(the rule, then the map and the anchors on the width taken). Prints the width taken, the scores
-and the process's peak memory.
+(the rule, then the map and the anchors on the width taken), with ``--params JSON`` its other
+parameters, e.g. ``--params '{"window": 10, "max_samples": 100000}'`` (a fit of the anchors
+only, on the k-mers of all 300 sets, against ``max_samples="auto"``). Prints the width taken,
+the scores and the process's peak memory.
 """
 
 import os
@@ -18,6 +20,7 @@ import sys
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+import json  # noqa: E402
 import resource  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -34,12 +37,13 @@ X = [np.cumsum(rng.normal(size=(length, n_features)), 0) * (1 + 0.5 * c) for c i
 if "--fit" in sys.argv:
     from skset import NystromFeatures
 
-    ny = NystromFeatures(random_state=0).fit(X, y)
+    params = json.loads(sys.argv[sys.argv.index("--params") + 1]) if "--params" in sys.argv else {}
+    ny = NystromFeatures(random_state=0, **params).fit(X, y)
     window, scores = ny.window_, ny.window_scores_
 else:  # the rule alone, with NystromFeatures' defaults
     window, dilation, scores = ms.select_window(
         X, y, kmer_coding="level_shape", fixed={}, default=ms.DEFAULT_CHOICE,
         n_components=DEFAULT_N_COMPONENTS, eigenvalue_floor=DEFAULT_EIGENVALUE_FLOOR,
         rng=np.random.RandomState(0), dilate=True)
-print("window", window, "scores", ms.format_window_scores(scores),
+print("window", window, "scores", ms.format_window_scores(scores or []),
       "peak %.0f MiB" % (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))

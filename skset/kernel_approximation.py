@@ -50,6 +50,13 @@ from .nn.nystrom import (
 
 __all__ = ["NystromFeatures"]
 
+#: ``max_samples="auto"``: the rows k-means learns the anchors from, at most
+AUTO_MAX_SAMPLES = 100_000
+#: and at most this many values (rows x features): for wide elements or k-mers k-means would
+#: cost rows x features x anchors per iteration (10-mers of 120 features, 57,300 of them: 63 s of
+#: Lloyd's iterations on one thread, ``benchmarks/bench_window_memory.py --fit``)
+MAX_SAMPLE_VALUES = 2**25
+
 
 @dataclass(frozen=True)
 class _TrainingElements:
@@ -160,8 +167,12 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         gives the rule and the suite it was tested on.
     anchors : {"kmeans", "random"}, default="kmeans"
         Anchors are k-means centroids of (a sample of) training elements, or random elements.
-    max_samples : int, default=100000
-        Training elements sampled for the anchors (all when fewer).
+    max_samples : int or "auto", default="auto"
+        Training elements (or k-mers) sampled for the anchors (all when fewer). ``"auto"``:
+        100,000, fewer for wide elements so that the sample holds at most 2^25 values
+        (``MAX_SAMPLE_VALUES``; 25,420 coded 10-mers of 120 features): k-means costs rows x
+        features, and 128 anchors are learnt as well from 25,000 rows (no data set of the
+        suite has enough values to be cut).
     eigenvalue_floor : float, default=1e-4
         Eigenvalues of ``kappa(w, w)`` below ``eigenvalue_floor * max_eigenvalue`` are raised to
         it before the inverse square root.
@@ -257,7 +268,7 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         "normalize": ["auto", Boolean()],
         "keep_norm": ["auto", Boolean()],
         "anchors": ["kmeans", "random"],
-        "max_samples": [POSITIVE_INT],
+        "max_samples": ["auto", POSITIVE_INT],
         "eigenvalue_floor": [Real(0, 1, closed="left")],
         "max_elements": [POSITIVE_INT],
         "verbose": [Integer(0), Boolean()],
@@ -267,7 +278,7 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
     def __init__(self, n_components=DEFAULT_N_COMPONENTS, *, bandwidth="auto", window="auto",
                  dilation="auto", kmer_coding="level_shape", standardize="auto", normalize="auto",
                  keep_norm="auto", anchors="kmeans",
-                 max_samples=100_000, eigenvalue_floor=DEFAULT_EIGENVALUE_FLOOR,
+                 max_samples="auto", eigenvalue_floor=DEFAULT_EIGENVALUE_FLOOR,
                  max_elements=262_144, verbose=0, device="auto", dtype="float32",
                  random_state=None):
         self.n_components = n_components
@@ -405,8 +416,15 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
             if ew is not None:  # a k-mer weighs the mean of its elements' weights
                 ew = np.concatenate(kmer_weights(np.split(ew, np.cumsum(lengths)[:-1]), window,
                                                  self._dilation))
-        elems, w = sample_elements(elems, ew, self.max_samples, rng)
+        elems, w = sample_elements(elems, ew, self._max_samples(elems.shape[1]), rng)
         return (unit_rows(elems) if self.normalize_ else elems), w
+
+    def _max_samples(self, n_features: int) -> int:
+        """``max_samples``, with ``"auto"`` resolved for rows of ``n_features`` features."""
+        if self.max_samples != "auto":
+            return int(self.max_samples)
+        return int(min(AUTO_MAX_SAMPLES, max(MAX_SAMPLE_VALUES // max(n_features, 1),
+                                             self.n_components)))
 
     def _set_anchors(self, anchors) -> None:
         """``anchors_`` (projected on the sphere with ``normalize_``) and ``normalization_``."""
