@@ -26,7 +26,7 @@ import numpy as np
 from ._sets import check_element_weights, kmer_windows
 
 __all__ = ["count_distinct", "drop_zero_weight", "element_masses", "kmeans_weights", "kmer_weights",
-           "sample_elements", "weighted_mean_std"]
+           "resolve_max_samples", "sample_elements", "weighted_mean_std"]
 
 
 def drop_zero_weight(sample_weight: np.ndarray | None):
@@ -60,6 +60,25 @@ def kmer_weights(weights: list[np.ndarray], window: int, dilation: int = 1) -> l
         return weights
     return [w.mean(1) for w in kmer_windows([m[:, None] for m in weights], window,
                                             dilation=dilation)]
+
+
+#: ``max_samples="auto"`` (``NystromFeatures``, ``OTKEmbedding``): k-means sees at most this many
+#: rows
+AUTO_MAX_SAMPLES = 100_000
+#: and at most this many values (rows x features): k-means costs rows x features x centres per
+#: iteration, so wide elements or k-mers get fewer rows (coded 10-mers of 120 features, 57,300 of
+#: them: 63 s of Lloyd's iterations on one thread; ``benchmarks/bench_window_memory.py``)
+MAX_SAMPLE_VALUES = 2**25
+
+
+def resolve_max_samples(max_samples, n_features: int, n_clusters: int) -> int:
+    """The rows a k-means of ``n_clusters`` centres samples from rows of ``n_features``: an
+    explicit ``max_samples`` as given; ``"auto"``: ``AUTO_MAX_SAMPLES``, fewer where they would
+    hold more than ``MAX_SAMPLE_VALUES`` values, never fewer than ``n_clusters``."""
+    if max_samples != "auto":
+        return int(max_samples)
+    return int(min(AUTO_MAX_SAMPLES, max(MAX_SAMPLE_VALUES // max(int(n_features), 1),
+                                         int(n_clusters))))
 
 
 def sample_elements(elements: np.ndarray, weights: np.ndarray | None, max_samples: int, rng):

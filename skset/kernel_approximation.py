@@ -39,7 +39,13 @@ from ._torch import (
     to_numpy,
 )
 from ._validation import POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, Integer, Real, check_sample_weight
-from ._weighting import element_masses, kmer_weights, sample_elements, weighted_mean_std
+from ._weighting import (
+    element_masses,
+    kmer_weights,
+    resolve_max_samples,
+    sample_elements,
+    weighted_mean_std,
+)
 from .nn.nystrom import (
     DEFAULT_EIGENVALUE_FLOOR,
     DEFAULT_N_COMPONENTS,
@@ -49,13 +55,6 @@ from .nn.nystrom import (
 )
 
 __all__ = ["NystromFeatures"]
-
-#: ``max_samples="auto"``: the rows k-means learns the anchors from, at most
-AUTO_MAX_SAMPLES = 100_000
-#: and at most this many values (rows x features): for wide elements or k-mers k-means would
-#: cost rows x features x anchors per iteration (10-mers of 120 features, 57,300 of them: 63 s of
-#: Lloyd's iterations on one thread, ``benchmarks/bench_window_memory.py --fit``)
-MAX_SAMPLE_VALUES = 2**25
 
 
 @dataclass(frozen=True)
@@ -170,7 +169,7 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
     max_samples : int or "auto", default="auto"
         Training elements (or k-mers) sampled for the anchors (all when fewer). ``"auto"``:
         100,000, fewer for wide elements so that the sample holds at most 2^25 values
-        (``MAX_SAMPLE_VALUES``; 25,420 coded 10-mers of 120 features): k-means costs rows x
+        (``skset._weighting.MAX_SAMPLE_VALUES``; 25,420 coded 10-mers of 120 features): k-means costs rows x
         features, and 128 anchors are learnt as well from 25,000 rows (no data set of the
         suite has enough values to be cut).
     eigenvalue_floor : float, default=1e-4
@@ -416,15 +415,9 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
             if ew is not None:  # a k-mer weighs the mean of its elements' weights
                 ew = np.concatenate(kmer_weights(np.split(ew, np.cumsum(lengths)[:-1]), window,
                                                  self._dilation))
-        elems, w = sample_elements(elems, ew, self._max_samples(elems.shape[1]), rng)
+        max_samples = resolve_max_samples(self.max_samples, elems.shape[1], self.n_components)
+        elems, w = sample_elements(elems, ew, max_samples, rng)
         return (unit_rows(elems) if self.normalize_ else elems), w
-
-    def _max_samples(self, n_features: int) -> int:
-        """``max_samples``, with ``"auto"`` resolved for rows of ``n_features`` features."""
-        if self.max_samples != "auto":
-            return int(self.max_samples)
-        return int(min(AUTO_MAX_SAMPLES, max(MAX_SAMPLE_VALUES // max(n_features, 1),
-                                             self.n_components)))
 
     def _set_anchors(self, anchors) -> None:
         """``anchors_`` (projected on the sphere with ``normalize_``) and ``normalization_``."""

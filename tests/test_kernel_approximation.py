@@ -589,27 +589,34 @@ def test_block_map_raises_on_non_finite_output():
 
 def test_max_samples_auto_bounds_the_values_kmeans_sees(monkeypatch):
     # "auto": 100,000 rows, fewer for wide rows (at most MAX_SAMPLE_VALUES values, never fewer
-    # rows than anchors); an explicit value is kept as given
+    # rows than centres); an explicit value is kept as given
+    import skset._weighting as wt
+    import skset.embedding._references as refs
     import skset.kernel_approximation as ka
+    from skset import OTKEmbedding
 
-    nf = NystromFeatures(n_components=8)
-    assert nf.max_samples == "auto"
-    assert nf._max_samples(120) == ka.AUTO_MAX_SAMPLES
-    assert nf._max_samples(1320) == ka.MAX_SAMPLE_VALUES // 1320
-    assert nf.set_params(max_samples=500)._max_samples(1320) == 500
-    monkeypatch.setattr(ka, "MAX_SAMPLE_VALUES", 10 * 6 * 4)  # 40 rows of 6 features
+    assert NystromFeatures().max_samples == "auto" and OTKEmbedding().max_samples == "auto"
+    assert wt.resolve_max_samples("auto", 120, 128) == wt.AUTO_MAX_SAMPLES
+    assert wt.resolve_max_samples("auto", 1320, 128) == wt.MAX_SAMPLE_VALUES // 1320 == 25420
+    assert wt.resolve_max_samples("auto", 10**9, 64) == 64
+    assert wt.resolve_max_samples(500, 1320, 128) == 500
+    monkeypatch.setattr(wt, "MAX_SAMPLE_VALUES", 10 * 6 * 4)  # 40 rows of 6 features
     rng = np.random.default_rng(0)
     X = [rng.normal(size=(30, 3)) for _ in range(10)]
     seen = []
-    real = ka.KMeans.fit
 
-    def fit(self, Z, *args, **kwargs):
-        seen.append(Z.shape)
-        return real(self, Z, *args, **kwargs)
+    def fit(real):
+        def counted(self, Z, *args, **kwargs):
+            seen.append(Z.shape)
+            return real(self, Z, *args, **kwargs)
+        return counted
 
-    monkeypatch.setattr(ka.KMeans, "fit", fit)
+    monkeypatch.setattr(ka.KMeans, "fit", fit(ka.KMeans.fit))
     NystromFeatures(n_components=8, window=2, kmer_coding="plain", random_state=0).fit(X)
     NystromFeatures(n_components=8, window=2, kmer_coding="plain", max_samples=100,
                     random_state=0).fit(X)
     assert seen == [(40, 6), (100, 6)]
-    assert NystromFeatures(n_components=64)._max_samples(10**9) == 64
+    seen.clear()
+    assert refs.KMeans is ka.KMeans  # the references' k-means: the same counted fit
+    OTKEmbedding(n_supports=3, random_state=0).fit([np.hstack([x, x]) for x in X])
+    assert seen == [(40, 6)]

@@ -132,8 +132,9 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
     barycenter_iter : int, default=10
         Iterations of the Wasserstein barycenter / Wasserstein k-means (``max_iter`` before
         0.2; ``max_iter`` means training epochs in skset).
-    max_samples : int, default=100000
-        Elements sampled for k-means.
+    max_samples : int or "auto", default="auto"
+        Elements sampled for k-means. ``"auto"``: 100,000, fewer for wide elements so that the
+        sample holds at most 2^25 values (as :class:`skset.NystromFeatures`).
     sinkhorn_method : {"auto", "log", "exp"}, default="auto"
         Sinkhorn solver, see :func:`skset.ot.sinkhorn`.
     max_elements : int, default=32768
@@ -235,7 +236,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         "center": [Boolean()],
         "normalize": [Boolean()],
         "barycenter_iter": [POSITIVE_INT],
-        "max_samples": [POSITIVE_INT],
+        "max_samples": ["auto", POSITIVE_INT],
         "sinkhorn_method": ["auto", "log", "exp"],
         "max_elements": [POSITIVE_INT],
         **TORCH_PARAMS,
@@ -246,7 +247,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
     def __init__(self, n_supports=10, n_references=1, *, epsilon=0.1, sinkhorn_iter=3000,
                  sinkhorn_tol=1e-4, fit_method="kmeans", position_sigma="auto",
                  position_mode="kernel", reg_m=None, center=True, normalize=True,
-                 barycenter_iter=10, max_samples=100_000, sinkhorn_method="auto",
+                 barycenter_iter=10, max_samples="auto", sinkhorn_method="auto",
                  max_elements=32_768, device="auto", dtype="float32", random_state=None):
         self.n_supports = n_supports
         self.n_references = n_references

@@ -19,7 +19,13 @@ from .._streaming import center_counts, minibatch_kmeans_step, running_mean, ste
 from .._threads import one_thread
 from .._torch import map_on_threads, to_numpy
 from .._validation import check_sample_weight
-from .._weighting import count_distinct, drop_zero_weight, kmeans_weights, sample_elements
+from .._weighting import (
+    count_distinct,
+    drop_zero_weight,
+    kmeans_weights,
+    resolve_max_samples,
+    sample_elements,
+)
 
 __all__ = ["barycenter", "barycentric_targets", "fit_references", "kmeans_elements",
            "kmeans_reference", "reference_counts", "update_references"]
@@ -28,9 +34,12 @@ __all__ = ["barycenter", "barycentric_targets", "fit_references", "kmeans_elemen
 # -- one reference -------------------------------------------------------------------------------
 def kmeans_elements(otk, sets, rng, weights=None):
     """``(elements, weights)`` of ``sets`` a k-means sees (weight-0 elements left out, at most
-    ``otk.max_samples``); ``weights``: one 1-D array of element weights per set, or ``None``."""
-    return sample_elements(np.concatenate(sets, axis=0), None if weights is None
-                           else np.concatenate(weights), otk.max_samples, rng)
+    ``otk.max_samples``, ``"auto"`` resolved by :func:`skset._weighting.resolve_max_samples`);
+    ``weights``: one 1-D array of element weights per set, or ``None``."""
+    elems = np.concatenate(sets, axis=0)
+    max_samples = resolve_max_samples(otk.max_samples, elems.shape[1], otk.n_supports_)
+    return sample_elements(elems, None if weights is None else np.concatenate(weights),
+                           max_samples, rng)
 
 
 def kmeans_reference(otk, sets, rng, weights=None) -> np.ndarray:
