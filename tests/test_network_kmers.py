@@ -201,3 +201,22 @@ def test_a_fresh_fit_chooses_again():
     assert est.fit(short, yb).window_ == 1
     with pytest.raises(ValueError, match="window"):
         DeepSetsClassifier(window=5, **SMALL).fit(short, yb)
+
+
+@pytest.mark.parametrize("cls", [DeepSetsClassifier, OTKClassifier, NystromFeatures])
+def test_a_later_partial_fit_reads_short_sets_as_predict_does(cls):
+    # the first call refuses sets shorter than a given window; later calls, like predict, read
+    # them as one k-mer
+    X, y = _ramps()
+    kw = dict(window=5, dilation=1, random_state=0)
+    kw.update(dict(hidden_size=16, n_layers=1, device="cpu") if cls is DeepSetsClassifier else
+              dict(n_components=8) if cls is NystromFeatures else
+              dict(n_components=8, n_supports=3, device="cpu"))
+    est = cls(**kw)
+    short = [x[:3] for x in X]
+    first = dict(classes=[0, 1]) if cls is not NystromFeatures else {}
+    with pytest.raises(ValueError, match="set 0 has 3"):
+        est.partial_fit(short, y, **first)
+    est.partial_fit(X, y, **first)
+    est.partial_fit(short, y)
+    assert est.window_ == 5

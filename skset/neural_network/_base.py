@@ -370,7 +370,10 @@ n_labels) multi-label indicators for classifiers)
             raise ValueError(f"{type(self).__name__}: classes must be passed on the first call "
                              "to partial_fit (every class of the stream).")
         seed, rng = self._start_fit(warm)
-        coll = check_sets(X, min_elements=self._min_elements, compute_dtype=self.dtype_)
+        # a fitted model (a later partial_fit, warm_start) reads a set shorter than its k-mers as
+        # one k-mer, as predict does: only a first fit refuses sets shorter than a given window
+        coll = check_sets(X, min_elements=1 if warm else self._min_elements,
+                          compute_dtype=self.dtype_)
         if warm and coll.n_features != self.n_features_in_:
             how = "partial_fit" if incremental else "warm_start=True"
             raise ValueError(f"X has {coll.n_features} features, but {type(self).__name__} was "
