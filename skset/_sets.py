@@ -603,7 +603,7 @@ def kmer_index(lengths: np.ndarray, window: int, dilation: int = 1):
     return np.repeat(offsets, n_out)[:, None] + np.minimum(steps, last), n_out
 
 
-def kmer_windows(sets: Sequence[np.ndarray], window: int, *, name: str = "X",
+def kmer_windows(sets: Sequence[np.ndarray], window: int, *,
                  dilation: int = 1) -> list[np.ndarray]:
     """Concatenate ``window`` elements of each (ordered) set, ``dilation`` apart.
 
@@ -623,7 +623,7 @@ def kmer_windows(sets: Sequence[np.ndarray], window: int, *, name: str = "X",
     return np.split(gathered, np.cumsum(n_out)[:-1])
 
 
-def kmer_level_shape(sets: Sequence[np.ndarray], window: int, *, name: str = "X",
+def kmer_level_shape(sets: Sequence[np.ndarray], window: int, *,
                      dilation: int = 1) -> list[np.ndarray]:
     """The k-mers of :func:`kmer_windows` coded as *level + shape*: per k-mer ``w`` (``window``
     steps x ``d`` channels), its deviations from its own mean ``w - mean_t(w)`` (``window * d``
@@ -638,7 +638,7 @@ def kmer_level_shape(sets: Sequence[np.ndarray], window: int, *, name: str = "X"
     """
     window = int(window)
     return [code_kmers(w.reshape(len(w), window, -1), "level_shape")
-            for w in kmer_windows(sets, window, name=name, dilation=dilation)]
+            for w in kmer_windows(sets, window, dilation=dilation)]
 
 
 def code_kmers(steps: np.ndarray, coding: str) -> np.ndarray:
