@@ -169,9 +169,9 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
     max_samples : int or "auto", default="auto"
         Training elements (or k-mers) sampled for the anchors (all when fewer). ``"auto"``:
         100,000, fewer for wide elements so that the sample holds at most 2^25 values
-        (``skset._weighting.MAX_SAMPLE_VALUES``; 25,420 coded 10-mers of 120 features): k-means costs rows x
-        features, and 128 anchors are learnt as well from 25,000 rows (no data set of the
-        suite has enough values to be cut).
+        (``skset._weighting.MAX_SAMPLE_VALUES``; 25,420 coded 10-mers of 120 features), since
+        k-means costs rows x features x anchors per iteration (no data set of the suite has
+        enough values to be cut).
     eigenvalue_floor : float, default=1e-4
         Eigenvalues of ``kappa(w, w)`` below ``eigenvalue_floor * max_eigenvalue`` are raised to
         it before the inverse square root.

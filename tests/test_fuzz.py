@@ -48,9 +48,10 @@ FUZZ = settings(
 NN = dict(hidden_size=8, n_layers=1, max_iter=1, batch_size=8, random_state=0)
 FACTORIES = {
     "NystromFeatures": lambda: NystromFeatures(n_components=4, random_state=0),
-    # dilated k-mers: sets of any size, shorter than the span (3) included, have one k-mer
+    # dilated k-mers: sets of any size, shorter than the span (3) included, have one k-mer; the
+    # anchors learnt from a sample of 8 k-mers (max_samples)
     "NystromFeatures-dilated": lambda: NystromFeatures(n_components=4, window=2, dilation=2,
-                                                       random_state=0),
+                                                       max_samples=8, random_state=0),
     # a lower Sinkhorn cap than the default 3000: epsilon is fuzzed down to 1e-3 on raw data of any
     # scale, where the log domain would run the whole cap on every example (robustness is what is
     # fuzzed here; convergence is tested in test_embedding.py)

@@ -106,11 +106,6 @@ class NetworkKmers:
         return int(getattr(self, "window_", 1)), int(getattr(self, "dilation_", 1))
 
     @property
-    def _min_elements(self) -> int:
-        w, d = self._kmers
-        return w if d == 1 else 1
-
-    @property
     def _in_features(self) -> int:
         """The network's input width: ``n_features_in_``, or that of coded k-mers."""
         w = self._kmers[0]

@@ -207,12 +207,9 @@ def kmer_mass(weights: torch.Tensor, window: int, dilation: int = 1,
     """
     if window == 1:
         return weights
-    if mask is not None:
-        return kmer_unfold(weights.unsqueeze(-1), mask, window, dilation)[0].mean(-1)
-    if dilation > 1 or weights.shape[1] < window:
-        full = torch.ones(weights.shape, dtype=torch.bool, device=weights.device)
-        return kmer_unfold(weights.unsqueeze(-1), full, window, dilation)[0].mean(-1)
-    return weights.unfold(1, window, 1).mean(-1)
+    if mask is None:
+        mask = torch.ones(weights.shape, dtype=torch.bool, device=weights.device)
+    return kmer_unfold(weights.unsqueeze(-1), mask, window, dilation)[0].mean(-1)
 
 
 def kmer_level_shape(x: torch.Tensor, window: int) -> torch.Tensor:
