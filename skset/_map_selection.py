@@ -53,7 +53,7 @@ from .nn.nystrom import (
 )
 
 __all__ = ["AUTO_CANDIDATES", "DEFAULT_CHOICE", "WINDOW_CANDIDATES", "distinct_rows",
-           "format_window_scores", "select_element_map", "select_window", "median_scale",
+           "has_distinct_rows", "format_window_scores", "select_element_map", "select_window", "median_scale",
            "sample_sets", "unit_rows", "window_candidates"]
 
 # the fixed choice (used without labels, and first in the search so that it wins ties)
@@ -92,10 +92,39 @@ def distinct_rows(x: np.ndarray) -> np.ndarray:
     """Indices of the first occurrence of each distinct row of ``x`` (in the order of the sorted
     rows, as ``np.unique``): rows equal to 12 significant digits of ``x``'s largest magnitude
     are one."""
-    top = float(np.abs(x).max()) if x.size else 0.0
-    top = top if 0.0 < top < np.inf else 1.0
-    _, first = np.unique((x / top).round(12), axis=0, return_index=True)
+    top = _row_scale(x)
+    rounded = x / top
+    np.round(rounded, 12, out=rounded)  # in place: one copy of x, not two
+    _, first = np.unique(rounded, axis=0, return_index=True)
     return first
+
+
+def has_distinct_rows(x: np.ndarray, m: int, *, chunk: int = 4096) -> bool:
+    """Whether ``x`` has at least ``m`` distinct rows as :func:`distinct_rows` counts them,
+    without sorting the rows (which holds several copies of ``x``): each row, rounded as there,
+    gets an integer key (its bits times fixed odd multipliers, summed modulo 2**64); equal rows
+    get equal keys, so ``m`` distinct keys prove ``m`` distinct rows (two distinct rows sharing a
+    key can only make this answer ``False`` where the exact count would say ``True``). Rows are
+    keyed ``chunk`` at a time."""
+    if x.shape[0] < m:
+        return False
+    top = _row_scale(x)
+    mult = np.random.RandomState(0).randint(1, 2**62, size=x.shape[1], dtype=np.uint64) | 1
+    bits = np.uint32 if x.dtype.itemsize == 4 else np.uint64
+    keys = np.empty(x.shape[0], dtype=np.uint64)
+    for a in range(0, x.shape[0], chunk):
+        r = x[a:a + chunk] / top
+        np.round(r, 12, out=r)
+        r += 0.0  # -0.0 -> 0.0: np.unique compares values, the keys compare bits
+        keys[a:a + chunk] = (r.view(bits).astype(np.uint64) * mult).sum(1)  # wraps modulo 2**64
+    return np.unique(keys).size >= m
+
+
+def _row_scale(x: np.ndarray) -> float:
+    """The largest magnitude of ``x`` (1 where it is 0 or not finite): the unit of
+    :func:`distinct_rows`' rounding."""
+    top = float(max(x.max(), -x.min())) if x.size else 0.0
+    return top if 0.0 < top < np.inf else 1.0
 
 
 def constant_below(spread: np.ndarray, magnitude) -> np.ndarray:

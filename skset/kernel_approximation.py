@@ -18,6 +18,7 @@ from ._map_selection import (
     constant_below,
     distinct_rows,
     format_window_scores,
+    has_distinct_rows,
     median_scale,
     sample_sets,
     select_element_map,
@@ -401,22 +402,29 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         if self._coded and ew is not None:  # a coded k-mer weighs the mean of its elements'
             ew = np.concatenate(kmer_weights(np.split(ew, np.cumsum(coll.lengths)[:-1]),
                                              self._width, self._dilation))
+        raw = np.concatenate(sets, axis=0)
+        if self._coded:  # the coded k-mers are read as views of raw from here on (one copy)
+            sets = np.split(raw, np.cumsum(lengths)[:-1])
         return _TrainingElements(coll=coll, sets=sets, window=window, lengths=lengths,
-                                 raw=np.concatenate(sets, axis=0), weights=ew,
+                                 raw=raw, weights=ew,
                                  scale=weight_scale(sample_weight))
 
     def _anchor_elements(self, raw, ew, window, lengths, rng):
         """``(elements, weights)`` the anchors learn from: ``raw`` standardised, cut into k-mers,
         sampled (``max_samples``) and projected on the sphere as the map does."""
-        elems = (raw - self.mean_) / self.scale_  # all elements at once, then k-mers per set
-        if window > 1:
-            std_sets = np.split(elems, np.cumsum(lengths)[:-1])
+        if window > 1:  # all elements standardised at once, then k-mers per set
+            std_sets = np.split((raw - self.mean_) / self.scale_, np.cumsum(lengths)[:-1])
             elems = np.concatenate(kmer_windows(std_sets, window, dilation=self._dilation), axis=0)
             if ew is not None:  # a k-mer weighs the mean of its elements' weights
                 ew = np.concatenate(kmer_weights(np.split(ew, np.cumsum(lengths)[:-1]), window,
                                                  self._dilation))
+        else:  # rows sampled first, then standardised: the same rows, one copy of the sample
+            elems = raw
         max_samples = resolve_max_samples(self.max_samples, elems.shape[1], self.n_components)
         elems, w = sample_elements(elems, ew, max_samples, rng)
+        if window == 1:
+            elems = elems - self.mean_
+            elems /= self.scale_
         return (unit_rows(elems) if self.normalize_ else elems), w
 
     def _set_anchors(self, anchors) -> None:
@@ -506,9 +514,13 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
             self.scale_ = np.ones(raw.shape[1], dtype=np_dtype)
         elems, w = self._anchor_elements(raw, ew, window, lengths, rng)
 
-        first = distinct_rows(elems)  # relative to the elements' scale
-        n_distinct = len(first)
-        k = min(self.n_components, n_distinct)
+        if (self.anchors == "kmeans" and self.n_components < elems.shape[0]
+                and has_distinct_rows(elems, self.n_components)):
+            k = self.n_components  # enough distinct rows for k-means: no need to list them
+        else:
+            first = distinct_rows(elems)  # relative to the elements' scale
+            n_distinct = len(first)
+            k = min(self.n_components, n_distinct)
         if k < self.n_components:
             warnings.warn(f"n_components={self.n_components} is larger than the number of distinct "
                           f"training elements ({n_distinct}); using {k} anchors.", UserWarning,

@@ -620,3 +620,47 @@ def test_max_samples_auto_bounds_the_values_kmeans_sees(monkeypatch):
     assert refs.KMeans is ka.KMeans  # the references' k-means: the same counted fit
     OTKEmbedding(n_supports=3, random_state=0).fit([np.hstack([x, x]) for x in X])
     assert seen == [(40, 6)]
+
+
+def test_has_distinct_rows_agrees_with_distinct_rows():
+    # the keyed count never claims more distinct rows than np.unique counts; here (no key
+    # shared by two distinct rows) it says exactly what the exact count says, at the boundary
+    from skset._map_selection import distinct_rows, has_distinct_rows
+
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=(40, 5))
+    cases = [
+        base,
+        base[rng.integers(0, 7, size=60)],  # 7 distinct rows, repeated
+        np.vstack([base[:5], base[:5] * (1 + 1e-14)]),  # equal to 12 significant digits
+        np.vstack([np.zeros((3, 4)), -np.zeros((3, 4)), np.eye(4)]),  # -0.0 is 0.0
+        base.astype(np.float32)[rng.integers(0, 9, size=30)],
+        np.zeros((0, 3)),
+    ]
+    for x in cases:
+        n = len(distinct_rows(x))
+        for m in (1, n - 1, n, n + 1):
+            if m >= 1:
+                assert has_distinct_rows(x, m, chunk=7) == (n >= m), (x.shape, n, m)
+
+
+def test_fit_without_listing_distinct_rows_takes_the_same_anchors(monkeypatch):
+    # with enough distinct elements the fit only checks that there are enough; the anchors are
+    # those of the fit that lists them all; with too few it still lists them and warns
+    import skset.kernel_approximation as ka
+
+    rng = np.random.default_rng(1)
+    X = [rng.normal(size=(int(rng.integers(20, 40)), 3)) for _ in range(15)]
+    fast = NystromFeatures(n_components=10, random_state=0).fit(X)
+    coded = NystromFeatures(n_components=10, window=3, random_state=0).fit(X)
+    monkeypatch.setattr(ka, "has_distinct_rows", lambda x, m: False)
+    listed = NystromFeatures(n_components=10, random_state=0).fit(X)
+    coded_listed = NystromFeatures(n_components=10, window=3, random_state=0).fit(X)
+    np.testing.assert_array_equal(fast.anchors_, listed.anchors_)
+    np.testing.assert_array_equal(coded.anchors_, coded_listed.anchors_)
+    assert fast.bandwidth_ == listed.bandwidth_
+    monkeypatch.undo()
+    few = [np.repeat(rng.normal(size=(2, 3)), 10, axis=0) for _ in range(3)]
+    with pytest.warns(UserWarning, match="number of distinct training elements"):
+        nf = NystromFeatures(n_components=10, random_state=0).fit(few)
+    assert nf.n_components_ == 6
