@@ -65,6 +65,33 @@ def test_pipeline_on_a_frame_streams_partitions(problem, monkeypatch):
     assert pipe[0].n_steps_ == 3 * 4 and pipe[0].n_features_in_ == 3  # label column left out
 
 
+def test_a_shuffled_frame_fits_alike_whatever_its_row_order(problem):
+    # the same rows in two orders (and over other input partitions): after the shuffle on the id,
+    # each partition is read by set id, each set's rows by the frame's index, so both fits see
+    # the same chunks (as the shuffle's own row order, which varies from run to run, would not)
+    X, _, _, rows = problem
+    fits = []
+    for seed in (0, 1):
+        ddf = dd.from_pandas(rows.sample(frac=1.0, random_state=seed), npartitions=4, sort=False)
+        with dask.config.set(scheduler="sync"):
+            fits.append(sd.fit(_pipe(), ddf, by="sid", columns=list("abc"), y="label",
+                               classes=[0, 1], epochs=2))
+    np.testing.assert_array_equal(fits[0][0].anchors_, fits[1][0].anchors_)
+    np.testing.assert_array_equal(fits[0].predict_proba(X), fits[1].predict_proba(X))
+
+
+def test_in_id_order_sorts_by_id_then_index():
+    pdf = pd.DataFrame({"sid": ["b", "a", "b", "a"], "v": [1.0, 2.0, 3.0, 4.0]},
+                       index=[7, 5, 2, 9])
+    from skset.distributed._partitions import in_id_order
+
+    out = in_id_order(pdf, "sid")
+    assert out["sid"].tolist() == ["a", "a", "b", "b"] and out.index.tolist() == [5, 9, 2, 7]
+    assert pdf["v"].tolist() == [1.0, 2.0, 3.0, 4.0]  # the partition itself is left as it was
+    mixed = pd.DataFrame({"sid": [2, "a", 1]}, index=[0, 1, 2])  # ids that cannot be sorted
+    assert in_id_order(mixed, "sid").index.tolist() == [0, 1, 2]
+
+
 @pytest.mark.parametrize("make", [_pipe, _otkc], ids=["pipeline", "OTKClassifier"])
 def test_one_partition_equals_partial_fit_in_memory(problem, make):
     _, _, _, rows = problem

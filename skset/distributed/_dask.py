@@ -272,7 +272,9 @@ def fit(estimator, data, *, by=None, columns=None, order_by=None, y=None, classe
         partition is read as it is. Otherwise the frame is shuffled on ``by``; with a
         ``distributed`` client the shuffled frame is persisted on the workers once (the epochs
         do not repeat the shuffle); with a local scheduler it is not (that would hold it in this
-        process), and each partition repeats its part of the shuffle.
+        process), and each partition repeats its part of the shuffle. A shuffled partition is
+        read in the order of its set ids, each set's rows in the frame's index order (then
+        ``order_by``), so that the same frame gives the same fit on every run.
 
     Returns
     -------
@@ -311,6 +313,8 @@ def fit(estimator, data, *, by=None, columns=None, order_by=None, y=None, classe
             for pdf in _computed(data.to_delayed()):  # one graph, optimised once
                 if len(pdf) == 0:
                     continue
+                if not partitioned:  # the shuffle's row order varies from run to run
+                    pdf = _partitions.in_id_order(pdf, by)
                 yield _partitions.frame_chunk(pdf, by, columns, order_by, y, labels)
     elif isinstance(data, db.Bag):
         if isinstance(y, str):

@@ -23,7 +23,7 @@ from ..utils import iter_transform
 
 __all__ = ["METHODS", "apply", "bag_chunk", "bag_partition", "bag_sets", "check_label_series",
            "check_method", "check_transformable", "check_unique", "default_columns", "empty_output",
-           "fitted_columns", "frame_chunk", "frame_labels", "frame_partition", "ids_of",
+           "fitted_columns", "frame_chunk", "frame_labels", "frame_partition", "ids_of", "in_id_order",
            "lookup", "output_schema", "record_columns"]
 
 METHODS = ("transform", "predict", "predict_proba", "decision_function")
@@ -274,6 +274,22 @@ def check_label_series(labels) -> None:
         raise ValueError(f"y holds set {dup[0]!r} {int((labels.index == dup[0]).sum())} times "
                          f"({len(dup.unique())} duplicated id(s) in all); give one label per "
                          "set id.")
+
+
+def in_id_order(pdf, by):
+    """The rows of a shuffled partition in a fixed order: by set id, then (within a set) by the
+    frame's index. A shuffle's row order within a partition is not reproducible from one
+    computation to the next (it follows the order its tasks ran in); read as it comes, the same
+    frame would stream its sets, and the rows of each set, in another order each time, and a fit
+    that depends on the order (``SGDClassifier``, k-means++ seeding) would differ from run to run.
+    Both sorts are stable; ids or an index that cannot be sorted leave that sort out."""
+    for sort in (lambda f: f.sort_index(kind="stable"),
+                 lambda f: f.sort_values(by, kind="stable")):
+        try:
+            pdf = sort(pdf)
+        except TypeError:
+            pass
+    return pdf
 
 
 def frame_chunk(pdf, by, columns, order_by, y, labels):
