@@ -93,8 +93,30 @@ def test_masked_pool_values():
     assert masked_pool(x, mask, "sum")[:, 0].tolist() == [6.0, 9.0]
     assert masked_pool(x, mask, "mean")[:, 0].tolist() == [3.0, 3.0]
     assert masked_pool(x, mask, "max")[:, 0].tolist() == [5.0, 4.0]
-    with pytest.raises(ValueError, match="pooling"):
+    # the mean times size: 3 x 2.5 and 3 x 2.5; on a set of `size` elements the sum itself
+    assert masked_pool(x, mask, "scaled_mean", 2.5)[:, 0].tolist() == [7.5, 7.5]
+    assert masked_pool(x, mask, "scaled_mean", 3.0)[1, 0].item() == 9.0
+    with pytest.raises(ValueError, match="'scaled_mean'"):
         masked_pool(x, mask, "median")
+
+
+def test_scaled_mean_is_the_sum_on_sets_of_its_size_and_ignores_padding():
+    torch.manual_seed(0)
+    x = torch.randn(4, 7, 5, dtype=torch.float32)
+    # no mask, or every element real: bit for bit the sum when size is the sets' size
+    full = torch.ones(4, 7, dtype=torch.bool)
+    assert torch.equal(masked_pool(x, None, "scaled_mean", 7.0), masked_pool(x, None, "sum"))
+    assert torch.equal(masked_pool(x, full, "scaled_mean", 7.0), masked_pool(x, full, "sum"))
+    # sets of 3, 5 and 7 elements padded to 7 (padding of any value): each set's mean times
+    # size, as the set alone without padding gives it
+    lengths = torch.tensor([3, 5, 7, 1])
+    mask = torch.arange(7) < lengths[:, None]
+    padded = torch.where(mask[..., None], x, torch.full_like(x, 1e6))
+    out = masked_pool(padded, mask, "scaled_mean", 4.5)
+    for i, n in enumerate(lengths.tolist()):
+        alone = masked_pool(x[i:i + 1, :n], None, "scaled_mean", 4.5)
+        torch.testing.assert_close(out[i:i + 1], alone)
+        torch.testing.assert_close(out[i], x[i, :n].mean(0) * 4.5)
 
 
 def test_set_norm_matches_formula_on_unpadded_sets():

@@ -25,30 +25,39 @@ from .norm import make_norm
 __all__ = ["masked_pool", "PooledLinear", "DeepSetsBlock", "DeepSetsEncoder", "DeepSets",
            "mlp_head"]
 
-_POOLS = ("sum", "mean", "max")
+_POOLS = ("sum", "mean", "max", "scaled_mean")
+_POOLS_TEXT = "'sum', 'mean', 'max' or 'scaled_mean'"
 
 
-def masked_pool(x: torch.Tensor, mask: torch.Tensor | None, how: str = "sum") -> torch.Tensor:
-    """Pool ``x (B, n, D)`` over the real elements of each set: ``"sum"``, ``"mean"`` or ``"max"``.
+def masked_pool(x: torch.Tensor, mask: torch.Tensor | None, how: str = "sum",
+                size: float | torch.Tensor = 1.0) -> torch.Tensor:
+    """Pool ``x (B, n, D)`` over the real elements of each set: ``"sum"``, ``"mean"``, ``"max"``
+    or ``"scaled_mean"``, the sum times ``size / n_i`` (``n_i`` the set's real elements): the
+    mean times ``size``, and on a set of ``size`` elements the sum itself (to the last bit).
 
     Returns a ``(B, D)`` tensor; padded elements contribute nothing (not even to a max).
     """
     if how not in _POOLS:
-        raise ValueError(f"pooling={how!r} is not supported; use 'sum', 'mean' or 'max'.")
+        raise ValueError(f"pooling={how!r} is not supported; use {_POOLS_TEXT}.")
+    if how == "max":
+        if mask is None:
+            return x.amax(1)
+        fill = torch.finfo(x.dtype).min
+        return torch.where(mask.unsqueeze(-1), x,
+                           torch.full((), fill, dtype=x.dtype, device=x.device)).amax(1)
     if mask is None:
-        if how == "sum":
-            return x.sum(1)
         if how == "mean":
             return x.mean(1)
-        return x.amax(1)
-    m = mask.unsqueeze(-1)
-    if how == "max":
-        fill = torch.finfo(x.dtype).min
-        return torch.where(m, x, torch.full((), fill, dtype=x.dtype, device=x.device)).amax(1)
-    s = torch.where(m, x, torch.zeros((), dtype=x.dtype, device=x.device)).sum(1)
+        s = x.sum(1)
+        count = torch.full((x.shape[0], 1), x.shape[1], dtype=x.dtype, device=x.device)
+    else:
+        s = torch.where(mask.unsqueeze(-1), x, torch.zeros((), dtype=x.dtype, device=x.device)).sum(1)
+        count = mask.sum(1, keepdim=True).clamp_min(1).to(x.dtype)
     if how == "sum":
         return s
-    return s / mask.sum(1, keepdim=True).clamp_min(1).to(x.dtype)
+    if how == "mean":
+        return s / count
+    return s * (torch.as_tensor(size, dtype=x.dtype, device=x.device) / count)
 
 
 def mlp_head(in_features: int, dim: int, out_features: int, n_layers: int) -> nn.Sequential:
@@ -177,7 +186,9 @@ class DeepSets(nn.Module):
         The encoder, see :class:`DeepSetsEncoder`.
     out_features : int
         Outputs of the decoder ``rho``.
-    pooling : {"sum", "mean", "max"}, default="sum"
+    pooling : {"sum", "mean", "max", "scaled_mean"}, default="sum"
+        ``"scaled_mean"``: the mean times ``pool_size`` (the buffer ``self.pool_size``), the sum
+        itself on sets of ``pool_size`` elements (:func:`masked_pool`).
     n_decoder_layers : int, default=2
         Hidden Linear-ReLU layers of the decoder.
     pooled_skip : bool, default=False
@@ -201,11 +212,13 @@ class DeepSets(nn.Module):
 
     def __init__(self, in_features: int, dim: int, out_features: int, n_layers: int = 2, *,
                  norm: str | None = None, residual: str | None = None, pooling: str = "sum",
-                 n_decoder_layers: int = 2, pooled_skip: bool = False):
+                 n_decoder_layers: int = 2, pooled_skip: bool = False, pool_size: float = 1.0):
         super().__init__()
         if pooling not in _POOLS:
-            raise ValueError(f"pooling={pooling!r} is not supported; use 'sum', 'mean' or 'max'.")
+            raise ValueError(f"pooling={pooling!r} is not supported; use {_POOLS_TEXT}.")
         self.pooling = pooling
+        if pooling == "scaled_mean":  # only then, so that other modules keep their state keys
+            self.register_buffer("pool_size", torch.tensor(float(pool_size)))
         self.encoder = DeepSetsEncoder(in_features, dim, n_layers, norm=norm, residual=residual)
         self.decoder = mlp_head(dim, dim, out_features, n_decoder_layers)
         # only built when asked, so the default module keeps its parameters and names
@@ -213,7 +226,8 @@ class DeepSets(nn.Module):
 
     def embed(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """The pooled representation ``(B, dim)``."""
-        return masked_pool(self.encoder(x, mask), mask, self.pooling)
+        return masked_pool(self.encoder(x, mask), mask, self.pooling,
+                           getattr(self, "pool_size", 1.0))
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         return add_pooled_skip(self, self.decoder(self.embed(x, mask)), x, mask)
