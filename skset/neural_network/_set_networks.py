@@ -19,6 +19,7 @@ from ._base import SetNetworkEstimator, TrainingSetup, compose_doc
 from ._callbacks import LowestLossCheckpoint
 from ._multilabel import CLASS_WEIGHT_DOC, MULTILABEL_DOC, with_class_weight
 from ._network_kmers import KMER_DOC, KMER_PARAMS, NetworkKmers, choose_kmers, read_kmers
+from ._pool_size import POOL_SIZE_ATTR, fit_pool_size
 from ._pooled_skip import POOLED_SKIP_DOC, fit_pooled_skip
 from ._tasks import SetClassifierMixin, SetRegressorMixin
 from ._training import TRAINING_PARAMS
@@ -115,11 +116,6 @@ _ALPHA_DOC = """
 
 _REGRESSION_NOTE = """
     Targets are standardised internally; predictions are returned on the original scale.
-"""
-
-_POOL_SIZE_ATTR = """    pool_size_ : float or None
-        The size ``pooling="scaled_mean"`` scales the mean by: the training sets' mean number
-        of elements (of k-mers when the network reads k-mers); None for the other poolings.
 """
 
 _REGRESSION_ATTRS = """    y_mean_, y_scale_ : ndarray of shape (n_outputs,)
@@ -527,11 +523,7 @@ class _DeepSetsBase(_BaseSetNetwork):
 
     def _init_module(self, data, n_outputs, seed, rng):
         module = super()._init_module(data, n_outputs, seed, rng)
-        # pooling="scaled_mean": the training sets' mean size, as the network reads them (k-mers)
-        self.pool_size_ = (float(np.mean(data.lengths[data.train]))
-                           if self.pooling == "scaled_mean" else None)
-        if self.pool_size_ is not None:
-            module.pool_size.fill_(self.pool_size_)
+        fit_pool_size(self, module, data)  # pooling="scaled_mean"
         return module
 
     def _embed_dim(self):
@@ -546,15 +538,11 @@ _DS_DOC = """
     n_layers : int, default=2
         Encoder blocks after the input layer.
     pooling : {"scaled_mean", "sum", "mean", "max"}, default="scaled_mean"
-        Permutation-invariant pooling over the real elements of each set (the k-mers, when it
-        reads k-mers). ``"scaled_mean"``: the mean times the mean size of the training sets
-        (``pool_size_``), which is the sum on a set of that size, so on sets all of one size
-        exactly the sum (to the last bit), the pooling of the Deep Sets paper; on sets of
-        different sizes the sum would grow with each set's size (GeneFamilies: 8 to 1,500
-        bases), the scaled mean does not, yet keeps the sum's scale, which the decoder learns
-        from much faster than from the plain mean (``"mean"`` lost 16-37 points on OSULeaf and
-        ACSF1; ``benchmarks/results/trained_vs_pooling.md``). ``"sum"`` keeps what the sum
-        counts (a set's size), ``"mean"`` and ``"max"`` as named.
+        Pooling over the real elements (or k-mers) of each set. ``"scaled_mean"``: the mean
+        times the training sets' mean size (``pool_size_``): on sets all of one size the sum of
+        the Deep Sets paper to the last bit; on sets of different sizes it does not grow with a
+        set's size, yet keeps the sum's scale, which the decoder learns from far faster than
+        from the mean (the user guide's "Pooling"). ``"sum"`` keeps what the sum counts.
     norm : {"layer", "set", None}, default=None
         Normalisation inside residual blocks (ignored when ``residual=None``).
     residual : {None, "original", "clean"}, default=None
@@ -590,7 +578,7 @@ class DeepSetsClassifier(SetClassifierMixin, _DeepSetsBase):
 """,
         MULTILABEL_DOC, _DS_DOC,
         _auto_training_doc(_TRAINING_DOC.replace(_ALPHA_DOC, _ALPHA_DOC + CLASS_WEIGHT_DOC)
-                           ).replace(*_PATIENCE_AUTO_DEFAULT_DOC), _POOL_SIZE_ATTR,
+                           ).replace(*_PATIENCE_AUTO_DEFAULT_DOC), POOL_SIZE_ATTR,
         """    classes_ : ndarray of shape (n_classes,)
         Class labels (multi-label: ``arange(n_labels)``).
     class_weight_ : ndarray of shape (n_classes,) or None
@@ -620,8 +608,7 @@ class DeepSetsClassifier(SetClassifierMixin, _DeepSetsBase):
     )
 
     def __init__(self, hidden_size=64, n_layers=2, *, pooling="scaled_mean", norm=None,
-                 residual=None,
-                 standardize=True, pooled_skip=False, window="auto", dilation="auto",
+                 residual=None, standardize=True, pooled_skip=False, window="auto", dilation="auto",
                  optimizer="adam", learning_rate_init=1e-3,
                  alpha=0.0, class_weight=None, batch_size=64, max_elements=131_072, max_iter=200,
                  tol=1e-4, early_stopping=False, validation_fraction=0.1, n_iter_no_change="auto",
@@ -658,7 +645,7 @@ class DeepSetsRegressor(SetRegressorMixin, _DeepSetsBase):
         """Deep Sets regressor (and Deep Sets++), one (multi-output) target per set.
 """,
         _REGRESSION_NOTE,
-        _DS_DOC, _auto_training_doc(_REGRESSION_TRAINING_DOC), _POOL_SIZE_ATTR, _REGRESSION_ATTRS,
+        _DS_DOC, _auto_training_doc(_REGRESSION_TRAINING_DOC), POOL_SIZE_ATTR, _REGRESSION_ATTRS,
         _DS_REFS,
         """
     Examples
@@ -676,8 +663,7 @@ class DeepSetsRegressor(SetRegressorMixin, _DeepSetsBase):
                               "early_stopping": ["auto", Boolean()]}
 
     def __init__(self, hidden_size=64, n_layers=2, *, pooling="scaled_mean", norm=None,
-                 residual=None,
-                 standardize=True, pooled_skip=False, window="auto", dilation="auto",
+                 residual=None, standardize=True, pooled_skip=False, window="auto", dilation="auto",
                  optimizer="adam", learning_rate_init=1e-3,
                  alpha=0.0, batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4,
                  early_stopping="auto", validation_fraction=0.1, n_iter_no_change=10,
