@@ -366,11 +366,13 @@ def test_user_guide_example_runs():
 
 
 def test_single_label_class_weight_is_sample_weight_in_the_loss():
-    """Without the weighted standardisation (standardize=False), class_weight={c: w} trains
-    exactly as sample_weight w on the sets of class c: the weights enter only the loss."""
+    """Without the statistics of the data that sample_weight weighs (standardize=False, and
+    pooling="sum": the scaled mean's training size counts a set of weight k k times),
+    class_weight={c: w} trains exactly as sample_weight w on the sets of class c: the weights
+    enter only the loss."""
     X, Y = _task(40)
     y = Y[:, 0]
-    kw = dict(standardize=False, max_iter=5)
+    kw = dict(standardize=False, pooling="sum", max_iter=5)
     a = FACTORIES["ds"](class_weight={1: 3.0}, **kw).fit(X, y)
     b = FACTORIES["ds"](**kw).fit(X, y, sample_weight=np.where(y == 1, 3.0, 1.0))
     np.testing.assert_allclose(a.predict_proba(X), b.predict_proba(X), rtol=1e-5, atol=1e-7)
