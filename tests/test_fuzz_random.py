@@ -12,6 +12,7 @@ draws the same examples again (hypothesis then shrinks the failing one and print
 """
 
 import importlib
+import math
 import os
 import random
 import warnings
@@ -38,8 +39,9 @@ TESTS = _fuzz_tests()
 # each test's fixed budget (read once, before any test's settings are swapped below)
 BUDGETS = {t: getattr(importlib.import_module(m), t)._hypothesis_internal_use_settings
            .max_examples for m, t in TESTS}
-# this profile's examples per test: a share of TOTAL by the fixed budgets, at least 3 each
-SHARES = {t: max(3, round(TOTAL * b / sum(BUDGETS.values()))) for t, b in BUDGETS.items()}
+# this profile's examples per test: a share of TOTAL by the fixed budgets, at least 3 each,
+# rounded up so that the shares add up to TOTAL at least (rounding to nearest lost one at 3000)
+SHARES = {t: max(3, math.ceil(TOTAL * b / sum(BUDGETS.values()))) for t, b in BUDGETS.items()}
 
 
 def test_seed_is_printed(capsys):
