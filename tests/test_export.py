@@ -39,8 +39,8 @@ def _fit(kind, window=1):
         "st_reg": lambda: skset.SetTransformerRegressor(n_inducing=None, n_seeds=2, decoder="sab",
                                                        norm="set", residual="clean", **st),
         "ds_clf": lambda: skset.DeepSetsClassifier(hidden_size=8, pooling="max", **small),
-        # the default pooling, the scaled mean (its training sets' mean size a buffer)
-        "ds_scaled": lambda: skset.DeepSetsClassifier(hidden_size=8, **small),
+        # the scaled mean (its training sets' mean size a buffer)
+        "ds_scaled": lambda: skset.DeepSetsClassifier(hidden_size=8, pooling="scaled_mean", **small),
         "ds_reg": lambda: skset.DeepSetsRegressor(hidden_size=8, pooling="mean", norm="set",
                                                   residual="clean", pooled_skip=True, **small),
         "otk_clf": lambda: skset.OTKClassifier(n_components=6, n_supports=3, window=window,

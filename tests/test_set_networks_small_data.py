@@ -126,23 +126,31 @@ def test_set_transformer_ends_at_its_lowest_training_loss():
     assert not has(DeepSetsClassifier(), Data(None, False))  # Deep Sets end at their last epoch
 
 
-def test_deep_sets_scaled_mean_default_is_the_sum_on_sets_of_one_size():
-    # pooling="scaled_mean" (the default) scales the mean by the training sets' mean size: on
-    # sets all of one size the fit is that of pooling="sum" to the last bit; on sets of several
+def test_deep_sets_scaled_mean_is_the_sum_on_sets_of_one_size():
+    # pooling="scaled_mean" scales the mean by the training sets' mean size: on sets all of one
+    # size the fit is that of the default pooling="sum" to the last bit; on sets of several
     # sizes pool_size_ is their mean size, and a set's output does not grow with its size
     rng = np.random.default_rng(0)
     y = np.arange(24) % 2
     X = [rng.normal(loc=0.5 * c, size=(6, 3)) for c in y]
     kw = dict(hidden_size=8, max_iter=5, random_state=0, window=1)
-    a = DeepSetsClassifier(**kw).fit(X, y)
-    b = DeepSetsClassifier(pooling="sum", **kw).fit(X, y)
-    assert a.pooling == "scaled_mean" and a.pool_size_ == 6.0 and b.pool_size_ is None
+    a = DeepSetsClassifier(pooling="scaled_mean", **kw).fit(X, y)
+    b = DeepSetsClassifier(**kw).fit(X, y)
+    assert b.pooling == "sum" and a.pool_size_ == 6.0 and b.pool_size_ is None
     assert np.array_equal(a.predict_proba(X), b.predict_proba(X))
     assert a.loss_curve_ == b.loss_curve_
     V = [rng.normal(size=(n, 3)) for n in rng.integers(2, 30, size=24)]
-    c = DeepSetsRegressor(early_stopping=False, **kw).fit(V, rng.normal(size=24))
+    c = DeepSetsRegressor(pooling="scaled_mean", early_stopping=False, **kw).fit(
+        V, rng.normal(size=24))
     assert c.pool_size_ == np.mean([len(v) for v in V])
     twice = [np.vstack([v, v]) for v in V]  # each set's elements repeated: the same mean
     np.testing.assert_allclose(c.predict(twice), c.predict(V), rtol=1e-5, atol=1e-6)
+    # a set of sample_weight k counts k times in pool_size_, as k copies of it would
+    w = rng.integers(0, 4, size=24)
+    t = rng.normal(size=24)
+    weighted = DeepSetsRegressor(pooling="scaled_mean", early_stopping=False, **kw).fit(
+        V, t, sample_weight=w)
+    copies = [v for v, k in zip(V, w) for _ in range(k)]
+    assert weighted.pool_size_ == pytest.approx(np.mean([len(v) for v in copies]), rel=1e-6)
     with pytest.raises(ValueError, match="pooling"):
         DeepSetsClassifier(pooling="median").fit(X, y)

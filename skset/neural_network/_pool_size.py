@@ -1,4 +1,4 @@
-"""Deep Sets' default pooling, the scaled mean: the size it scales the mean by, fitted from the
+"""Deep Sets' scaled-mean pooling: the size it scales the mean by, fitted from the
 training sets (``pooling="scaled_mean"``; :func:`skset.nn.masked_pool`)."""
 
 from __future__ import annotations

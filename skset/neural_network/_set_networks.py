@@ -506,7 +506,7 @@ class _DeepSetsBase(_BaseSetNetwork):
     _parameter_constraints = {
         "hidden_size": [POSITIVE_INT],
         "n_layers": [Integer(0)],
-        "pooling": ["scaled_mean", "sum", "mean", "max"],
+        "pooling": ["sum", "mean", "max", "scaled_mean"],
         "norm": ["layer", "set", None],
         "residual": [None, "original", "clean"],
         "standardize": [Boolean()],
@@ -537,12 +537,12 @@ _DS_DOC = """
         Width of the encoder and decoder.
     n_layers : int, default=2
         Encoder blocks after the input layer.
-    pooling : {"scaled_mean", "sum", "mean", "max"}, default="scaled_mean"
+    pooling : {"sum", "mean", "max", "scaled_mean"}, default="sum"
         Pooling over the real elements (or k-mers) of each set. ``"scaled_mean"``: the mean
-        times the training sets' mean size (``pool_size_``): on sets all of one size the sum of
-        the Deep Sets paper to the last bit; on sets of different sizes it does not grow with a
-        set's size, yet keeps the sum's scale, which the decoder learns from far faster than
-        from the mean (the user guide's "Pooling"). ``"sum"`` keeps what the sum counts.
+        times the training sets' mean size (``pool_size_``): on sets all of one size the sum to
+        the last bit; on sets of different sizes it does not grow with a set's size, yet keeps
+        the sum's scale, which the decoder learns from far faster than from the mean. For sets
+        whose size should not count (the user guide's "Pooling"); never where it is the signal.
     norm : {"layer", "set", None}, default=None
         Normalisation inside residual blocks (ignored when ``residual=None``).
     residual : {None, "original", "clean"}, default=None
@@ -607,7 +607,7 @@ class DeepSetsClassifier(SetClassifierMixin, _DeepSetsBase):
 """,
     )
 
-    def __init__(self, hidden_size=64, n_layers=2, *, pooling="scaled_mean", norm=None,
+    def __init__(self, hidden_size=64, n_layers=2, *, pooling="sum", norm=None,
                  residual=None, standardize=True, pooled_skip=False, window="auto", dilation="auto",
                  optimizer="adam", learning_rate_init=1e-3,
                  alpha=0.0, class_weight=None, batch_size=64, max_elements=131_072, max_iter=200,
@@ -662,7 +662,7 @@ class DeepSetsRegressor(SetRegressorMixin, _DeepSetsBase):
     _parameter_constraints = {**_DeepSetsBase._parameter_constraints,
                               "early_stopping": ["auto", Boolean()]}
 
-    def __init__(self, hidden_size=64, n_layers=2, *, pooling="scaled_mean", norm=None,
+    def __init__(self, hidden_size=64, n_layers=2, *, pooling="sum", norm=None,
                  residual=None, standardize=True, pooled_skip=False, window="auto", dilation="auto",
                  optimizer="adam", learning_rate_init=1e-3,
                  alpha=0.0, batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4,
