@@ -26,7 +26,6 @@ __all__ = ["masked_pool", "PooledLinear", "DeepSetsBlock", "DeepSetsEncoder", "D
            "mlp_head"]
 
 _POOLS = ("sum", "mean", "max", "scaled_mean")
-_POOLS_TEXT = "'sum', 'mean', 'max' or 'scaled_mean'"
 
 
 def masked_pool(x: torch.Tensor, mask: torch.Tensor | None, how: str = "sum",
@@ -38,20 +37,22 @@ def masked_pool(x: torch.Tensor, mask: torch.Tensor | None, how: str = "sum",
     Returns a ``(B, D)`` tensor; padded elements contribute nothing (not even to a max).
     """
     if how not in _POOLS:
-        raise ValueError(f"pooling={how!r} is not supported; use {_POOLS_TEXT}.")
-    if how == "max":
-        if mask is None:
-            return x.amax(1)
-        fill = torch.finfo(x.dtype).min
-        return torch.where(mask.unsqueeze(-1), x,
-                           torch.full((), fill, dtype=x.dtype, device=x.device)).amax(1)
+        raise ValueError(f"pooling={how!r} is not supported; use "
+                         f"{', '.join(map(repr, _POOLS[:-1]))} or {_POOLS[-1]!r}.")
     if mask is None:
+        if how == "max":
+            return x.amax(1)
         if how == "mean":
             return x.mean(1)
-        s = x.sum(1)
-        count = torch.full((x.shape[0], 1), x.shape[1], dtype=x.dtype, device=x.device)
+        s, count = x.sum(1), x.shape[1]
     else:
-        s = torch.where(mask.unsqueeze(-1), x, torch.zeros((), dtype=x.dtype, device=x.device)).sum(1)
+        m = mask.unsqueeze(-1)
+        if how == "max":
+            fill = torch.finfo(x.dtype).min
+            return torch.where(m, x, torch.full((), fill, dtype=x.dtype, device=x.device)).amax(1)
+        s = torch.where(m, x, torch.zeros((), dtype=x.dtype, device=x.device)).sum(1)
+        if how == "sum":
+            return s
         count = mask.sum(1, keepdim=True).clamp_min(1).to(x.dtype)
     if how == "sum":
         return s
@@ -215,7 +216,7 @@ class DeepSets(nn.Module):
                  n_decoder_layers: int = 2, pooled_skip: bool = False, pool_size: float = 1.0):
         super().__init__()
         if pooling not in _POOLS:
-            raise ValueError(f"pooling={pooling!r} is not supported; use {_POOLS_TEXT}.")
+            raise ValueError(f"pooling={pooling!r} is not supported; use one of {_POOLS}.")
         self.pooling = pooling
         if pooling == "scaled_mean":  # only then, so that other modules keep their state keys
             self.register_buffer("pool_size", torch.tensor(float(pool_size)))
