@@ -101,6 +101,8 @@ LAYERS = {
                                                       decoder="sab"), "plain", _pooled),
     "DeepSets-max": (lambda d: snn.DeepSets(d, 8, 2, pooling="max"), "plain", _pooled),
     "DeepSets-skip": (lambda d: snn.DeepSets(d, 8, 2, pooled_skip=True), "plain", _pooled),
+    "DeepSets-scaled_mean": (lambda d: snn.DeepSets(d, 8, 2, pooling="scaled_mean", pool_size=4.5),
+                             "plain", _pooled),
     "PooledLinear": (lambda d: snn.PooledLinear(d, 3), "plain", _pooled),
     "DeepSets++-mean": (lambda d: snn.DeepSets(d, 8, 1, norm="set", residual="clean",
                                                pooling="mean"), "plain", _pooled),
@@ -110,6 +112,7 @@ LAYERS = {
     "SetNorm": (lambda d: snn.SetNorm(d), "plain", _per_element),
     "masked_pool-sum": (lambda d: "sum", "pool", _pooled),
     "masked_pool-max": (lambda d: "max", "pool", _pooled),
+    "masked_pool-scaled_mean": (lambda d: ("scaled_mean", 4.5), "pool", _pooled),
     "ABCKernel": (lambda d: snn.ABCKernel(d, dim=8, n_heads=2), "plain", _pairs),
     "ABCKernel-knn-additive": (lambda d: _mixed(snn.ABCKernel(d, dim=8, n_heads=2,
                                                               input_similarity="knn",
@@ -163,7 +166,7 @@ def _run(name, mod, kind, x, mask, weights):
     elif kind == "wide":
         out = mod(x, mask)
     elif kind == "pool":
-        out = snn.masked_pool(x, mask, mod)
+        out = snn.masked_pool(x, mask, *((mod,) if isinstance(mod, str) else mod))
     elif kind == "square":
         fn = snn.abc_affinity if name == "abc_affinity" else snn.normalized_laplacian
         out = fn(x, mask)
