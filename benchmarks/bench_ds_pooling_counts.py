@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 
 from skset import DeepSetsRegressor  # noqa: E402
 
-POOLINGS = ["sum", "scaled_mean", "mean"]
+POOLINGS = ["sum", "scaled_mean", "sized_mean", "mean"]
 
 
 def sets(rng, n):

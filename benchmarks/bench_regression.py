@@ -57,7 +57,8 @@ MODELS = ["mean", "ridge-mean", "ridge-meanmax", "pipeline", "pipeline-ridgecv-d
 VARIANTS = {"OTKRegressor-no-validation": ("OTKRegressor", {"early_stopping": False}),
             "OTKRegressor-validation": ("OTKRegressor", {"early_stopping": "auto"}),
             "OTKRegressor-window-auto": ("OTKRegressor", {"window": "auto"}),
-            "OTKRegressor-level-shape": ("OTKRegressor", {"kmer_coding": "level_shape"})}
+            "OTKRegressor-level-shape": ("OTKRegressor", {"kmer_coding": "level_shape"}),
+            "DeepSetsRegressor-sized-mean": ("DeepSetsRegressor", {"pooling": "sized_mean"})}
 TRAINED = ["pipeline", "pipeline-ridgecv-default", "OTKRegressor", "SetTransformerRegressor",
            "DeepSetsRegressor"]
 

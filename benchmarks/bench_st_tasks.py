@@ -57,6 +57,7 @@ MODELS = {
     "DS++": PP,
     "DS-max": dict(pooling="max"),
     "DS-mean": dict(pooling="mean"),
+    "DS-sized-mean": dict(pooling="sized_mean"),
     # the small grid of the "tuned" rows: width and learning rate around the defaults
     "ST-h128": dict(hidden_size=128),
     "ST-lr3e-4": dict(learning_rate_init=3e-4),

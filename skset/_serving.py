@@ -77,7 +77,10 @@ class NetworkServing(nn.Module):
         if self.standardize:
             x = (x - self.mean) / self.scale
         z = self.net.embed(x, mask)
-        out = add_pooled_skip(self.net, self.head(z), x, mask)  # the set networks' option
+        # Deep Sets' decoder reads the sets' sizes too (pooling="sized_mean")
+        decode = getattr(self.net, "decode", None)
+        out = self.head(z) if decode is None else decode(z, x, mask)
+        out = add_pooled_skip(self.net, out, x, mask)  # the set networks' option
         if self.classifier and self.multilabel:  # one sigmoid per label; predict: logit > 0
             return out, torch.sigmoid(out), (out > 0).to(torch.int64), z
         if self.classifier:

@@ -119,6 +119,29 @@ def test_scaled_mean_is_the_sum_on_sets_of_its_size_and_ignores_padding():
         torch.testing.assert_close(out[i], x[i, :n].mean(0) * 4.5)
 
 
+def test_sized_mean_layer_reads_the_size_and_ignores_padding():
+    from skset.nn import DeepSets
+
+    torch.manual_seed(0)
+    sized = DeepSets(4, 8, 3, pooling="sized_mean", pool_size=5.0).double()
+    torch.manual_seed(0)
+    scaled = DeepSets(4, 8, 3, pooling="scaled_mean", pool_size=5.0).double()
+    x = torch.randn(3, 9, 4, dtype=DT)
+    lengths = torch.tensor([2, 5, 9])
+    mask = torch.arange(9) < lengths[:, None]
+    # its size vector starts at zero and draws nothing: the scaled mean's network, bit for bit
+    assert torch.equal(sized(x, mask), scaled(x, mask))
+    with torch.no_grad():
+        sized.size_weight.copy_(torch.linspace(-1.0, 1.0, 8, dtype=DT))
+    out = sized(torch.where(mask[..., None], x, torch.full_like(x, 1e6)), mask)
+    for i, n in enumerate(lengths.tolist()):  # padding of any value: each set as alone
+        torch.testing.assert_close(out[i:i + 1], sized(x[i:i + 1, :n]))
+    # a set of pool_size elements: log(5 / 5) = 0, the scaled mean's output; other sizes differ
+    torch.testing.assert_close(out[1], scaled(x[1:2, :5])[0], rtol=0, atol=0)
+    assert not torch.allclose(out[0], scaled(x[:1, :2])[0])
+    torch.testing.assert_close(sized.log_size(x, mask)[:, 0], torch.log(lengths / 5.0).to(DT))
+
+
 def test_set_norm_matches_formula_on_unpadded_sets():
     rng = np.random.default_rng(0)
     sets = [rng.normal(3.0, 2.0, size=(n, 4)) for n in (2, 6, 9)]

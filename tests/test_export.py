@@ -41,6 +41,8 @@ def _fit(kind, window=1):
         "ds_clf": lambda: skset.DeepSetsClassifier(hidden_size=8, pooling="max", **small),
         # the scaled mean (its training sets' mean size a buffer)
         "ds_scaled": lambda: skset.DeepSetsClassifier(hidden_size=8, pooling="scaled_mean", **small),
+        # the sized mean: the decoder reads each set's size too
+        "ds_sized": lambda: skset.DeepSetsClassifier(hidden_size=8, pooling="sized_mean", **small),
         "ds_reg": lambda: skset.DeepSetsRegressor(hidden_size=8, pooling="mean", norm="set",
                                                   residual="clean", pooled_skip=True, **small),
         "otk_clf": lambda: skset.OTKClassifier(n_components=6, n_supports=3, window=window,
@@ -58,6 +60,9 @@ def _fit(kind, window=1):
         est.fit(X)
     else:
         est.fit(X, y if kind.endswith("reg") else labels)
+    if kind == "ds_sized":  # two steps from zero barely move it: make the sizes count
+        with torch.no_grad():
+            est.module_.size_weight.copy_(torch.linspace(-2.0, 2.0, 8))
     # with k-mers, the sets shorter than a k-mer (1 and 2 elements for 3-mers) are one k-mer each
     return est, X_new
 
@@ -83,8 +88,8 @@ def _check_outputs(est, out, X_new):
                                    atol=1e-5 * max(1.0, float(np.abs(ref).max())), err_msg=name)
 
 
-KINDS = ["st_clf", "st_reg", "ds_clf", "ds_scaled", "ds_reg", "otk_clf", "otk_reg", "nystrom",
-         "otk_emb"]
+KINDS = ["st_clf", "st_reg", "ds_clf", "ds_scaled", "ds_sized", "ds_reg", "otk_clf", "otk_reg",
+         "nystrom", "otk_emb"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -94,7 +99,7 @@ def test_onnx_matches_estimator(kind, tmp_path):
     est, X_new = _fit(kind)
     path = sx.export_onnx(est, tmp_path / "model.onnx", dynamo=False)
     out = sx.run_onnx(path, X_new, max_elements=20)
-    expected = {"st_clf": 5, "ds_clf": 5, "ds_scaled": 5, "otk_clf": 5, "nystrom": 1,
+    expected = {"st_clf": 5, "ds_clf": 5, "ds_scaled": 5, "ds_sized": 5, "otk_clf": 5, "nystrom": 1,
                 "otk_emb": 1}.get(kind, 2)
     assert len(out) == expected
     _check_outputs(est, out, X_new)

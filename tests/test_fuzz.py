@@ -66,10 +66,10 @@ FACTORIES = {
     # a set network reading dilated k-mers
     "SetTransformerClassifier-kmers": lambda: SetTransformerClassifier(
         n_heads=2, n_inducing=2, window=2, dilation=2, **NN),
-    # the pooled skip (its first fit on the pooled elements) and the scaled mean (its size fitted
-    # from the training sets, weighted) as options
+    # the pooled skip (its first fit on the pooled elements) and the sized mean (the scaled mean,
+    # its size fitted from the training sets, weighted, and the set's size) as options
     "DeepSetsRegressor": lambda: DeepSetsRegressor(norm="set", residual="clean", pooled_skip=True,
-                                                   pooling="scaled_mean", **NN),
+                                                   pooling="sized_mean", **NN),
     "OTKClassifier": lambda: OTKClassifier(n_components=4, n_supports=2, max_iter=1,
                                            window="auto", kmer_coding="level_shape",
                                            random_state=0),

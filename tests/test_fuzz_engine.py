@@ -103,6 +103,9 @@ LAYERS = {
     "DeepSets-skip": (lambda d: snn.DeepSets(d, 8, 2, pooled_skip=True), "plain", _pooled),
     "DeepSets-scaled_mean": (lambda d: snn.DeepSets(d, 8, 2, pooling="scaled_mean", pool_size=4.5),
                              "plain", _pooled),
+    # the set's size read by the decoder (its weights non-zero, so that the size counts)
+    "DeepSets-sized_mean": (lambda d: _sized(snn.DeepSets(d, 8, 2, pooling="sized_mean",
+                                                          pool_size=4.5)), "plain", _pooled),
     "PooledLinear": (lambda d: snn.PooledLinear(d, 3), "plain", _pooled),
     "DeepSets++-mean": (lambda d: snn.DeepSets(d, 8, 1, norm="set", residual="clean",
                                                pooling="mean"), "plain", _pooled),
@@ -136,6 +139,12 @@ _LAYER_CACHE = {}
 def _mixed(net):
     with torch.no_grad():
         net.mix.copy_(torch.tensor([0.5, 0.5]))  # the prior and the learned part both count
+    return net
+
+
+def _sized(net):
+    with torch.no_grad():
+        net.size_weight.copy_(torch.linspace(-1.0, 1.0, len(net.size_weight)))
     return net
 
 

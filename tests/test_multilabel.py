@@ -367,7 +367,7 @@ def test_user_guide_example_runs():
 
 def test_single_label_class_weight_is_sample_weight_in_the_loss():
     """Without the statistics of the data that sample_weight weighs (standardize=False, and
-    pooling="sum", the default: pooling="scaled_mean"'s training size counts a set of weight k
+    pooling="sum": the default pooling="sized_mean"'s training size counts a set of weight k
     k times), class_weight={c: w} trains exactly as sample_weight w on the sets of class c: the
     weights enter only the loss."""
     X, Y = _task(40)

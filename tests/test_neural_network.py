@@ -39,6 +39,7 @@ ESTIMATORS = [
     SetTransformerRegressor(n_heads=2, n_inducing=None, norm="set", residual="clean",
                             decoder="sab", point_init="xavier", **TINY),
     DeepSetsClassifier(pooling="max", **TINY),
+    DeepSetsClassifier(**TINY),  # the sized mean, the default
     DeepSetsRegressor(pooling="sum", norm="set", residual="clean", **TINY),
     DeepSetsRegressor(pooling="mean", norm="layer", residual="original", **TINY),
 ]

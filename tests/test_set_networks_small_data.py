@@ -128,15 +128,15 @@ def test_set_transformer_ends_at_its_lowest_training_loss():
 
 def test_deep_sets_scaled_mean_is_the_sum_on_sets_of_one_size():
     # pooling="scaled_mean" scales the mean by the training sets' mean size: on sets all of one
-    # size the fit is that of the default pooling="sum" to the last bit; on sets of several
+    # size the fit is that of pooling="sum" to the last bit; on sets of several
     # sizes pool_size_ is their mean size, and a set's output does not grow with its size
     rng = np.random.default_rng(0)
     y = np.arange(24) % 2
     X = [rng.normal(loc=0.5 * c, size=(6, 3)) for c in y]
     kw = dict(hidden_size=8, max_iter=5, random_state=0, window=1)
     a = DeepSetsClassifier(pooling="scaled_mean", **kw).fit(X, y)
-    b = DeepSetsClassifier(**kw).fit(X, y)
-    assert b.pooling == "sum" and a.pool_size_ == 6.0 and b.pool_size_ is None
+    b = DeepSetsClassifier(pooling="sum", **kw).fit(X, y)
+    assert a.pool_size_ == 6.0 and b.pool_size_ is None
     assert np.array_equal(a.predict_proba(X), b.predict_proba(X))
     assert a.loss_curve_ == b.loss_curve_
     V = [rng.normal(size=(n, 3)) for n in rng.integers(2, 30, size=24)]
@@ -154,3 +154,31 @@ def test_deep_sets_scaled_mean_is_the_sum_on_sets_of_one_size():
     assert weighted.pool_size_ == pytest.approx(np.mean([len(v) for v in copies]), rel=1e-6)
     with pytest.raises(ValueError, match="pooling"):
         DeepSetsClassifier(pooling="median").fit(X, y)
+
+
+def test_deep_sets_sized_mean_is_the_sum_on_sets_of_one_size_and_reads_sizes():
+    # pooling="sized_mean", the default: the scaled mean and log(n / pool_size_) through a vector that
+    # starts at zero: on sets all of one size the fit of pooling="sum" to the last bit
+    rng = np.random.default_rng(1)
+    y = np.arange(24) % 2
+    X = [rng.normal(loc=0.5 * c, size=(5, 3)) for c in y]
+    kw = dict(hidden_size=8, max_iter=5, random_state=0, window=1)
+    a = DeepSetsClassifier(**kw).fit(X, y)
+    b = DeepSetsClassifier(pooling="sum", **kw).fit(X, y)
+    assert a.pooling == "sized_mean" and a.pool_size_ == 5.0
+    assert not a.module_.size_weight.detach().any()
+    assert np.array_equal(a.predict_proba(X), b.predict_proba(X))
+    assert a.loss_curve_ == b.loss_curve_
+    # a count target: the sized mean learns that a set of its elements twice is larger; the
+    # scaled mean cannot tell the two apart
+    V = [rng.uniform(size=(n, 2)) for n in rng.integers(1, 21, size=200)]
+    count = np.array([len(v) for v in V], dtype=float)
+    twice = [np.vstack([v, v]) for v in V]
+    kw = dict(hidden_size=16, max_iter=60, random_state=0, window=1, early_stopping=False,
+              batch_size=32)
+    sized = DeepSetsRegressor(pooling="sized_mean", **kw).fit(V, count)
+    scaled = DeepSetsRegressor(pooling="scaled_mean", **kw).fit(V, count)
+    assert np.mean(sized.predict(twice) - sized.predict(V)) > 2.0
+    np.testing.assert_allclose(scaled.predict(twice), scaled.predict(V), rtol=1e-5, atol=1e-4)
+    assert np.sqrt(np.mean((sized.predict(V) - count) ** 2)) < 0.75 * np.sqrt(
+        np.mean((scaled.predict(V) - count) ** 2))

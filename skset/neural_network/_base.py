@@ -312,7 +312,7 @@ class SetNetworkEstimator(BaseNeuralEstimator):
             batches it only does so in expectation (each batch is normalised by its own total
             weight). Weights also enter the fitted standardisations (element features of Set
             Transformer / Deep Sets, targets of regressors), Deep Sets' ``pool_size_``
-            (``pooling="scaled_mean"``), supervised OTK's unsupervised
+            (its mean-scaled poolings), supervised OTK's unsupervised
             initialisation (``NystromFeatures`` and ``OTKEmbedding`` fitted with them) and its
             head refits, ``loss_curve_`` (the weighted mean over the epoch), and with
             ``early_stopping`` the validation score (weighted accuracy or R^2, as ``score``

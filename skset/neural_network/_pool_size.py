@@ -1,15 +1,30 @@
-"""Deep Sets' scaled-mean pooling: the size it scales the mean by, fitted from the
-training sets (``pooling="scaled_mean"``; :func:`skset.nn.masked_pool`)."""
+"""Deep Sets' poolings of the mean scaled to the training sets' size: the size, fitted from the
+training sets (``pooling="sized_mean"`` and ``"scaled_mean"``; :class:`skset.nn.DeepSets`)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["POOL_SIZE_ATTR", "fit_pool_size"]
+__all__ = ["DS_POOLINGS", "POOLING_DOC", "POOL_SIZE_ATTR", "fit_pool_size"]
+
+DS_POOLINGS = ("sized_mean", "sum", "scaled_mean", "mean", "max")
+
+POOLING_DOC = """    pooling : {"sized_mean", "sum", "scaled_mean", "mean", "max"}, default="sized_mean"
+        How the encoded elements (or k-mers) of a set meet. ``"sized_mean"``: their mean times
+        the training sets' mean size (``pool_size_``), and beside it the set's size, as
+        ``log(n / pool_size_)`` times a trained vector added to the decoder's first layer (zero
+        at the start). On sets all of one size it is the sum to the last bit, weight for
+        weight; on sets of different sizes no pooled vector grows with its set, and the decoder
+        still reads the size, so that counts and sums are learned. ``"sum"``: the Deep Sets
+        paper's; ``"scaled_mean"``: the scaled mean without the size (for sets whose size says
+        nothing); ``"max"`` for "is there an element such that" targets. The user guide's
+        "Pooling" gives the figures.
+"""
 
 POOL_SIZE_ATTR = """    pool_size_ : float or None
-        The size ``pooling="scaled_mean"`` scales the mean by: the training sets' mean number
-        of elements (of k-mers when the network reads k-mers); None for the other poolings.
+        The size ``pooling="sized_mean"`` and ``"scaled_mean"`` scale the mean by: the training
+        sets' mean number of elements (of k-mers when the network reads k-mers); None for the
+        other poolings.
 """
 
 
@@ -19,7 +34,7 @@ def fit_pool_size(est, module, data) -> None:
     ``sample_weight`` k counted k times (so weights equal repetition); None (and no buffer) for
     the other poolings. Sets all of one size give exactly that size: the scaled mean is then
     the sum to the last bit."""
-    if est.pooling != "scaled_mean":
+    if est.pooling not in ("scaled_mean", "sized_mean"):
         est.pool_size_ = None
         return
     w = data.weights_of(data.train)

@@ -19,7 +19,7 @@ from ._base import SetNetworkEstimator, TrainingSetup, compose_doc
 from ._callbacks import LowestLossCheckpoint
 from ._multilabel import CLASS_WEIGHT_DOC, MULTILABEL_DOC, with_class_weight
 from ._network_kmers import KMER_DOC, KMER_PARAMS, NetworkKmers, choose_kmers, read_kmers
-from ._pool_size import POOL_SIZE_ATTR, fit_pool_size
+from ._pool_size import DS_POOLINGS, POOL_SIZE_ATTR, POOLING_DOC, fit_pool_size
 from ._pooled_skip import POOLED_SKIP_DOC, fit_pooled_skip
 from ._tasks import SetClassifierMixin, SetRegressorMixin
 from ._training import TRAINING_PARAMS
@@ -506,7 +506,7 @@ class _DeepSetsBase(_BaseSetNetwork):
     _parameter_constraints = {
         "hidden_size": [POSITIVE_INT],
         "n_layers": [Integer(0)],
-        "pooling": ["sum", "mean", "max", "scaled_mean"],
+        "pooling": list(DS_POOLINGS),
         "norm": ["layer", "set", None],
         "residual": [None, "original", "clean"],
         "standardize": [Boolean()],
@@ -523,7 +523,7 @@ class _DeepSetsBase(_BaseSetNetwork):
 
     def _init_module(self, data, n_outputs, seed, rng):
         module = super()._init_module(data, n_outputs, seed, rng)
-        fit_pool_size(self, module, data)  # pooling="scaled_mean"
+        fit_pool_size(self, module, data)  # pooling="scaled_mean" or "sized_mean"
         return module
 
     def _embed_dim(self):
@@ -537,13 +537,7 @@ _DS_DOC = """
         Width of the encoder and decoder.
     n_layers : int, default=2
         Encoder blocks after the input layer.
-    pooling : {"sum", "mean", "max", "scaled_mean"}, default="sum"
-        Pooling over the real elements (or k-mers) of each set. ``"scaled_mean"``: the mean
-        times the training sets' mean size (``pool_size_``): on sets all of one size the sum to
-        the last bit; on sets of different sizes it does not grow with a set's size, yet keeps
-        the sum's scale, which the decoder learns from far faster than from the mean. For sets
-        whose size should not count (the user guide's "Pooling"); never where it is the signal.
-    norm : {"layer", "set", None}, default=None
+""" + POOLING_DOC + """    norm : {"layer", "set", None}, default=None
         Normalisation inside residual blocks (ignored when ``residual=None``).
     residual : {None, "original", "clean"}, default=None
         ``None``: the plain Deep Sets MLP; ``"original"``: non-clean residual blocks
@@ -607,7 +601,7 @@ class DeepSetsClassifier(SetClassifierMixin, _DeepSetsBase):
 """,
     )
 
-    def __init__(self, hidden_size=64, n_layers=2, *, pooling="sum", norm=None,
+    def __init__(self, hidden_size=64, n_layers=2, *, pooling="sized_mean", norm=None,
                  residual=None, standardize=True, pooled_skip=False, window="auto", dilation="auto",
                  optimizer="adam", learning_rate_init=1e-3,
                  alpha=0.0, class_weight=None, batch_size=64, max_elements=131_072, max_iter=200,
@@ -662,7 +656,7 @@ class DeepSetsRegressor(SetRegressorMixin, _DeepSetsBase):
     _parameter_constraints = {**_DeepSetsBase._parameter_constraints,
                               "early_stopping": ["auto", Boolean()]}
 
-    def __init__(self, hidden_size=64, n_layers=2, *, pooling="sum", norm=None,
+    def __init__(self, hidden_size=64, n_layers=2, *, pooling="sized_mean", norm=None,
                  residual=None, standardize=True, pooled_skip=False, window="auto", dilation="auto",
                  optimizer="adam", learning_rate_init=1e-3,
                  alpha=0.0, batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4,

@@ -10,8 +10,8 @@ r"""Deep Sets and Deep Sets++: per-element encoder, masked pooling, decoder.
   ``x <- x + Norm(W relu(Norm(W x)))``; the input layer has no bias and the encoder ends with a
   norm-relu-weight ``W relu(Norm(x))``.
 
-DS++ is ``residual="clean", norm="set"``. Pooling (``"sum"``, ``"mean"``, ``"max"``) only sees the
-real elements of each set.
+DS++ is ``residual="clean", norm="set"``. Pooling (``"sum"``, ``"mean"``, ``"max"``,
+``"scaled_mean"``, ``"sized_mean"``) only sees the real elements of each set.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ __all__ = ["masked_pool", "PooledLinear", "DeepSetsBlock", "DeepSetsEncoder", "D
            "mlp_head"]
 
 _POOLS = ("sum", "mean", "max", "scaled_mean")
+# DeepSets' poolings: masked_pool's, and the scaled mean with the set's size beside it
+_DS_POOLS = _POOLS + ("sized_mean",)
 
 
 def masked_pool(x: torch.Tensor, mask: torch.Tensor | None, how: str = "sum",
@@ -187,9 +189,13 @@ class DeepSets(nn.Module):
         The encoder, see :class:`DeepSetsEncoder`.
     out_features : int
         Outputs of the decoder ``rho``.
-    pooling : {"sum", "mean", "max", "scaled_mean"}, default="sum"
+    pooling : {"sum", "mean", "max", "scaled_mean", "sized_mean"}, default="sum"
         ``"scaled_mean"``: the mean times ``pool_size`` (the buffer ``self.pool_size``), the sum
-        itself on sets of ``pool_size`` elements (:func:`masked_pool`).
+        itself on sets of ``pool_size`` elements (:func:`masked_pool`). ``"sized_mean"``: the
+        scaled mean, and the set's size as ``log(n_i / pool_size)`` times a trained vector
+        (``self.size_weight``) added to the decoder's first layer; the vector starts at zero,
+        and on sets of ``pool_size`` elements the term is exactly zero: there the network is
+        the sum's, weight for weight.
     n_decoder_layers : int, default=2
         Hidden Linear-ReLU layers of the decoder.
     pooled_skip : bool, default=False
@@ -215,20 +221,37 @@ class DeepSets(nn.Module):
                  norm: str | None = None, residual: str | None = None, pooling: str = "sum",
                  n_decoder_layers: int = 2, pooled_skip: bool = False, pool_size: float = 1.0):
         super().__init__()
-        if pooling not in _POOLS:
-            raise ValueError(f"pooling={pooling!r} is not supported; use one of {_POOLS}.")
+        if pooling not in _DS_POOLS:
+            raise ValueError(f"pooling={pooling!r} is not supported; use one of {_DS_POOLS}.")
         self.pooling = pooling
-        if pooling == "scaled_mean":  # only then, so that other modules keep their state keys
+        if pooling in ("scaled_mean", "sized_mean"):  # only then: other modules keep their keys
             self.register_buffer("pool_size", torch.tensor(float(pool_size)))
         self.encoder = DeepSetsEncoder(in_features, dim, n_layers, norm=norm, residual=residual)
         self.decoder = mlp_head(dim, dim, out_features, n_decoder_layers)
+        if pooling == "sized_mean":  # zeros draw nothing: the other weights start as the sum's
+            self.size_weight = nn.Parameter(torch.zeros(self.decoder[0].out_features))
         # only built when asked, so the default module keeps its parameters and names
         self.skip = PooledLinear(in_features, out_features) if pooled_skip else None
 
     def embed(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """The pooled representation ``(B, dim)``."""
-        return masked_pool(self.encoder(x, mask), mask, self.pooling,
-                           getattr(self, "pool_size", 1.0))
+        """The pooled representation ``(B, dim)`` (``"sized_mean"``: the scaled mean)."""
+        how = "scaled_mean" if self.pooling == "sized_mean" else self.pooling
+        return masked_pool(self.encoder(x, mask), mask, how, getattr(self, "pool_size", 1.0))
+
+    def log_size(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """``log(n_i / pool_size)`` of each set, ``(B, 1)``: 0 on sets of ``pool_size``."""
+        if mask is None:
+            n = torch.full((x.shape[0], 1), x.shape[1], dtype=x.dtype, device=x.device)
+        else:
+            n = mask.sum(1, keepdim=True).clamp_min(1).to(x.dtype)
+        return torch.log(n / self.pool_size.to(x.dtype))
+
+    def decode(self, z: torch.Tensor, x: torch.Tensor,
+               mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The decoder on the pooled ``z`` of the sets ``x`` (their sizes, for ``"sized_mean"``)."""
+        if self.pooling != "sized_mean":
+            return self.decoder(z)
+        return self.decoder[1:](self.decoder[0](z) + self.log_size(x, mask) * self.size_weight)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        return add_pooled_skip(self, self.decoder(self.embed(x, mask)), x, mask)
+        return add_pooled_skip(self, self.decode(self.embed(x, mask), x, mask), x, mask)
