@@ -140,6 +140,11 @@ def test_sized_mean_layer_reads_the_size_and_ignores_padding():
     torch.testing.assert_close(out[1], scaled(x[1:2, :5])[0], rtol=0, atol=0)
     assert not torch.allclose(out[0], scaled(x[:1, :2])[0])
     torch.testing.assert_close(sized.log_size(x, mask)[:, 0], torch.log(lengths / 5.0).to(DT))
+    # gradients of the inputs and of the size vector, padded sets of three sizes
+    xs = x.clone().requires_grad_(True)
+    w = sized.size_weight.detach().clone().requires_grad_(True)
+    torch.autograd.gradcheck(
+        lambda x_, w_: torch.func.functional_call(sized, {"size_weight": w_}, (x_, mask)), (xs, w))
 
 
 def test_set_norm_matches_formula_on_unpadded_sets():

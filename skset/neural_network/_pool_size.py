@@ -18,7 +18,8 @@ POOLING_DOC = """    pooling : {"sized_mean", "sum", "scaled_mean", "mean", "max
         still reads the size, so that counts and sums are learned. ``"sum"``: the Deep Sets
         paper's; ``"scaled_mean"``: the scaled mean without the size (for sets whose size says
         nothing); ``"max"`` for "is there an element such that" targets. The user guide's
-        "Pooling" gives the figures.
+        "Pooling" gives the figures. :meth:`transform` returns the pooled vector (with
+        ``"sized_mean"`` the scaled mean; the size is read beside it, not in it).
 """
 
 POOL_SIZE_ATTR = """    pool_size_ : float or None
