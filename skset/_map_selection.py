@@ -102,21 +102,28 @@ def distinct_rows(x: np.ndarray) -> np.ndarray:
 def has_distinct_rows(x: np.ndarray, m: int, *, chunk: int = 4096) -> bool:
     """Whether ``x`` has at least ``m`` distinct rows as :func:`distinct_rows` counts them,
     without sorting the rows (which holds several copies of ``x``): each row, rounded as there,
-    gets an integer key (its bits times fixed odd multipliers, summed modulo 2**64); equal rows
-    get equal keys, so ``m`` distinct keys prove ``m`` distinct rows (two distinct rows sharing a
-    key can only make this answer ``False`` where the exact count would say ``True``). Rows are
-    keyed ``chunk`` at a time."""
+    gets an integer key, the sum modulo 2**64 of its values' bits, each offset by its column and
+    mixed (the finaliser of the splitmix64 generator, so that keys do not collide by structure:
+    sign flips, values of few mantissa bits); equal rows get equal keys, so ``m`` distinct keys
+    prove ``m`` distinct rows (two distinct rows sharing a key can only make this answer
+    ``False`` where the exact count would say ``True``). Rows are keyed ``chunk`` at a time."""
     if x.shape[0] < m:
         return False
     top = _row_scale(x)
-    mult = np.random.RandomState(0).randint(1, 2**62, size=x.shape[1], dtype=np.uint64) | 1
+    offset = np.arange(1, x.shape[1] + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
     bits = np.uint32 if x.dtype.itemsize == 4 else np.uint64
     keys = np.empty(x.shape[0], dtype=np.uint64)
-    for a in range(0, x.shape[0], chunk):
-        r = x[a:a + chunk] / top
-        np.round(r, 12, out=r)
-        r += 0.0  # -0.0 -> 0.0: np.unique compares values, the keys compare bits
-        keys[a:a + chunk] = (r.view(bits).astype(np.uint64) * mult).sum(1)  # wraps modulo 2**64
+    with np.errstate(over="ignore"):  # the products wrap modulo 2**64, as meant
+        for a in range(0, x.shape[0], chunk):
+            r = x[a:a + chunk] / top
+            np.round(r, 12, out=r)
+            r += 0.0  # -0.0 -> 0.0: np.unique compares values, the keys compare bits
+            h = r.view(bits).astype(np.uint64) + offset
+            for shift, mult in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB)):
+                h ^= h >> np.uint64(shift)
+                h *= np.uint64(mult)
+            h ^= h >> np.uint64(31)
+            keys[a:a + chunk] = h.sum(1)
     return np.unique(keys).size >= m
 
 

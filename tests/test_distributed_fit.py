@@ -90,6 +90,16 @@ def test_in_id_order_sorts_by_id_then_index():
     assert pdf["v"].tolist() == [1.0, 2.0, 3.0, 4.0]  # the partition itself is left as it was
     mixed = pd.DataFrame({"sid": [2, "a", 1]}, index=[0, 1, 2])  # ids that cannot be sorted
     assert in_id_order(mixed, "sid").index.tolist() == [0, 1, 2]
+    # an index that repeats (read_csv, concat: each file's rows from 0): the rows' values break
+    # the ties, so every arrival order of the same rows gives one order
+    rep = pd.DataFrame({"sid": ["a", "b", "a", "a", "b"], "v": [4.0, 1.0, 2.0, 3.0, 0.0]},
+                       index=[0, 0, 1, 0, 1])
+    orders = {tuple(in_id_order(rep.iloc[p], "sid")["v"]) for p in
+              ([0, 1, 2, 3, 4], [3, 4, 2, 1, 0], [2, 0, 4, 3, 1])}
+    assert orders == {(3.0, 4.0, 2.0, 1.0, 0.0)}
+    # an index named like the id column (set_index(by, drop=False)) is not ambiguous
+    named = pdf.set_index("sid", drop=False)
+    assert in_id_order(named, "sid")["v"].tolist() == [2.0, 4.0, 1.0, 3.0]
 
 
 @pytest.mark.parametrize("make", [_pipe, _otkc], ids=["pipeline", "OTKClassifier"])

@@ -167,6 +167,15 @@ def test_deep_sets_sized_mean_is_the_sum_on_sets_of_one_size_and_reads_sizes():
     b = DeepSetsClassifier(pooling="sum", **kw).fit(X, y)
     assert a.pooling == "sized_mean" and a.pool_size_ == 5.0
     assert not a.module_.size_weight.detach().any()
+    # float weights in float64: still exactly the size (a weighted mean can round off it), and
+    # the network's buffer holds pool_size_ itself, with or without the pooled skip
+    w = rng.random(24)
+    for skip in (False, True):
+        f = DeepSetsClassifier(dtype="float64", pooled_skip=skip, **kw).fit(X, y, sample_weight=w)
+        assert f.pool_size_ == 5.0 and not f.module_.size_weight.detach().any()
+        g = DeepSetsClassifier(dtype="float64", pooled_skip=skip, **kw).fit(X[:2] + [X[2][:4]],
+                                                                            y[:3])
+        assert g.module_.pool_size.item() == g.pool_size_ == 14 / 3  # not a float32 number
     assert np.array_equal(a.predict_proba(X), b.predict_proba(X))
     assert a.loss_curve_ == b.loss_curve_
     # a count target: the sized mean learns that a set of its elements twice is larger; the

@@ -278,18 +278,35 @@ def check_label_series(labels) -> None:
 
 def in_id_order(pdf, by):
     """The rows of a shuffled partition in a fixed order: by set id, then (within a set) by the
-    frame's index. A shuffle's row order within a partition is not reproducible from one
-    computation to the next (it follows the order its tasks ran in); read as it comes, the same
-    frame would stream its sets, and the rows of each set, in another order each time, and a fit
-    that depends on the order (``SGDClassifier``, k-means++ seeding) would differ from run to run.
-    Both sorts are stable; ids or an index that cannot be sorted leave that sort out."""
-    for sort in (lambda f: f.sort_index(kind="stable"),
-                 lambda f: f.sort_values(by, kind="stable")):
-        try:
-            pdf = sort(pdf)
-        except TypeError:
-            pass
-    return pdf
+    frame's index, then, where rows still tie (an index that repeats, as ``read_csv`` or
+    ``concat`` give), by their values, column by column. A shuffle's row order within a
+    partition is not reproducible from one computation to the next (it follows the order its
+    tasks ran in); read as it comes, the same frame would stream its sets, and the rows of each
+    set, in another order each time, and a fit that depends on the order (``SGDClassifier``,
+    k-means++ seeding) would differ from run to run. Rows that tie on every key are equal, so
+    their order does not matter. Keys are taken as arrays, not looked up by name (an index
+    named like ``by`` is not ambiguous); a key that cannot be sorted (ids of mixed types) is
+    left out."""
+    n = len(pdf)
+    key = pd.DataFrame({0: pdf[by].to_numpy(), 1: pdf.index.to_numpy()}, index=np.arange(n))
+    usable = [c for c in key.columns if _sortable(key[c])]
+    if key.duplicated(usable).any():  # ties within a set: its rows' values decide
+        for j in range(pdf.shape[1]):
+            col = pd.Series(pdf.iloc[:, j].to_numpy(), index=key.index)
+            if _sortable(col):
+                key[2 + j] = col
+                usable.append(2 + j)
+    if not usable:
+        return pdf
+    return pdf.iloc[key.sort_values(usable, kind="stable").index.to_numpy()]
+
+
+def _sortable(col) -> bool:
+    try:
+        col.sort_values(kind="stable")
+    except TypeError:
+        return False
+    return True
 
 
 def frame_chunk(pdf, by, columns, order_by, y, labels):

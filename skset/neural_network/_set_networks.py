@@ -96,8 +96,9 @@ class _BaseSetNetwork(NetworkKmers, SetNetworkEstimator):
         self._n_features_out = self._embed_dim()
         self.pooled_skip_ = bool(self.pooled_skip)
         module = self._seeded(seed, lambda: self._build_module(self._in_features, n_outputs))
+        # on the fit's device and dtype before anything is fitted into it (float64 buffers exact)
+        module = module.to(device=self.device_, dtype=self.dtype_)
         if module.skip is not None:
-            module = module.to(device=self.device_, dtype=self.dtype_)
             fit_pooled_skip(self, module, data)
         return module
 
