@@ -273,8 +273,9 @@ def fit(estimator, data, *, by=None, columns=None, order_by=None, y=None, classe
         ``distributed`` client the shuffled frame is persisted on the workers once (the epochs
         do not repeat the shuffle); with a local scheduler it is not (that would hold it in this
         process), and each partition repeats its part of the shuffle. A shuffled partition is
-        read in the order of its set ids, each set's rows in the frame's index order (then
-        ``order_by``), so that the same frame gives the same fit on every run.
+        read in the order of its set ids, each set's rows in the frame's index order (rows of
+        one index value, as ``read_csv`` gives them, by their values; then ``order_by``), so
+        that the same frame gives the same fit on every run.
 
     Returns
     -------
