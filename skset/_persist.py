@@ -155,6 +155,9 @@ def _encode_estimator(est) -> dict:
     if allowed.get(cls_name) is not type(est):
         raise TypeError(f"skset.save saves the public skset estimators ({', '.join(sorted(allowed))})"
                         f"; got {type(est).__module__}.{cls_name}.")
+    check = getattr(est, "_check_model_params", None)  # the networks: built as their params say
+    if check is not None:
+        check("skset.save")
     params = {k: _json_param(k, v, cls_name) for k, v in est.get_params(deep=False).items()}
     attrs = {}
     for k, v in vars(est).items():

@@ -98,6 +98,12 @@ def test_masked_pool_values():
     assert masked_pool(x, mask, "scaled_mean", 3.0)[1, 0].item() == 9.0
     with pytest.raises(ValueError, match="'scaled_mean'"):
         masked_pool(x, mask, "median")
+    # a row without a real element pools to 0 by every pooling (the max was finfo.min, and a
+    # pooled skip or max-pooling network gave -inf on it)
+    empty = torch.tensor([[True, True, False], [False, False, False]])
+    for how in ("sum", "mean", "max", "scaled_mean"):
+        out = masked_pool(x, empty, how, 2.0)
+        assert out[1, 0].item() == 0.0 and out[0, 0].item() != 0.0, how
 
 
 def test_scaled_mean_is_the_sum_on_sets_of_its_size_and_ignores_padding():

@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 import pytest
-from sklearn.base import clone
+from sklearn.base import clone, is_regressor
 from sklearn.exceptions import ConvergenceWarning
 
 from skset.neural_network import (
@@ -174,6 +174,46 @@ def test_d10_partial_fit_after_set_params_dtype_refuses_and_changes_nothing(cls)
     _assert_same(before, _state(est))
     est.set_params(dtype="float32")  # back: it continues
     est.partial_fit(X, y) if y is not None else est.partial_fit(X)
+
+
+# a parameter of what the network is, changed after the fit (set_params)
+_NETWORK_PARAM = {SetTransformerClassifier: ("n_heads", 1), SetTransformerRegressor: ("n_layers", 2),
+                  DeepSetsClassifier: ("pooling", "sum"), DeepSetsRegressor: ("hidden_size", 4),
+                  OTKClassifier: ("epsilon", 0.1), OTKRegressor: ("n_supports", 2)}
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("cls", list(SMALL), ids=lambda c: c.__name__)
+def test_network_params_changed_after_fit_are_refused_by_what_keeps_the_network(cls):
+    """A warm start, partial_fit and skset.save keep the fitted network: after set_params of a
+    parameter that built it (its architecture, its preprocessing) each refuses with a ValueError
+    naming it, the model unchanged (a warm start kept the old network silently, and skset.load
+    then refused the file it had saved); parameters of how it trains may change."""
+    import io
+
+    import skset
+
+    X, y = _data()
+    y = _y(cls, y)
+    est = _make(cls, max_iter=1).fit(X, y)
+    before = _state(est)
+    name, value = _NETWORK_PARAM[cls]
+    fitted = est.get_params()[name]
+    est.set_params(**{name: value})
+    for call in (lambda: est.partial_fit(X, y), lambda: est.set_params(warm_start=True).fit(X, y),
+                 lambda: skset.save(est, io.BytesIO())):
+        with pytest.raises(ValueError, match=rf"{name}={value!r} \(fitted with {fitted!r}\)"):
+            call()
+    _assert_same(before, _state(est))
+    est.set_params(**{name: fitted}, learning_rate_init=1e-4, max_iter=2, batch_size=4)
+    est.fit(X, y)  # a warm start that changes only how it trains
+    buf = io.BytesIO()
+    skset.save(est, buf)
+    buf.seek(0)
+    method = "predict" if is_regressor(est) else "predict_proba"
+    np.testing.assert_allclose(getattr(skset.load(buf), method)(X[:5]),
+                               getattr(est, method)(X[:5]), rtol=1e-6, atol=1e-7)
+    est.set_params(warm_start=False, **{name: value}).fit(X, y)  # a new network: any value
 
 
 def test_d10_nystrom_partial_fit_after_set_params_window_names_it():

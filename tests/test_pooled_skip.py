@@ -151,8 +151,10 @@ def test_defaults_have_no_skip_and_the_fitted_choice_is_kept():
         assert est.pooled_skip_ is False and est.module_.skip is None
     reg = DeepSetsRegressor(pooled_skip=True, **kw).fit(X, y.astype(float))
     assert reg.pooled_skip_ is True and reg.module_.skip is not None
-    # warm_start continues the fitted network, whatever the parameter says now
-    reg.set_params(pooled_skip=False, warm_start=True).fit(X, y.astype(float))
+    # warm_start continues the fitted network: a pooled_skip changed since is refused, by name
+    with pytest.raises(ValueError, match=r"pooled_skip=False \(fitted with True\)"):
+        reg.set_params(pooled_skip=False, warm_start=True).fit(X, y.astype(float))
+    reg.set_params(pooled_skip=True).fit(X, y.astype(float))
     assert reg.module_.skip is not None and reg.pooled_skip_ is True
 
 

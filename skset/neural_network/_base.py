@@ -37,6 +37,7 @@ from .._validation import check_sample_weight
 from ._callbacks import BestCheckpoint, Callback, EpochPrinter
 from ._multilabel import multilabel_indicator
 from ._training import (
+    TRAINING_PARAMS,
     TrainResult,
     epoch_batches,
     split_validation,
@@ -51,6 +52,19 @@ def compose_doc(*parts: str) -> str:
     """A class docstring from its parts: the class's own paragraphs and the sections it shares
     with its siblings (parameters, training parameters, references)."""
     return "".join(parts)
+
+
+#: the parameters a warm start or ``partial_fit`` may change: how the network trains. The others
+#: (architecture, preprocessing) say what the fitted network is; its fit fixed them
+_TRAINING_ONLY = frozenset(TRAINING_PARAMS) | {"batch_size", "n_iter_no_change", "class_weight",
+                                               "solver", "learning_rate"}
+
+
+def _same_param(a, b) -> bool:
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):  # arrays
+        return bool(np.array_equal(a, b))
 
 
 class BaseNeuralEstimator(SksetEstimator):
@@ -69,6 +83,28 @@ class BaseNeuralEstimator(SksetEstimator):
             self.best_validation_score_ = None
             self.n_iter_ = 0
         return streams
+
+    def _model_params(self) -> dict:
+        """The parameters that say what the network is (every one but :data:`_TRAINING_ONLY`)."""
+        return {k: v for k, v in self.get_params(deep=False).items() if k not in _TRAINING_ONLY}
+
+    def _check_model_params(self, how: str) -> None:
+        """A ``ValueError`` naming the parameters of :meth:`_model_params` changed
+        (``set_params``) since the fit that built the network (``_model_params_``; models
+        fitted before it was recorded are not checked): ``how`` (a warm start, ``partial_fit``,
+        ``skset.save``) would keep the fitted network under parameters that describe another."""
+        fitted = getattr(self, "_model_params_", None)
+        if fitted is None:
+            return
+        now = self._model_params()
+        changed = [k for k, v in fitted.items() if k in now and not _same_param(now[k], v)]
+        if changed:
+            said = ", ".join(f"{k}={now[k]!r} (fitted with {fitted[k]!r})" for k in changed)
+            raise ValueError(
+                f"{type(self).__name__}: {said}: the fitted network was built with the other "
+                f"value{'s' if len(changed) > 1 else ''}, and {how} keeps it; set "
+                f"{'them' if len(changed) > 1 else 'it'} back, or call fit (warm_start=False) "
+                "to build a new network.")
 
     @staticmethod
     def _seeded(seed: int, build):
@@ -335,8 +371,9 @@ class SetNetworkEstimator(BaseNeuralEstimator):
         fits from the data (standardisations, target scaling, supervised OTK's initialisation)
         **on this first chunk**; every call then runs one epoch over its chunk, with the
         optimizer's state kept between calls, and adds 1 to ``n_iter_``. A call after ``fit``
-        continues that model. No validation split or early stopping (as scikit-learn's MLP):
-        hold out data and score it between calls.
+        continues that model (a parameter that built the network, changed by ``set_params``
+        since, is a ``ValueError``). No validation split or early stopping (as scikit-learn's
+        MLP): hold out data and score it between calls.
 
         Parameters
         ----------
@@ -363,9 +400,10 @@ n_labels) multi-label indicators for classifiers)
         """:meth:`fit` (or one epoch of :meth:`partial_fit` with ``incremental``), with the
         per-set side data ``side`` of a subclass that takes some."""
         warm = (incremental or bool(self.warm_start)) and hasattr(self, "module_")
-        if warm:  # the fitted network's dtype, or nothing changes
-            self._check_warm_dtype(self.dtype_, "partial_fit" if incremental else
-                                   "warm_start=True")
+        if warm:  # the fitted network's dtype and architecture, or nothing changes
+            how = "partial_fit" if incremental else "warm_start=True"
+            self._check_warm_dtype(self.dtype_, how)
+            self._check_model_params(how)
         if (incremental and not warm and self._is_classifier and classes is None
                 and multilabel_indicator(y) is None):  # multi-label: y's width fixes the labels
             raise ValueError(f"{type(self).__name__}: classes must be passed on the first call "
@@ -409,6 +447,7 @@ n_labels) multi-label indicators for classifiers)
             self.n_features_in_ = coll.n_features
             self.module_ = self._init_module(data, n_outputs, seed, rng).to(
                 device=self.device_, dtype=self.dtype_)
+            self._model_params_ = self._model_params()
 
         gen = make_generator(seed + self.n_iter_)
         dev, dt, Y = self.device_, self.dtype_, data.targets

@@ -148,7 +148,9 @@ _DOC_PARAMS = """
     validation_fraction : float, default=0.1
         Held-out fraction for ``early_stopping``.
     warm_start : bool, default=False
-        Continue training the fitted model (no new initialisation) on the next ``fit``.
+        Continue training the fitted model (no new initialisation) on the next ``fit`` (the
+        parameters that built the model must be those of its fit: a ``ValueError`` names one
+        changed since; those of training may change).
     verbose : int, default=0
         ``>= 1`` prints one line per epoch.
     max_elements : int, default=131072

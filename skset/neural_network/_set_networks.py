@@ -151,7 +151,9 @@ _TRAINING_DOC = """
     n_iter_no_change : int, default=10
         Patience in epochs.
     warm_start : bool, default=False
-        Continue from the fitted network and optimizer state on the next ``fit``.
+        Continue from the fitted network and optimizer state on the next ``fit`` (the
+        parameters that built the network must be those of its fit: a ``ValueError`` names
+        one changed since; those of training may change).
     verbose : int, default=0
         ``>= 1`` prints the loss (and validation score) of each epoch.
     device : str, default="auto"

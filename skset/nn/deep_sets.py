@@ -36,7 +36,8 @@ def masked_pool(x: torch.Tensor, mask: torch.Tensor | None, how: str = "sum",
     or ``"scaled_mean"``, the sum times ``size / n_i`` (``n_i`` the set's real elements): the
     mean times ``size``, and on a set of ``size`` elements the sum itself (to the last bit).
 
-    Returns a ``(B, D)`` tensor; padded elements contribute nothing (not even to a max).
+    Returns a ``(B, D)`` tensor; padded elements contribute nothing (not even to a max), and a
+    row without a real element pools to 0 (whatever ``how``).
     """
     if how not in _POOLS:
         raise ValueError(f"pooling={how!r} is not supported; use "
@@ -51,7 +52,9 @@ def masked_pool(x: torch.Tensor, mask: torch.Tensor | None, how: str = "sum",
         m = mask.unsqueeze(-1)
         if how == "max":
             fill = torch.finfo(x.dtype).min
-            return torch.where(m, x, torch.full((), fill, dtype=x.dtype, device=x.device)).amax(1)
+            top = torch.where(m, x, torch.full((), fill, dtype=x.dtype, device=x.device)).amax(1)
+            return torch.where(mask.any(1, keepdim=True), top, torch.zeros((), dtype=x.dtype,
+                                                                           device=x.device))
         s = torch.where(m, x, torch.zeros((), dtype=x.dtype, device=x.device)).sum(1)
         if how == "sum":
             return s
