@@ -257,8 +257,10 @@ def _shared_classes(y: np.ndarray) -> np.ndarray:
     return counts[inverse.ravel()] >= 2
 
 
-def _task(y, n_sets: int):
-    """``"classification"``, ``"regression"`` or ``None`` (no usable labels)."""
+def _task(y, n_sets: int, regression: bool = False):
+    """``"classification"``, ``"regression"`` or ``None`` (no usable labels); ``regression``:
+    the caller's targets are real numbers whatever their values (a regressor's targets that
+    happen to be whole numbers are not classes)."""
     if y is None:
         return None
     try:
@@ -268,8 +270,10 @@ def _task(y, n_sets: int):
     if y.ndim != 1 or len(y) != n_sets or n_sets < MIN_SETS:
         return None
     try:
-        kind = type_of_target(y)
-    except ValueError:
+        kind = "continuous" if regression else type_of_target(y)
+        if regression:
+            y = y.astype(np.float64)
+    except (TypeError, ValueError):
         return None
     if kind in ("binary", "multiclass"):
         # the choice is made on the sets of the classes of at least two sets (many classes with
@@ -555,9 +559,9 @@ def order_statistic(errors: np.ndarray, shuffled: np.ndarray) -> float:
 
 def select_window(sets, y, *, kmer_coding: str, fixed: dict, default: dict, n_components: int,
                   eigenvalue_floor: float, rng: np.random.RandomState, dtype=torch.float32,
-                  dilate: bool = False, order_test: bool = False):
+                  dilate: bool = False, order_test: bool = False, regression: bool = False):
     """Choose the k-mer width of ``window="auto"`` from the labels (and, with ``dilate``, the
-    dilation of ``dilation="auto"``).
+    dilation of ``dilation="auto"``; ``regression``: ``y`` are real targets, see :func:`_task`).
 
     Each width of :func:`window_candidates` (the first, 1, the incumbent) is scored by the proxy
     of :func:`select_element_map` with the map fixed (``fixed``'s explicit values, ``default``'s
@@ -594,7 +598,7 @@ def select_window(sets, y, *, kmer_coding: str, fixed: dict, default: dict, n_co
     lengths = [len(s) for s in sets]
     widths = window_candidates(lengths)
     choice = {k: default[k] if fixed.get(k, "auto") == "auto" else fixed[k] for k in default}
-    task = _task(y, len(sets))
+    task = _task(y, len(sets), regression)
     if task is None or len(widths) < 2:
         return 1, 1, None
     if task == "classification":

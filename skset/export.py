@@ -94,8 +94,8 @@ DeepSetsRegressor, OTKClassifier, OTKRegressor, OTKEmbedding or NystromFeatures
     -------
     torch.nn.Module
         ``forward(x (B, n, d), mask (B, n))`` returns the outputs listed in the module
-        docstring, in that order, as a tuple. Every set needs at least one real element (at
-        least ``window`` for k-mers), its real elements first.
+        docstring, in that order, as a tuple. Every set needs at least one real element, its
+        real elements first (a set shorter than a k-mer is one k-mer, as ``predict`` reads it).
     """
     if sinkhorn_method not in _SINKHORN_METHODS:
         raise ValueError(f"sinkhorn_method must be 'log' or 'exp', got {sinkhorn_method!r}")
@@ -171,8 +171,8 @@ def export_onnx(estimator, path, *, dynamo: bool = True, opset_version: int | No
         The ``.onnx`` file to write.
     dynamo : bool, default=True
         ``True``: the :func:`torch.export`-based exporter (torch's default since 2.9; needs
-        ``onnxscript``). ``False``: the legacy TorchScript exporter, faster but deprecated, and
-        unable to export k-mers (``window > 1``) with a dynamic set size.
+        ``onnxscript``). ``False``: the legacy TorchScript exporter, faster but deprecated;
+        both take any batch and set size, k-mers included.
     opset_version : int or None, default=None
         ONNX opset; ``None`` takes the exporter's default.
     sinkhorn_method, sinkhorn_iter

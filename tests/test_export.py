@@ -32,13 +32,15 @@ def _data(seed=0, n_sets=24, d=3):
 def _fit(kind, window=1):
     X, y, labels, X_new = _data()
     small = dict(max_iter=2, random_state=0, device="cpu")
-    st = dict(hidden_size=8, n_layers=1, n_heads=2, **small)
+    kmers = {} if window == 1 else {"window": window}  # the networks: "auto" by default
+    st = dict(hidden_size=8, n_layers=1, n_heads=2, **small, **kmers)
     ests = {
         # the pooled skip (a masked mean and max of the raw elements) exported too
         "st_clf": lambda: skset.SetTransformerClassifier(n_inducing=3, pooled_skip=True, **st),
         "st_reg": lambda: skset.SetTransformerRegressor(n_inducing=None, n_seeds=2, decoder="sab",
                                                        norm="set", residual="clean", **st),
-        "ds_clf": lambda: skset.DeepSetsClassifier(hidden_size=8, pooling="max", **small),
+        "ds_clf": lambda: skset.DeepSetsClassifier(hidden_size=8, pooling="max", **small,
+                                                   **kmers),
         # the scaled mean (its training sets' mean size a buffer)
         "ds_scaled": lambda: skset.DeepSetsClassifier(hidden_size=8, pooling="scaled_mean", **small),
         # the sized mean: the decoder reads each set's size too
@@ -120,6 +122,18 @@ def test_onnx_session_on_extra_padding_and_single_set(kind, tmp_path):
     np.testing.assert_allclose(proba, est.predict_proba(X_new), atol=1e-6)
     one = session.run(["decision_function"], dict(zip(("x", "mask"), sx.pad_sets(X_new[3:4]))))
     np.testing.assert_allclose(one[0], ref[3:4], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind, window", [("st_clf", 3), ("ds_clf", 3), ("otk_clf", 3),
+                                          ("nystrom", 2)])
+def test_onnx_legacy_exports_kmers_with_any_set_size(kind, window, tmp_path):
+    """The legacy exporter on networks and maps that read k-mers: sizes are read from the input
+    (a Set Transformer's graph held the batch and k-mer count of its tracing example), so other
+    batches and set sizes than at export give the estimator's outputs."""
+    est, X_new = _fit(kind, window)
+    assert est.window_ == window
+    path = sx.export_onnx(est, tmp_path / "model.onnx", dynamo=False)
+    _check_outputs(est, sx.run_onnx(path, X_new, max_elements=20), X_new)
 
 
 @pytest.mark.slow

@@ -220,3 +220,38 @@ def test_a_later_partial_fit_reads_short_sets_as_predict_does(cls):
     est.partial_fit(X, y, **first)
     est.partial_fit(short, y)
     assert est.window_ == 5
+
+
+def test_the_choice_reads_the_targets_as_the_estimator_does():
+    # a regressor's whole-number targets are real numbers (type_of_target called them classes of
+    # one set each: no labels, single elements); a (n, 1) target is one output; sets of weight 0
+    # take no part in the choice nor in the check of an explicit window
+    X, y = _ramps()
+    signed = np.where(y == 1, 100.0, -100.0) + np.arange(len(y))  # distinct whole numbers
+    cases = [(DeepSetsRegressor, signed), (DeepSetsRegressor, signed[:, None]),
+             (DeepSetsClassifier, y[:, None])]
+    for cls, target in cases:
+        w, _ = choose_kmers(cls(**SMALL), X, target, seed=0)
+        assert w > 1, (cls.__name__, target.shape)
+    B, yb = _bags()
+    R = [np.repeat(x, 3, axis=1) for x in X]  # ramps of the bags' width: order decides
+    assert choose_kmers(DeepSetsClassifier(**SMALL), R, y, seed=0)[0] > 1
+    alone = choose_kmers(DeepSetsClassifier(**SMALL), B, yb, seed=0)
+    both = choose_kmers(DeepSetsClassifier(**SMALL), B + R, np.concatenate([yb, y]), seed=0,
+                        sample_weight=np.r_[np.ones(len(B)), np.zeros(len(R))])
+    assert alone == both == (1, 1)
+    short = [x[:2] for x in R[:3]]  # shorter than the window, of weight 0
+    est = DeepSetsClassifier(window=3, **{**SMALL, "max_iter": 1})
+    est.fit(B + short, np.r_[yb, [0, 1, 0]], sample_weight=np.r_[np.ones(len(B)), np.zeros(3)])
+    assert est.window_ == 3
+
+
+def test_a_refit_that_fails_leaves_no_fitted_network():
+    from sklearn.exceptions import NotFittedError
+
+    X, y = _ramps()
+    est = SetTransformerClassifier(**{**SMALL, "max_iter": 1}).fit(X, y)
+    with pytest.raises(ValueError, match="fewer than the k-mer window"):
+        est.set_params(window=500).fit(X, y)
+    with pytest.raises(NotFittedError):  # it read single elements through a k-mer network
+        est.predict(X)

@@ -77,6 +77,9 @@ class BaseNeuralEstimator(SksetEstimator):
         """:meth:`_begin_fit`, and the history reset unless ``warm``; returns ``(seed, rng)``."""
         streams = self._begin_fit()
         if not warm:
+            # a fit that fails (a bad input found after this point) leaves no fitted network
+            # behind, rather than one its new fitted attributes no longer describe
+            self.__dict__.pop("module_", None)
             self._optimizer_state = None
             for attr in self._history:
                 setattr(self, attr, [])

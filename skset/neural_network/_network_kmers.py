@@ -34,9 +34,10 @@ KMER_DOC = """    window : int or "auto", default="auto"
         k-mer width: each (ordered) set is read as its k-mers, ``window`` elements (``dilation``
         apart) coded as level + shape (their deviations from their mean, then the mean; as
         :class:`skset.NystromFeatures` codes them), so a set of ``n`` elements of ``d`` features
-        becomes ``n - window + 1`` elements of ``(window + 1) * d`` (a fit refuses training sets
-        shorter than an explicit ``window``; a fitted model reads a shorter set as one k-mer, its
-        last element repeated); 1 reads single elements, and a set's output does not depend on
+        becomes ``n - span + 1`` elements of ``(window + 1) * d``, ``span = (window - 1) *
+        dilation + 1`` (a fit refuses training sets shorter than an explicit contiguous
+        ``window``; a set shorter than the span is read as one k-mer, its last element
+        repeated); 1 reads single elements, and a set's output does not depend on
         its rows' order. ``"auto"``: chosen in ``fit`` from single-output labels (``window_``;
         printed with the rule's scores under ``verbose``) by :class:`skset.NystromFeatures`'
         rule, then kept only when the order of the elements means something: the k-mers must
@@ -49,18 +50,28 @@ KMER_DOC = """    window : int or "auto", default="auto"
         Steps between a k-mer's elements (a set shorter than the span ``(window - 1) *
         dilation + 1`` has one k-mer, its last element repeated). ``"auto"``: with
         ``window="auto"``, chosen with the width (a dilated pair only by a clear margin;
-        ``dilation_``), else 1.
+        ``dilation_``), else 1. An explicit dilation with ``window="auto"``: the width is chosen
+        on contiguous k-mers, then read with that dilation (``dilation_`` is 1 where the width
+        is 1).
 """
 
 
-def choose_kmers(est, sets, y, seed: int) -> tuple[int, int]:
+def choose_kmers(est, sets, y, seed: int, sample_weight=None) -> tuple[int, int]:
     """``(window, dilation)`` of ``est`` for the checked training ``sets`` and targets ``y``:
     explicit values kept; ``"auto"`` by :func:`skset._map_selection.select_window` with the
     default element map and its order test (from its own random stream), 1 without
-    single-output labels."""
+    single-output labels. Sets of ``sample_weight`` 0 take no part (in the choice, nor in the
+    check of an explicit window's lengths); a regressor's targets are real numbers, whole or
+    not, and a ``(n_sets, 1)`` target is one output."""
     window = 1 if est.window == "auto" else int(est.window)
     dilation = 1 if est.dilation == "auto" else int(est.dilation)
     y = None if y is None else np.asarray(y)
+    if y is not None and y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    if sample_weight is not None:
+        keep = np.flatnonzero(np.asarray(sample_weight) > 0)
+        sets = [sets[i] for i in keep]
+        y = None if y is None or len(y) != len(sample_weight) else y[keep]
     if est.window != "auto":
         check_kmer_lengths(np.array([len(s) for s in sets]), window, dilation=dilation)
     if est.window != "auto" or y is None or y.ndim != 1 or len(y) != len(sets):
@@ -69,8 +80,10 @@ def choose_kmers(est, sets, y, seed: int) -> tuple[int, int]:
                                  default=DEFAULT_CHOICE, n_components=DEFAULT_N_COMPONENTS,
                                  eigenvalue_floor=DEFAULT_EIGENVALUE_FLOOR,
                                  rng=np.random.RandomState((seed + 2) % 2**32),
-                                 dilate=est.dilation == "auto", order_test=True)
+                                 dilate=est.dilation == "auto", order_test=True,
+                                 regression=not est._is_classifier)
     w, d = int(w), int(d) if est.dilation == "auto" else dilation
+    d = d if w > 1 else 1  # single elements have no dilation
     if est.verbose and scores:
         print(f"[{type(est).__name__}] k-mers: window={w}, dilation={d} (scores "
               f"{format_window_scores(scores)})")

@@ -56,7 +56,7 @@ class _BaseSetNetwork(NetworkKmers, SetNetworkEstimator):
         class prior on raw [0, 1] pixels and learns from the second epoch on standardised ones.
         """
         if fitting:  # the k-mers first (skset/neural_network/_network_kmers.py)
-            self.window_, self.dilation_ = choose_kmers(self, sets, y, seed)
+            self.window_, self.dilation_ = choose_kmers(self, sets, y, seed, sample_weight)
         sets = read_kmers(sets, *self._kmers)
         if fitting:
             if self.standardize and sets:
@@ -173,8 +173,9 @@ _TRAINING_DOC = """
         ``"auto"`` (1 and 1: single elements).
     n_features_in_ : int
         Features per element.
-    mean_, scale_ : ndarray of shape ``(n_features_in_,)``
-        The standardisation of the element features (zeros and ones with ``standardize=False``).
+    mean_, scale_ : ndarray of shape ``(n_features_in_,)``, or ``((window_ + 1) * n_features_in_,)``
+        The standardisation of the element features, or of the coded k-mers' (zeros and ones
+        with ``standardize=False``).
     loss_curve_ : list of float
         Mean training loss per epoch (cross-entropy, or MSE on standardised targets).
     validation_scores_ : list of float

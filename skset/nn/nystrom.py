@@ -217,10 +217,12 @@ def kmer_level_shape(x: torch.Tensor, window: int) -> torch.Tensor:
     deviations from each k-mer's mean over its steps, then that mean: ``(B, m, window * d + d)``
     (the coding of :class:`skset.NystromFeatures` with ``kmer_coding="level_shape"``)."""
     window = int(window)
-    level = x.unflatten(-1, (window, x.shape[-1] // window)).mean(-2)  # (..., d)
-    # the level repeated over the steps in x's own layout: a broadcast against a reshaped view
-    # makes torch.export guard the number of k-mers (and refuse other set sizes)
-    return torch.cat([x - level.repeat(*([1] * (x.dim() - 1)), window), level], dim=-1)
+    # sizes read from x (reshape, not unflatten; a broadcast, not repeat): the legacy ONNX
+    # exporter traced unflatten's sizes as constants, and a Set Transformer's graph then held
+    # the batch and the number of k-mers of the example it was traced on
+    steps = x.reshape(*x.shape[:-1], window, x.shape[-1] // window)  # (..., window, d)
+    level = steps.mean(-2)  # (..., d)
+    return torch.cat([(steps - level.unsqueeze(-2)).flatten(-2), level], dim=-1)
 
 
 class NystromLayer(nn.Module):
