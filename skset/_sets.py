@@ -353,14 +353,16 @@ def check_choice_labels(y, sets, *, pool: bool = False):
     set, of its length: an instance of :class:`skset.cluster.ABCClusterer` after the step in a
     ``Pipeline``), accepted as they are (they choose nothing); otherwise checked by
     :func:`check_set_labels` (one label, or one row of outputs, per set, or per row of a 2-D pool
-    of elements, ``pool=True``, whose one set is ``sets[0]``)."""
+    of elements, ``pool=True``, whose one set is ``sets[0]``); a column ``(n, 1)`` is one output."""
     if y is None:
         return None
     if not pool and isinstance(y, (list, tuple)) and len(y) == len(sets) and all(
             np.ndim(t) == 1 and len(t) == len(s) for t, s in zip(y, sets)) and any(
             len(s) != 1 for s in sets):
         return y
-    return check_set_labels(y, len(sets[0]) if pool else len(sets), multi_output=True)
+    y = check_set_labels(y, len(sets[0]) if pool else len(sets), multi_output=True)
+    # a column of labels, (n, 1), is one output (as the supervised models read it)
+    return y[:, 0] if getattr(y, "ndim", 1) == 2 and y.shape[1] == 1 else y
 
 
 def _check_object_labels(y: np.ndarray, name: str) -> None:

@@ -387,3 +387,19 @@ def test_otk_single_label_class_weight_reaches_the_head():
     weighted = FACTORIES["otk"](max_iter=1, class_weight={1: 5.0}).fit(X, y)
     # the positive class weighs more: its predicted probability rises on average
     assert weighted.predict_proba(X)[:, 1].mean() > plain.predict_proba(X)[:, 1].mean()
+
+
+@pytest.mark.parametrize("multilabel", [False, True])
+def test_balanced_class_weight_leaves_out_sets_of_weight_zero(multilabel):
+    # sets of sample_weight 0 take no part in the fit, as if removed: "balanced" counts the
+    # others (it counted every set)
+    X, Y = _task(40)
+    y = Y if multilabel else Y[:, 0]
+    w = np.ones(40)
+    w[np.flatnonzero((Y[:, 0] if multilabel else y) == 0)[:10]] = 0
+    kw = dict(class_weight="balanced", max_iter=2)
+    a = FACTORIES["ds"](**kw).fit(X, y, sample_weight=w)
+    keep = w > 0
+    b = FACTORIES["ds"](**kw).fit([x for x, k in zip(X, keep) if k], y[keep])
+    np.testing.assert_allclose(a.class_weight_, b.class_weight_)
+    assert not np.allclose(a.class_weight_, FACTORIES["ds"](**kw).fit(X, y).class_weight_)

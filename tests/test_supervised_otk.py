@@ -482,3 +482,11 @@ def test_position_mode_reaches_embedding_and_layer(motif_data, mode):
                          learning_rate_init=1e-12, random_state=0).fit(X, y)
     feats = clf0.embedding_.transform(clf0.nystrom_.transform(X))
     np.testing.assert_allclose(clf0.transform(X), feats, rtol=1e-4, atol=1e-4)
+
+
+def test_dilation_without_the_element_map_is_refused():
+    # without the element map the k-mers are contiguous: a dilation was silently ignored
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(int(rng.integers(6, 10)), 2)) for _ in range(20)]
+    with pytest.raises(ValueError, match=r"dilation=2 needs the element map"):
+        OTKClassifier(n_components=None, window=3, dilation=2, max_iter=1).fit(X, np.arange(20) % 2)

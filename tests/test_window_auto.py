@@ -289,3 +289,13 @@ def test_the_width_taken_is_the_best_of_those_that_beat_single_elements(monkeypa
     assert chosen([base, noisy, steady, worse, worse]) == 5
     assert chosen([base, steady - 0.01, steady, worse, worse]) == 3  # the best of two that pass
     assert chosen([base, noisy, worse, worse, worse]) == 1  # none passes
+
+
+def test_a_column_of_labels_chooses_as_the_labels_do():
+    # y of shape (n, 1) is one output: the map's width and OTKEmbedding's positions are chosen
+    # from it as from y (they were left to their no-label values)
+    X, y = _order_task()
+    a = NystromFeatures(n_components=8, random_state=0).fit(X, y)
+    b = NystromFeatures(n_components=8, random_state=0).fit(X, y[:, None])
+    assert a.window_ == b.window_ > 1
+    np.testing.assert_array_equal(a.transform(X[:3])[0], b.transform(X[:3])[0])

@@ -55,9 +55,10 @@ def compose_doc(*parts: str) -> str:
 
 
 #: the parameters a warm start or ``partial_fit`` may change: how the network trains. The others
-#: (architecture, preprocessing) say what the fitted network is; its fit fixed them
-_TRAINING_ONLY = frozenset(TRAINING_PARAMS) | {"batch_size", "n_iter_no_change", "class_weight",
-                                               "solver", "learning_rate"}
+#: (architecture, preprocessing, ``class_weight``, whose ``class_weight_`` the first fit computes)
+#: say what the fitted model is; its fit fixed them
+_TRAINING_ONLY = frozenset(TRAINING_PARAMS) | {"batch_size", "n_iter_no_change", "solver",
+                                               "learning_rate"}
 
 
 def _same_param(a, b) -> bool:
@@ -104,7 +105,7 @@ class BaseNeuralEstimator(SksetEstimator):
         if changed:
             said = ", ".join(f"{k}={now[k]!r} (fitted with {fitted[k]!r})" for k in changed)
             raise ValueError(
-                f"{type(self).__name__}: {said}: the fitted network was built with the other "
+                f"{type(self).__name__}: {said}: the fitted model was built with the other "
                 f"value{'s' if len(changed) > 1 else ''}, and {how} keeps it; set "
                 f"{'them' if len(changed) > 1 else 'it'} back, or call fit (warm_start=False) "
                 "to build a new network.")
@@ -134,7 +135,15 @@ class BaseNeuralEstimator(SksetEstimator):
                   name=type(self).__name__,
                   stacklevel=4 + SCOPE_FRAMES)  # the warning: at the user's fit call
         kw.update(overrides)
+        state = self._optimizer_state
+        if state is not None:  # a warm start: the optimizer's state, with today's alpha and a
+            # learning rate changed since the last fit (a schedule's own changes are kept)
+            lr = kw["learning_rate_init"]
+            new_lr = {} if getattr(self, "_optimizer_lr_", lr) == lr else {"lr": lr}
+            kw["optimizer_state"] = {**state, "param_groups": [
+                {**g, "weight_decay": kw["weight_decay"], **new_lr} for g in state["param_groups"]]}
         result = train_module(self.module_, loss_fn, batches, callbacks=callbacks, **kw)
+        self._optimizer_lr_ = kw["learning_rate_init"]
         # on the CPU (as __getstate__ would put it): a GPU fit pickles and loads without CUDA
         self._optimizer_state = _to_cpu(result.optimizer_state, clone=True)
         self.loss_curve_ = [*self.loss_curve_, *result.loss_curve]
@@ -347,10 +356,12 @@ class SetNetworkEstimator(BaseNeuralEstimator):
             Non-negative weight of each set (scikit-learn's semantics). The loss of a batch is
             the weighted mean ``sum_i w_i l_i / sum_i w_i`` of its sets' losses (as in
             ``MLPClassifier``), so with one batch holding every set (``batch_size >= n_sets``)
-            an integer weight ``k`` trains exactly as ``k`` copies of the set; with smaller
-            batches it only does so in expectation (each batch is normalised by its own total
-            weight). Weights also enter the fitted standardisations (element features of Set
-            Transformer / Deep Sets, targets of regressors), Deep Sets' ``pool_size_``
+            an integer weight ``k`` trains exactly as ``k`` copies of the set (supervised OTK
+            starts from random draws over the sets, k-means and the bandwidth's sample, which
+            differ between weights and copies); with smaller batches it only does so in
+            expectation (each batch is normalised by its own total weight). Weights also enter
+            the fitted standardisations (element features of Set Transformer / Deep Sets,
+            targets of regressors), Deep Sets' ``pool_size_``
             (its mean-scaled poolings), supervised OTK's unsupervised
             initialisation (``NystromFeatures`` and ``OTKEmbedding`` fitted with them) and its
             head refits, ``loss_curve_`` (the weighted mean over the epoch), and with
@@ -358,7 +369,8 @@ class SetNetworkEstimator(BaseNeuralEstimator):
             with ``sample_weight``) of the held-out sets, drawn as without weights. Sets of
             weight 0 take no part in the fit, exactly as if removed (``classes_`` still comes
             from all of ``y``). Only relative weights matter; equal weights are exactly no
-            weights. None: every set weighs 1.
+            weights. The ``"auto"`` choices (k-mer width, element map, positions, supervised
+            OTK's start) count each set of positive weight once. None: every set weighs 1.
 
         Returns
         -------

@@ -73,7 +73,8 @@ def multilabel_indicator(y) -> np.ndarray | None:
     return y.toarray() if sparse.issparse(y) else np.asarray(y)
 
 
-def class_weights(class_weight, classes, targets: np.ndarray, name: str) -> np.ndarray | None:
+def class_weights(class_weight, classes, targets: np.ndarray, name: str,
+                  sample_weight=None) -> np.ndarray | None:
     """The class weights of an estimator's ``class_weight`` for the encoded targets of a first
     fit, float64 ``(len(classes),)``, or None for ``class_weight=None`` (every set weighs the
     same); ``classes`` are the fitted ``classes_``, ``name`` the estimator's in the messages.
@@ -85,7 +86,8 @@ def class_weights(class_weight, classes, targets: np.ndarray, name: str) -> np.n
     cross-entropy (``pos_weight`` of ``BCEWithLogitsLoss``; negatives weigh 1); ``"balanced"`` is
     ``n_neg / n_pos`` of each label (1 for a label that is always 0 or always 1). A dict maps a
     class (a label index for multi-label) to its weight, missing ones weigh 1; an array gives one
-    weight per entry of ``classes_``, in that order.
+    weight per entry of ``classes_``, in that order. Sets of ``sample_weight`` 0 are not counted
+    (as if removed).
     """
     cw = class_weight
     if cw is None:
@@ -93,6 +95,8 @@ def class_weights(class_weight, classes, targets: np.ndarray, name: str) -> np.n
     classes = np.asarray(classes)
     n = len(classes)
     if isinstance(cw, str):  # "balanced" (the parameter check admits no other string)
+        if sample_weight is not None:
+            targets = targets[np.asarray(sample_weight) > 0]
         if targets.ndim == 2:
             pos = targets.sum(0)
             neg = targets.shape[0] - pos

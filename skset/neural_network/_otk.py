@@ -229,6 +229,10 @@ class _BaseSupervisedOTK(KmerWidth, SetNetworkEstimator):
     def _initial_map(self, incumbent, sets, seeds, sample_weight, masses, y):
         """``(nystrom, window, features of sets)``, ``"auto"`` chosen from ``incumbent``."""
         if not self._use_nystrom:  # no map: "auto" is 1
+            if self.dilation not in ("auto", 1):
+                raise ValueError(f"{type(self).__name__}: dilation={self.dilation!r} needs the "
+                                 "element map (n_components); without it the k-mers are "
+                                 "contiguous: leave dilation at 'auto' or 1.")
             window = self._width
             return None, window, kmer_windows(sets, window) if window > 1 else sets
         nystrom = NystromFeatures(
@@ -366,7 +370,9 @@ class _BaseSupervisedOTK(KmerWidth, SetNetworkEstimator):
         """The learned embedding of each set, ``(n_sets, n_references * n_supports * k)``.
 
         The features the linear head reads: the OTK embedding with the trained anchors and
-        references, centred and normalised like :class:`OTKEmbedding`'s output.
+        references, centred and normalised like :class:`OTKEmbedding`'s output, but without
+        its noise floor (a row within rounding noise of the centre is scaled up, not set to
+        0: the head reads it so in training too).
 
         Parameters
         ----------
@@ -461,6 +467,15 @@ class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
         tol = HEAD_TOL_BETWEEN if loose else HEAD_TOL_CHEAP if cheap else HEAD_TOL
         fit_logistic_head(head, Z, targets, float(self.alpha),
                           max_iter=HEAD_WARM_ITER if loose else 100, weight=weight, tol=tol)
+        # a class without a set here (a first partial_fit chunk may miss some): its unpenalised
+        # bias ran off to about -7, which later epochs' steps of 0.01 never brought back; it
+        # starts level with the others instead (no weights, their mean bias)
+        seen = targets if weight is None else targets[weight > 0]
+        absent = torch.bincount(seen, minlength=head.weight.shape[0]) == 0
+        if absent.any() and not absent.all():
+            with torch.no_grad():
+                head.weight[absent] = 0.0
+                head.bias[absent] = head.bias[~absent].mean()
 
     def decision_function(self, X, element_weight=None) -> np.ndarray:
         return self._decision_function(X, element_weight)
@@ -616,7 +631,7 @@ class OTKRegressor(SetRegressorMixin, _BaseSupervisedOTK):
         return float(self.alpha_)
 
     def _fit_head(self, head, Z, targets, weight=None, first=False):
-        if first or not hasattr(self, "alpha_"):
+        if first or not hasattr(self, "alpha_") or self.alpha != "auto":  # "auto": the first's
             self.alpha_ = (ridge_loo_alpha(Z, targets, weight=weight) if self.alpha == "auto"
                            else float(self.alpha))
         fit_ridge_head(head, Z, targets, self.alpha_, weight)

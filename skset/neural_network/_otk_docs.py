@@ -90,6 +90,8 @@ _DOC_PARAMS = """
         than the span ``(window - 1) * dilation + 1`` has one k-mer, its last element repeated).
         ``"auto"``: with ``window="auto"``, chosen with the width as :class:`NystromFeatures`
         chooses it (a dilated pair only by a clear margin over the width; ``dilation_``), else 1.
+        Without the element map (``n_components=None``) k-mers are contiguous: another value
+        than 1 is a ``ValueError``.
 """ + _CLF_KMER_DOC + """    n_supports : int, default=10
         Supports per reference ``p``.
     n_references : int, default=1
@@ -149,8 +151,9 @@ _DOC_PARAMS = """
         Held-out fraction for ``early_stopping``.
     warm_start : bool, default=False
         Continue training the fitted model (no new initialisation) on the next ``fit`` (the
-        parameters that built the model must be those of its fit: a ``ValueError`` names one
-        changed since; those of training may change).
+        parameters that built the model, and ``class_weight``, must be those of its fit: a
+        ``ValueError`` names one changed since; those of training, learning rate and ``alpha``
+        included, may change).
     verbose : int, default=0
         ``>= 1`` prints one line per epoch.
     max_elements : int, default=131072

@@ -152,8 +152,9 @@ _TRAINING_DOC = """
         Patience in epochs.
     warm_start : bool, default=False
         Continue from the fitted network and optimizer state on the next ``fit`` (the
-        parameters that built the network must be those of its fit: a ``ValueError`` names
-        one changed since; those of training may change).
+        parameters that built the network, and ``class_weight``, must be those of its fit: a
+        ``ValueError`` names one changed since; those of training, learning rate and ``alpha``
+        included, may change).
     verbose : int, default=0
         ``>= 1`` prints the loss (and validation score) of each epoch.
     device : str, default="auto"

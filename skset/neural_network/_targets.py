@@ -45,6 +45,7 @@ class EncodedTargets:
 
 
 def encode_class_targets(y, n_sets: int, first_fit: bool, classes=None, *, name: str,
+                         sample_weight=None,
                          class_weight=None, fitted_classes=None,
                          multilabel: bool = False) -> EncodedTargets:
     """Class labels -> integer codes; on the first fit ``fitted`` holds ``classes_`` (from
@@ -62,7 +63,8 @@ def encode_class_targets(y, n_sets: int, first_fit: bool, classes=None, *, name:
     if Y is not None:
         return encode_multilabel_targets(Y, n_sets, first_fit, classes, name=name,
                                          class_weight=class_weight,
-                                         fitted_classes=fitted_classes, multilabel=multilabel)
+                                         fitted_classes=fitted_classes, multilabel=multilabel,
+                                         sample_weight=sample_weight)
     if not first_fit and multilabel:
         raise ValueError(f"{name} was fitted on multi-label targets (an indicator matrix of "
                          f"{len(fitted_classes)} labels); y here is not one (warm_start=True or "
@@ -84,7 +86,7 @@ def encode_class_targets(y, n_sets: int, first_fit: bool, classes=None, *, name:
         enc = np.searchsorted(classes, y).astype(np.int64)
         return EncodedTargets(enc, len(classes), {
             "classes_": classes, "_multilabel": False,
-            "class_weight_": class_weights(class_weight, classes, enc, name)})
+            "class_weight_": class_weights(class_weight, classes, enc, name, sample_weight)})
     if first_fit:
         classes, enc = np.unique(y, return_inverse=True)
         if len(classes) < 2:
@@ -92,7 +94,8 @@ def encode_class_targets(y, n_sets: int, first_fit: bool, classes=None, *, name:
                              f"only {classes.tolist()}.")
         return EncodedTargets(enc.astype(np.int64), len(classes), {
             "classes_": classes, "_multilabel": False,
-            "class_weight_": class_weights(class_weight, classes, enc.astype(np.int64), name)})
+            "class_weight_": class_weights(class_weight, classes, enc.astype(np.int64), name,
+                                           sample_weight)})
     unknown = np.setdiff1d(np.unique(y), fitted_classes)
     if len(unknown):
         raise ValueError(f"y holds classes {unknown.tolist()} not seen in the first fit "
@@ -103,7 +106,7 @@ def encode_class_targets(y, n_sets: int, first_fit: bool, classes=None, *, name:
 
 def encode_multilabel_targets(Y: np.ndarray, n_sets: int, first_fit: bool, classes, *,
                               name: str, class_weight=None, fitted_classes=None,
-                              multilabel: bool = False) -> EncodedTargets:
+                              multilabel: bool = False, sample_weight=None) -> EncodedTargets:
     """The float64 indicator matrix ``Y`` checked against ``n_sets`` and against the first fit
     (``fitted_classes``: its labels; ``multilabel``: whether it was multi-label); on the first
     fit ``fitted`` holds ``classes_ = arange(n_labels)`` (as ``MLPClassifier``),
@@ -128,7 +131,7 @@ def encode_multilabel_targets(Y: np.ndarray, n_sets: int, first_fit: bool, class
         Y = Y.astype(np.float64)
         return EncodedTargets(Y, n_labels, {
             "classes_": labels, "_multilabel": True, "_y_dtype": y_dtype,
-            "class_weight_": class_weights(class_weight, labels, Y, name)})
+            "class_weight_": class_weights(class_weight, labels, Y, name, sample_weight)})
     if not multilabel:
         raise ValueError(f"{name} was fitted on single-label targets (classes "
                          f"{np.asarray(fitted_classes).tolist()}); y here is a multi-label "

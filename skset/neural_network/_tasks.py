@@ -38,7 +38,7 @@ class SetClassifierMixin(ClassifierMixin):
         """``(targets, n_classes)`` of ``y``; a first fit sets ``classes_``, ``class_weight_``
         (and, for multi-label targets, the dtype ``predict`` returns)."""
         enc = encode_class_targets(
-            y, n_sets, first_fit, classes, name=type(self).__name__,
+            y, n_sets, first_fit, classes, name=type(self).__name__, sample_weight=sample_weight,
             class_weight=getattr(self, "class_weight", None),  # absent in older models
             fitted_classes=None if first_fit else self.classes_, multilabel=self._is_multilabel)
         for attr, value in enc.fitted.items():
