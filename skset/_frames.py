@@ -263,6 +263,11 @@ def sets_from_frame(
         if not feature_names:
             raise ValueError(f"frame has no feature columns besides by={by_names} and "
                              f"order_by={order_names}.")
+        unnamed = [c for c in feature_names if not isinstance(c, str)]
+        if unnamed:  # pd.DataFrame(matrix): integer names, which the frame library refuses
+            raise TypeError(f"feature columns are named by strings; these are not: "
+                            f"{unnamed[:5]!r}. Rename them (df.columns = df.columns.astype(str)), "
+                            "or choose the features with columns=[...].")
     else:
         feature_names = _names(columns, "columns")
         if not feature_names:
@@ -281,7 +286,10 @@ def sets_from_frame(
                         "features with columns=[...].")
 
     id_columns, codes, perm, counts = _group_rows(df, by_names, order_names)
-    X = df.select(feature_names).to_numpy()
+    # nullable columns of other kinds than floats as floats, so that a missing value is a NaN
+    # (and gets the message below naming the set, column and row)
+    X = df.select([nw.col(c).cast(nw.Float64) if schema[c] == nw.Boolean else nw.col(c)
+                   for c in feature_names]).to_numpy()
     # the documented rule, by the schema (back ends differ: polars casts float32 + bool to float32,
     # pandas to float64): float32 when every feature column is float32, else float64
     all32 = all(schema[c] == nw.Float32 for c in feature_names)
@@ -289,7 +297,9 @@ def sets_from_frame(
     if not _is_identity(perm):
         X = np.take(X, perm, axis=0)  # np.take: several times faster than X[perm] on rows
     else:
-        X = np.ascontiguousarray(X)  # frames give column-major arrays; sets are row-major
+        # frames give column-major arrays; sets are row-major, and never views of the frame's
+        # own memory (a later edit of the frame would change them)
+        X = np.array(X, order="C", copy=not X.flags.owndata or not X.flags.c_contiguous)
     if not (np.isfinite(X.min()) and np.isfinite(X.max())):
         rows, cols = np.nonzero(~np.isfinite(X))
         r, c = rows[0], cols[0]

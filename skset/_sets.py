@@ -90,9 +90,18 @@ def _describe(x) -> str:
     return f"a {type(x).__name__}"
 
 
+def _numpy_of(t: torch.Tensor) -> np.ndarray:
+    """A tensor as a numpy array on the CPU; numpy has no bfloat16 (nor torch's other small
+    floats): those as float32, which holds them exactly."""
+    t = t.detach().cpu()
+    if t.is_floating_point() and t.dtype not in (torch.float16, torch.float32, torch.float64):
+        t = t.float()
+    return t.numpy()
+
+
 def _as_float_array(x, where: str, dtype) -> np.ndarray:
     if isinstance(x, torch.Tensor):
-        x = x.detach().cpu().numpy()
+        x = _numpy_of(x)
     if hasattr(x, "toarray") and not isinstance(x, np.ndarray):
         raise TypeError(f"{where} is a sparse matrix; skset needs dense arrays (call .toarray()).")
     try:
@@ -243,7 +252,7 @@ def check_sets(
     if hasattr(X, "to_numpy") and not isinstance(X, np.ndarray):
         X = X.to_numpy()  # pandas DataFrame: a single pool of elements
     if isinstance(X, torch.Tensor):
-        X = X.detach().cpu().numpy()
+        X = _numpy_of(X)
 
     if isinstance(X, np.ndarray) and X.dtype != object:
         if X.ndim == 3:
@@ -328,10 +337,16 @@ def check_set_labels(y, n_sets: int, *, name: str = "y", multi_output: bool = Fa
     if y is None:
         raise ValueError(f"{name} is None; this estimator needs one target per set.")
     if isinstance(y, torch.Tensor):
-        y = y.detach().cpu().numpy()
-    y = np.asarray(y)
+        y = _numpy_of(y)
+    try:
+        y = np.asarray(y)
+    except ValueError:  # ragged
+        raise ValueError(f"{name} is ragged (entries of different lengths); expected one target "
+                         f"per set ({n_sets} sets), or one row of targets per set.") from None
     if y.ndim == 0:
         raise ValueError(f"{name} is a scalar; expected one target per set ({n_sets} sets).")
+    if y.dtype.kind == "c":
+        raise TypeError(f"{name} holds complex numbers; targets are real numbers or labels.")
     if y.ndim == 2 and y.shape[1] == 1 and not multi_output:
         y = y[:, 0]
     if y.ndim > (2 if multi_output else 1):
@@ -369,6 +384,8 @@ def _check_object_labels(y: np.ndarray, name: str) -> None:
     """Labels of an object array: a ``TypeError`` when strings mix with numbers (they cannot be
     sorted into classes), a ``ValueError`` for a missing (None, NaN) or infinite one."""
     flat = y.ravel().tolist()
+    if any(v is None for v in flat):
+        raise ValueError(f"{name} contains None; give every set a label.")
     kinds = {"str" if isinstance(v, (str, bytes, np.str_)) else "number"
              if isinstance(v, (int, float, np.number, bool, np.bool_)) else type(v).__name__
              for v in flat}
@@ -377,8 +394,6 @@ def _check_object_labels(y: np.ndarray, name: str) -> None:
                         "kind (all strings, or all numbers).")
     if "number" in kinds and not np.isfinite(np.asarray(flat, dtype=float)).all():
         raise ValueError(f"{name} contains NaN or infinity.")
-    if "NoneType" in kinds:
-        raise ValueError(f"{name} contains None; give every set a label.")
 
 
 def pack(

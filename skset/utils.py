@@ -58,6 +58,8 @@ _METHODS = ("transform", "predict", "predict_proba", "decision_function")
 
 def _chunks(sets, chunk_size: int) -> Iterator[list]:
     """Lists of at most ``chunk_size`` sets, reading ``sets`` lazily."""
+    if hasattr(sets, "to_numpy") and not isinstance(sets, np.ndarray):
+        sets = sets.to_numpy()  # a pandas Series of sets: by position, as check_sets reads it
     if hasattr(sets, "__len__") and hasattr(sets, "__getitem__") and not isinstance(
         sets, (dict, str, bytes)
     ):

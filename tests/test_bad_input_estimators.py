@@ -206,3 +206,14 @@ def test_defect_14_abc_non_integer_n_clusters(abc_fitted, bad):
         abc.predict(X[:2], n_clusters=bad)
     labels = abc.predict(X[:2], n_clusters=np.int64(2))
     assert all(len(np.unique(lab)) <= 2 for lab in labels)
+
+
+def test_labels_complex_ragged_or_missing_are_named():
+    from skset._sets import check_set_labels
+
+    with pytest.raises(TypeError, match="y holds complex numbers"):
+        check_set_labels(np.array([1 + 5j, 2, 3]), 3)
+    with pytest.raises(ValueError, match="y is ragged"):
+        check_set_labels([[1], [1, 2], [1]], 3, multi_output=True)
+    with pytest.raises(ValueError, match="y contains None"):  # not "mixes label types"
+        check_set_labels(np.array([1, None], dtype=object), 2)

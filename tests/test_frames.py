@@ -280,3 +280,28 @@ def test_input_formats_doc_examples_run():
     failures, tried = doctest.testfile(str(ROOT / "docs" / "input_formats.rst"),
                                        module_relative=False, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert tried > 3 and failures == 0
+
+
+def test_sets_are_not_views_of_the_frame():
+    # one feature column, rows already grouped: the sets were read-only views of the frame's
+    # memory, and a later edit of the frame changed them
+    df = pd.DataFrame({"sid": [0, 0, 1, 1], "x": [1.0, 2.0, 3.0, 4.0]})
+    sets, _ = sets_from_frame(df, by="sid")
+    df.loc[0, "x"] = 99.0
+    assert sets[0][:, 0].tolist() == [1.0, 2.0]
+
+
+def test_unnamed_columns_and_missing_booleans_are_named():
+    # pd.DataFrame(matrix) has integer column names (the frame library's error named none of
+    # them); a missing value in a nullable boolean column is a NaN like any other (a bare
+    # float(NAType) TypeError before)
+    df = pd.DataFrame(np.arange(8.0).reshape(4, 2))
+    df["sid"] = [0, 0, 1, 1]
+    with pytest.raises(TypeError, match=r"not: \[0, 1\]"):
+        sets_from_frame(df, by="sid")
+    flags = pd.DataFrame({"sid": ["a", "a", "b"], "flag": pd.array([True, None, False],
+                                                                     dtype="boolean")})
+    with pytest.raises(ValueError, match="set 'a' has NaN in column 'flag'"):
+        sets_from_frame(flags, by="sid")
+    flags.loc[1, "flag"] = True
+    assert sets_from_frame(flags, by="sid")[0][0][:, 0].tolist() == [1.0, 1.0]

@@ -159,3 +159,24 @@ def test_set_worker_threads():
         from threadpoolctl import threadpool_limits
 
         threadpool_limits(limits=before)
+
+
+def test_iter_transform_reads_a_series_by_position_and_tensors_of_any_float():
+    # a pandas Series of sets (check_sets reads it by position): chunks by position too (they
+    # were taken by label: another order, or a KeyError); bfloat16 tensors read as float32
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(int(rng.integers(3, 7)), 2)) for _ in range(6)]
+    est = NystromFeatures(n_components=4, random_state=0).fit(X)
+    for index in (list(range(5, -1, -1)), list("abcdef")):
+        series = pd.Series(np.empty(len(X), dtype=object), index=index)
+        for i, x in enumerate(X):
+            series.iloc[i] = x
+        got = [z for chunk in iter_transform(est, series, chunk_size=4) for z in chunk]
+        for g, want in zip(got, est.transform(X), strict=True):  # each set's element features
+            np.testing.assert_array_equal(g, want)
+    half = [torch.as_tensor(x).to(torch.bfloat16) for x in X]
+    sets = check_sets(half).sets
+    assert sets[0].dtype == np.float32
+    np.testing.assert_array_equal(sets[0], half[0].float().numpy())
+    assert check_sets(torch.stack([h[:3] for h in half])).sets[1].dtype == np.float32
