@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ._torch import to_numpy
+
 __all__ = [
     "SetCollection",
     "check_sets",
@@ -90,18 +92,9 @@ def _describe(x) -> str:
     return f"a {type(x).__name__}"
 
 
-def _numpy_of(t: torch.Tensor) -> np.ndarray:
-    """A tensor as a numpy array on the CPU; numpy has no bfloat16 (nor torch's other small
-    floats): those as float32, which holds them exactly."""
-    t = t.detach().cpu()
-    if t.is_floating_point() and t.dtype not in (torch.float16, torch.float32, torch.float64):
-        t = t.float()
-    return t.numpy()
-
-
 def _as_float_array(x, where: str, dtype) -> np.ndarray:
     if isinstance(x, torch.Tensor):
-        x = _numpy_of(x)
+        x = to_numpy(x)
     if hasattr(x, "toarray") and not isinstance(x, np.ndarray):
         raise TypeError(f"{where} is a sparse matrix; skset needs dense arrays (call .toarray()).")
     try:
@@ -252,7 +245,7 @@ def check_sets(
     if hasattr(X, "to_numpy") and not isinstance(X, np.ndarray):
         X = X.to_numpy()  # pandas DataFrame: a single pool of elements
     if isinstance(X, torch.Tensor):
-        X = _numpy_of(X)
+        X = to_numpy(X)
 
     if isinstance(X, np.ndarray) and X.dtype != object:
         if X.ndim == 3:
@@ -337,7 +330,7 @@ def check_set_labels(y, n_sets: int, *, name: str = "y", multi_output: bool = Fa
     if y is None:
         raise ValueError(f"{name} is None; this estimator needs one target per set.")
     if isinstance(y, torch.Tensor):
-        y = _numpy_of(y)
+        y = to_numpy(y)
     try:
         y = np.asarray(y)
     except ValueError:  # ragged
@@ -376,7 +369,6 @@ def check_choice_labels(y, sets, *, pool: bool = False):
             len(s) != 1 for s in sets):
         return y
     y = check_set_labels(y, len(sets[0]) if pool else len(sets), multi_output=True)
-    # a column of labels, (n, 1), is one output (as the supervised models read it)
     return y[:, 0] if getattr(y, "ndim", 1) == 2 and y.shape[1] == 1 else y
 
 

@@ -978,3 +978,39 @@ def test_abc_labels_are_numbered_by_first_appearance(fitted, blob_instances):
     for lab in fitted.predict(X[120:140]):
         firsts = lab[np.sort(np.unique(lab, return_index=True)[1])]
         np.testing.assert_array_equal(firsts, np.arange(len(firsts)))
+
+
+def _tiny_abc(**kw):
+    return ABCClusterer(**{**dict(hidden_size=8, n_heads=2, n_layers=1, max_steps=6, batch_size=4,
+                                  eval_every=3, n_validation_instances=4, random_state=0,
+                                  device="cpu"), **kw})
+
+
+def test_abc_refits_and_warm_starts_keep_their_records_straight():
+    import io
+
+    import skset
+
+    X2, y2 = make_circles_instances(30, 20, n_circles=2, random_state=1)
+    X4, y4 = make_circles_instances(30, 20, n_circles=(4, 5), random_state=2)
+    m = _tiny_abc().fit(X2, y2)
+    assert m.max_clusters_ == 2
+    # a warm start on instances of more clusters widens the range (it kept the first fit's)
+    m.set_params(warm_start=True).fit(X4, y4)
+    assert (m.min_clusters_, m.max_clusters_) == (2, 5)
+    # a parameter that built the network, changed since: refused by the warm start and by save
+    m.set_params(hidden_size=16)
+    for call in (lambda: m.fit(X2, y2), lambda: skset.save(m, io.BytesIO())):
+        with pytest.raises(ValueError, match=r"hidden_size=16 \(fitted with 8\)"):
+            call()
+    # a refit without the prior or early stopping keeps nothing the earlier fit chose
+    fresh = dict(hidden_size=8, warm_start=False, input_similarity=None, early_stopping=False)
+    m.set_params(**fresh).fit(X2, y2)
+    twin = _tiny_abc(**fresh).fit(X2, y2)
+    assert sorted(k for k in vars(m) if k.endswith("_")) == sorted(
+        k for k in vars(twin) if k.endswith("_"))
+    # values beyond what float32 computes: named, not a NaN affinity or an eigh error
+    with pytest.raises(ValueError, match="beyond float32's range"):
+        m.predict([X2[0] * 1e40])
+    with pytest.raises(ValueError, match="variance overflows"):
+        _tiny_abc().fit([x * 1e200 for x in X2], y2)

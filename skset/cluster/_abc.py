@@ -41,7 +41,8 @@ class ABCClusterer(KernelTraining, KernelSelection, KernelInference, BaseNeuralE
     affinity in ``[0, 1]``; it is trained on labelled instances to predict the same-cluster matrix
     (mean binary cross-entropy over real pairs). New instances -- possibly of classes never seen in
     training -- are clustered by spectral clustering of their affinity, the number of clusters
-    coming from the eigengap (:func:`estimate_n_clusters`) unless given.
+    coming from the k rule (``n_clusters_rule``: the eigengap, or the threshold calibrated after
+    training, ``eigen_threshold_``) unless given.
 
     Training data is either
 
@@ -184,9 +185,9 @@ class ABCClusterer(KernelTraining, KernelSelection, KernelInference, BaseNeuralE
         none) and the learned kernels keep the eigengap. Without ``early_stopping`` the eigengap
         is used.
     max_clusters : int or None, default=None
-        Largest number of clusters the eigengap may return at prediction. ``None``: the largest
+        Largest number of clusters the k rule may return at prediction. ``None``: the largest
         number of clusters of a training instance (``max_clusters_``): the kernel has not learned
-        to separate more, and a finite bound keeps the eigengap from running away on sharp
+        to separate more, and a finite bound keeps the k rule from running away on sharp
         kernels. Set it when new instances may hold more clusters than the training ones.
     n_init : int, default=10
         k-means restarts at prediction.
@@ -243,8 +244,8 @@ class ABCClusterer(KernelTraining, KernelSelection, KernelInference, BaseNeuralE
     validation_classes_ : ndarray or None
         The classes of the pool held out for validation (``None`` for other validations).
     max_clusters_ : int
-        The largest number of clusters of a training instance: the eigengap's bound when
-        ``max_clusters`` is None.
+        The largest number of clusters of a training instance (over every warm-started fit):
+        the k rule's bound when ``max_clusters`` is None.
     min_clusters_ : int
         The smallest number of clusters of a training instance (a value for ``min_clusters``).
     eigen_threshold_ : float or None
@@ -268,7 +269,7 @@ class ABCClusterer(KernelTraining, KernelSelection, KernelInference, BaseNeuralE
     See Also
     --------
     EigengapSpectralClustering : Spectral clustering of one data set with a fixed affinity.
-    estimate_n_clusters : The eigengap rule used when ``n_clusters`` is not given.
+    estimate_n_clusters : The eigengap rule (``n_clusters_rule="eigengap"``).
     skset.nn.ABCKernel : The kernel network, for use in other torch models.
     skset.datasets.make_circles_instances : Labelled instances of overlapping circles.
     skset.datasets.sample_clustering_instances : Instances drawn from a labelled pool.
@@ -397,6 +398,12 @@ class ABCClusterer(KernelTraining, KernelSelection, KernelInference, BaseNeuralE
                                     f"n_heads={self.n_heads}.")
 
     # ------------------------------------------------------------------ fitting
+    def _model_params(self) -> dict:
+        """The parameters that build the network (``_build_module``): a warm start and
+        ``skset.save`` refuse them changed since the fit."""
+        return {k: getattr(self, k) for k in ("hidden_size", "n_layers", "n_heads",
+                                              "compatibility", "compat_dim", "norm", "residual")}
+
     def fit(self, X, y):
         """Train the kernel on labelled instances or on a labelled pool.
 
@@ -412,6 +419,9 @@ class ABCClusterer(KernelTraining, KernelSelection, KernelInference, BaseNeuralE
         self
         """
         warm = bool(self.warm_start) and hasattr(self, "module_")
+        if warm:  # the fitted network's architecture, or nothing changes
+            self._check_params()
+            self._check_model_params("warm_start=True")
         seed, rng = self._start_fit(warm)  # the parameters are checked first
         data = check_training_data(X, y, instance_size=self.instance_size,
                                    instance_n_clusters=self.instance_n_clusters)
@@ -431,6 +441,10 @@ class ABCClusterer(KernelTraining, KernelSelection, KernelInference, BaseNeuralE
         if not warm:
             self.max_clusters_, self.min_clusters_ = int(source.k_max), int(source.k_min)
             self.eigen_threshold_ = None
+            self._model_params_ = self._model_params()
+        else:  # the range of every fit so far
+            self.max_clusters_ = max(int(self.max_clusters_), int(source.k_max))
+            self.min_clusters_ = min(int(self.min_clusters_), int(source.k_min))
         val_parts, cal_parts = (held_out_batches(h, self._scale, self.device_, self.max_pairs)
                                 for h in (source.validation, source.calibration))
         mix = getattr(self.module_, "mix", None)

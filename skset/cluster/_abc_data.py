@@ -97,7 +97,11 @@ class TrainingData:
 def standardization(elements: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(mean, scale)``: the elements' mean, and for every feature **one** scale, the root mean
     square of their standard deviations (no near-constant feature is amplified)."""
-    rms = float(np.sqrt(np.mean(elements.var(0))))
+    with np.errstate(over="ignore"):
+        rms = float(np.sqrt(np.mean(elements.var(0))))
+    if not np.isfinite(rms):
+        raise ValueError("X: the elements' variance overflows (values of magnitude "
+                         f"{np.abs(elements).max():.3g}); rescale the data.")
     return elements.mean(0), np.full(elements.shape[1], rms if rms > 1e-12 else 1.0)
 
 

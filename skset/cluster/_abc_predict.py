@@ -36,9 +36,14 @@ class KernelInference:
     :class:`~skset.cluster._abc_select.KernelSelection`, the k rule."""
 
     def _scale(self, sets):
-        if not self.standardize:
-            return sets
-        return [(s - self.mean_) / self.scale_ for s in sets]
+        out = sets if not self.standardize else [(s - self.mean_) / self.scale_ for s in sets]
+        limit = float(np.finfo(np.float32).max)  # the network reads float32
+        for i, s in enumerate(out):
+            if s.size and not np.abs(s).max() <= limit:
+                raise ValueError(f"X: set {i} has values of magnitude {np.abs(s).max():.3g} "
+                                 f"{'after the standardisation ' if self.standardize else ''}"
+                                 f"beyond float32's range ({limit:.3g}); rescale the data.")
+        return out
 
     def _chunks(self, lengths: np.ndarray) -> list[np.ndarray]:
         """Index chunks of similar sizes for inference.
@@ -118,7 +123,8 @@ class KernelInference:
             Instances (an instance of one element gets the single label 0).
         n_clusters : None, int or array-like of int of shape (n_instances,), default=None
             Number of clusters (capped at ``n_i``); ``None`` estimates it per instance by the
-            eigengap (bounded by ``max_clusters``).
+            k rule (``n_clusters_rule``: the eigengap or the calibrated threshold,
+            ``eigen_threshold_``), within ``min_clusters`` and ``max_clusters``.
 
         Returns
         -------

@@ -36,7 +36,9 @@ class KernelTraining:
         self.n_features_in_ = d
         if self.standardize:
             self.mean_, self.scale_ = standardization(data.elements)
-        for attr in ("input_similarity_", "prior_params_"):
+        # what an earlier fit chose or recorded: a refit chooses it again, or has none of it
+        for attr in ("input_similarity_", "prior_params_", "kernel_mix_", "kernel_scores_",
+                     "validation_k_right_", "lr_decay_start_"):
             self.__dict__.pop(attr, None)
         self.module_ = self._seeded(seed, lambda: self._build_module(d)).to(self.device_)
         self._record_prior()
