@@ -337,3 +337,29 @@ def test_standardize_makes_fits_invariant_to_feature_scale(cls):
     raw = cls(standardize=False, **kw).fit(X, yr)
     assert not np.any(raw.mean_) and np.all(raw.scale_ == 1.0)
     assert not np.allclose(raw.predict(X), a.predict(X))
+
+
+def test_read_ts_and_generators_refuse_what_they_cannot_read(tmp_path):
+    from skset.datasets import (
+        load_digits_split,
+        make_circles_instances,
+        make_max_regression,
+        make_normal_var,
+        read_ts,
+    )
+
+    path = tmp_path / "f.ts"
+    path.write_text("@classLabel\n@data\n1,2:3,4:a\n")
+    with pytest.raises(ValueError, match="@classLabel needs true or false"):  # an IndexError
+        read_ts(path)
+    path.write_text("@classLabel false\n@data\n1,2:3,4\n5,6:7,8\n")
+    X, y = read_ts(path)
+    assert len(X) == 2 and X[0].shape == (2, 2) and y is None  # no labels: None, as documented
+    with pytest.raises(ValueError, match="both finite"):  # an OverflowError
+        make_max_regression(3, low=-np.inf)
+    with pytest.raises(ValueError, match="mean_range"):
+        make_normal_var(3, set_size=4, mean_range=(np.nan, 1.0))
+    with pytest.raises(ValueError, match="noise"):  # NaN was read as no noise
+        make_circles_instances(2, 20, noise=np.nan)
+    with pytest.raises(ValueError, match="among 0-9"):  # an empty pool
+        load_digits_split(seen=(0, 1), unseen=(11,))

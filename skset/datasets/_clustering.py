@@ -80,8 +80,8 @@ def make_circles_instances(
     r_lo, r_hi = (float(v) for v in radius_range)
     if not 0 < r_lo <= r_hi:
         raise ValueError(f"radius_range must satisfy 0 < low <= high, got {radius_range!r}.")
-    if noise < 0:
-        raise ValueError(f"noise must be >= 0, got {noise!r}.")
+    if not (noise >= 0 and np.isfinite(noise)):  # NaN: not "no noise"
+        raise ValueError(f"noise must be a finite number >= 0, got {noise!r}.")
     rng = check_random_state(random_state)
     X, Y = [], []
     for _ in range(n_instances):
@@ -195,6 +195,9 @@ def load_digits_split(seen=(0, 1, 2, 3, 4, 5), unseen=(6, 7, 8, 9), *, augment=N
     seen, unseen = np.asarray(seen), np.asarray(unseen)
     if np.intersect1d(seen, unseen).size:
         raise ValueError("seen and unseen classes overlap.")
+    for name, digits in (("seen", seen), ("unseen", unseen)):
+        if not (digits.size and np.isin(digits, np.arange(10)).all()):
+            raise ValueError(f"{name}={digits.tolist()} must name digits among 0-9.")
     n_t = {None: 1, "rot4": 4, "dihedral": 8}.get(augment)
     if n_t is None:
         raise ValueError(f"augment must be None, 'rot4' or 'dihedral', got {augment!r}.")

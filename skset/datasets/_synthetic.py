@@ -72,8 +72,8 @@ def make_max_regression(
     n_sets = _check_n_sets(n_sets)
     if isinstance(n_features, bool) or not isinstance(n_features, Integral) or n_features < 1:
         raise ValueError(f"n_features={n_features!r} must be a positive integer.")
-    if not high > low:
-        raise ValueError(f"high={high} must be greater than low={low}.")
+    if not (np.isfinite(low) and np.isfinite(high) and high > low):
+        raise ValueError(f"high={high} must be greater than low={low}, both finite.")
     rng = check_random_state(random_state)
     sizes = _sizes(set_size, n_sets, rng)
     X = [rng.uniform(low, high, size=(int(n), n_features)) for n in sizes]
@@ -130,8 +130,10 @@ def make_normal_var(
     sizes = _sizes(set_size, n_sets, rng)
     if min(sizes) <= ddof:
         raise ValueError(f"set sizes must exceed ddof={ddof}.")
-    if var_range[0] < 0 or var_range[1] < var_range[0]:
-        raise ValueError(f"var_range={var_range!r} must satisfy 0 <= low <= high.")
+    if not (np.isfinite(var_range).all() and 0 <= var_range[0] <= var_range[1]):
+        raise ValueError(f"var_range={var_range!r} must satisfy 0 <= low <= high, both finite.")
+    if not (np.isfinite(mean_range).all() and mean_range[0] <= mean_range[1]):
+        raise ValueError(f"mean_range={mean_range!r} must satisfy low <= high, both finite.")
     mu = rng.uniform(mean_range[0], mean_range[1], size=n_sets)
     var = rng.uniform(var_range[0], var_range[1], size=n_sets)
     X = [rng.normal(m, np.sqrt(v), size=(int(n), 1))

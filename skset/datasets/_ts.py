@@ -20,7 +20,8 @@ def read_ts(path: str | os.PathLike) -> tuple[list[np.ndarray], np.ndarray]:
     Returns
     -------
     X : list of ndarray of shape (length_i, n_dims)
-    y : ndarray of str, shape (n_cases,)
+    y : ndarray of str, shape (n_cases,), or None
+        None where the header says ``@classLabel false``.
     """
     X, y = [], []
     in_data = False
@@ -33,7 +34,11 @@ def read_ts(path: str | os.PathLike) -> tuple[list[np.ndarray], np.ndarray]:
             low = line.lower()
             if not in_data:
                 if low.startswith("@classlabel"):
-                    has_labels = low.split()[1] == "true"
+                    words = low.split()
+                    if len(words) < 2 or words[1] not in ("true", "false"):
+                        raise ValueError(f"{path}:{lineno}: @classLabel needs true or false "
+                                         f"(then the labels); got {line!r}")
+                    has_labels = words[1] == "true"
                 elif low.startswith("@data"):
                     in_data = True
                 continue
@@ -52,7 +57,7 @@ def read_ts(path: str | os.PathLike) -> tuple[list[np.ndarray], np.ndarray]:
             X.append(np.stack(dims, axis=1))
     if not in_data:
         raise ValueError(f"{path}: no @data section found")
-    return X, np.array(y)
+    return X, np.array(y) if has_labels else None
 
 
 def load_japanese_vowels(*, subset: str = "train", return_X_y: bool = False):
