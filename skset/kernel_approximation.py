@@ -336,7 +336,7 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
                 fixed={k: getattr(self, k) for k in DEFAULT_CHOICE}, rng=rng,
                 n_components=self.n_components, eigenvalue_floor=self.eigenvalue_floor,
                 dtype=self.dtype_, dilate=self.dilation == "auto")
-            if self.dilation == "auto":
+            if self.dilation == "auto" or self.window_ == 1:  # single elements: no dilation
                 self.dilation_ = dilation
 
     @staticmethod

@@ -240,6 +240,10 @@ def test_the_choice_reads_the_targets_as_the_estimator_does():
     both = choose_kmers(DeepSetsClassifier(**SMALL), B + R, np.concatenate([yb, y]), seed=0,
                         sample_weight=np.r_[np.ones(len(B)), np.zeros(len(R))])
     assert alone == both == (1, 1)
+    # single elements have no dilation, whatever dilation was given
+    est = DeepSetsClassifier(dilation=4, **{**SMALL, "max_iter": 1}).fit(B, yb)
+    nys = NystromFeatures(n_components=8, dilation=4, random_state=0).fit(B, yb)
+    assert (est.window_, est.dilation_) == (nys.window_, nys.dilation_) == (1, 1)
     short = [x[:2] for x in R[:3]]  # shorter than the window, of weight 0
     est = DeepSetsClassifier(window=3, **{**SMALL, "max_iter": 1})
     est.fit(B + short, np.r_[yb, [0, 1, 0]], sample_weight=np.r_[np.ones(len(B)), np.zeros(3)])
