@@ -317,3 +317,30 @@ def test_point_init_and_paper_decoder():
         PMA(8, 2, point_init="zeros")
     with pytest.raises(ValueError, match="decoder"):
         SetTransformer(3, 8, 2, n_heads=2, decoder="rnn")
+
+
+def test_a_set_without_real_elements_in_a_batch_stays_finite_on_any_softmax(monkeypatch):
+    # a fully masked row: its recorded weights are 0 (they were NaN), and with the plain softmax
+    # of torch < 2.5's math kernel (a masked row of -inf gives NaN) the outputs and gradients
+    # stay finite: the row attends to its zeroed values instead
+    import torch.nn.functional as F
+
+    from skset.nn import SetTransformer, record_attention
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 4, 3)
+    m = torch.tensor([[True, True, True, False], [False] * 4])
+    net = SetTransformer(3, 8, 2, n_layers=1, n_heads=2, n_inducing=None)
+    with record_attention(net) as rec:
+        net(x, m)
+    assert not rec["blocks.0"][1].any() and not rec["pool"][1].any()
+
+    def plain_sdpa(q, k, v, attn_mask=None, scale=None, **kw):
+        s = (q @ k.transpose(-1, -2)) * scale
+        return torch.softmax(s.masked_fill(~attn_mask, -float("inf")), -1) @ v
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", plain_sdpa)
+    out = net(x, m)
+    out[0].sum().backward()
+    assert torch.isfinite(out).all()
+    assert all(torch.isfinite(p.grad).all() for p in net.parameters() if p.grad is not None)

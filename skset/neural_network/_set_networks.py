@@ -78,7 +78,7 @@ class _BaseSetNetwork(NetworkKmers, SetNetworkEstimator):
         return TrainingSetup(overrides={"optimizer": self.optimizer})
 
     def _fit_batch_size(self, n_train):
-        """``batch_size="auto"``: ``min(64, ceil(n_train / 8))``, at least 8 steps per epoch
+        """``batch_size="auto"``: ``min(64, ceil(n_train / 8))``, about 8 steps per epoch
         (see the user guide's "Small training sets")."""
         if self.batch_size == "auto":
             return int(min(_AUTO_BATCH, max(1, -(-n_train // _AUTO_STEPS))))
@@ -213,7 +213,8 @@ _AUTO_BATCH_DOC = ("""    batch_size : int, default=64
         Most sets per batch.
 """, """    batch_size : int or "auto", default=64
         Most sets per batch. ``"auto"``: ``min(64, ceil(n_train / 8))`` for a fit on ``n_train``
-        sets, so that every epoch makes at least 8 optimisation steps (see
+        sets, so that every epoch makes about 8 optimisation steps (5 to 7 for some sizes under
+        50 sets, the batch size rounded up; see
         :ref:`small-training-sets`).
 """)
 _AUTO_PATIENCE_DOC = ("""    n_iter_no_change : int, default=10
@@ -229,7 +230,7 @@ _AUTO_PATIENCE_DOC = ("""    n_iter_no_change : int, default=10
 _PATIENCE_AUTO_DEFAULT_DOC = (_AUTO_PATIENCE_DOC[1], """    n_iter_no_change : int or "auto", default="auto"
         Patience in epochs. ``"auto"``: ``max(10, ceil(160 / steps_per_epoch))`` epochs, at least
         160 optimisation steps (``steps_per_epoch = ceil(n_train / batch size)``; 10 epochs from
-        1,280 training sets on with batches of 64), so that a fit on a few dozen sets is not
+        961 training sets on with batches of 64), so that a fit on a few dozen sets is not
         stopped by the noise of its first epochs (see :ref:`small-training-sets`).
 """)
 
@@ -296,6 +297,8 @@ class _SetTransformerBase(_BaseSetNetwork):
         The sets go through the fitted network as in :meth:`predict` (standardised with
         ``mean_`` and ``scale_``, in length-sorted padded batches), and each block's weights are
         cropped to the set's real elements, so a set's weights do not depend on the other sets.
+        With k-mers (``window_ > 1``) the queries and keys are the set's k-mers (``max(n_i - span
+        + 1, 1)``, k-mer ``j`` starting at element ``j``) where the shapes below say elements.
 
         Parameters
         ----------

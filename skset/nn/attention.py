@@ -233,7 +233,10 @@ class MultiheadAttention(nn.Module):
         attn_mask = None
         if key_mask is not None:
             v = _zero_padding(v, key_mask)
-            attn_mask = key_mask[:, None, None, :]  # (B, 1, 1, n_k), True = may attend
+            # (B, 1, 1, n_k), True = may attend; a set without a real key attends to all its
+            # (zeroed) values and gets 0, on any torch and kernel (a fully masked row is NaN in
+            # the plain softmax of torch < 2.5)
+            attn_mask = (key_mask | ~key_mask.any(-1, keepdim=True))[:, None, None, :]
         v = self._heads(v)
         scale = 1.0 / math.sqrt(self.head_dim)  # SDPA's default: the per-head width
         if self._record is not None:
@@ -248,8 +251,11 @@ class MultiheadAttention(nn.Module):
         if attn_mask is not None:
             scores = scores.masked_fill(~attn_mask, -math.inf)
         w = torch.softmax(scores, dim=-1)
+        zero = torch.zeros((), dtype=w.dtype, device=w.device)
+        if key_mask is not None:  # a set without a real key: zero rows, not uniform ones
+            w = torch.where(key_mask.any(-1)[:, None, None, None], w, zero)
         if query_mask is not None:
-            w = w * query_mask[:, None, :, None].to(w.dtype)
+            w = torch.where(query_mask[:, None, :, None], w, zero)
         record, name = self._record
         record._add(name, w.detach(), query_mask, key_mask)
 
