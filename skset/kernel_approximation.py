@@ -160,8 +160,8 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         squared error of a ridge model on those pooled means (one SVD per candidate). The
         preprocessing is chosen first at bandwidth 0.5, then the bandwidth; a candidate replaces
         the fixed choice only when its per-set errors are lower by more than noise (paired t
-        statistic above 2). Without usable labels (``y=None``, a single
-        class, a class of one set, fewer than 10 sets, multi-output ``y``) the fixed choice
+        statistic above 2). Without usable labels (``y=None``, a single class, fewer than 10
+        sets, multi-output ``y``; classes of one set are left out) the fixed choice
         ``standardize=True, normalize=False, bandwidth=0.5`` is taken. The choice and the
         scores are fitted attributes; the :ref:`nystrom` guide ("choosing the element map")
         gives the rule and the suite it was tested on.
@@ -219,7 +219,7 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
     counts_ : ndarray of shape (k,)
         Weight of the training elements (sampled, as the anchors see them) nearest to each
         anchor: of ``fit``'s data, plus those of every later ``partial_fit`` chunk (the counts
-        of the mini-batch k-means steps).
+        of the mini-batch k-means steps; ``anchors="random"`` keeps ``fit``'s).
     n_steps_ : int
         Chunks the anchors were fitted on: 1 after ``fit`` or the first ``partial_fit``, plus
         one per later ``partial_fit`` call.

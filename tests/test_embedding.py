@@ -337,3 +337,16 @@ def test_transform_on_threads_equals_one_thread():
     assert sorted(np.concatenate(batches).tolist()) == list(range(150))
     # each row is its set's own embedding
     np.testing.assert_allclose(est.transform([sets[37]])[0], one[37], rtol=1e-6, atol=1e-7)
+
+
+def test_transport_plan_refuses_a_non_finite_plan_as_transform_does():
+    # where the exp-domain Sinkhorn overflows, transform names the cause; transport_plan
+    # returned the NaN / inf plans silently
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(int(n), 3)) for n in rng.integers(2, 12, size=30)]
+    otk = OTKEmbedding(n_supports=4, epsilon=1e-3, sinkhorn_method="exp", position_sigma=None,
+                       center=False, random_state=0).fit(X)
+    big = [x * 50 for x in X]
+    for method in (otk.transform, otk.transport_plan):
+        with pytest.raises(ValueError, match="sinkhorn_method='exp'"):
+            method(big)

@@ -172,7 +172,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         with one reference); after a later ``partial_fit``, of that call's sets.
     n_iter_ : int
         Barycenter / Wasserstein k-means iterations run (by ``fit`` or the first
-        ``partial_fit``).
+        ``partial_fit``; with several references, summed over them and the rounds).
     counts_ : ndarray of shape (n_references, p)
         Weight assigned to each support so far (the counts of ``partial_fit``'s updates): of
         the training elements nearest to it among its reference's sets
@@ -358,7 +358,8 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         reference, ``(n_sets, q)``.
 
         ``P`` is the embedding's plan (similarity ``<x, z>`` at ``epsilon``, no positional
-        weights), i.e. the entropic plan of the cost ``||x - z||^2`` at ``2 epsilon``. Not
+        weights), i.e. (balanced, ``reg_m=None``) the entropic plan of the cost ``||x - z||^2``
+        at ``2 epsilon``. Not
         ``<P, K>``: with exact marginals the cost is ``mean_i ||x_i||^2 + mean_j ||z_j||^2 -
         2 <P, K>``, and the ``||z||^2`` term is what keeps large references from winning.
         """
@@ -576,7 +577,9 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         lengths = [s.shape[0] for s in sets]
         with torch.no_grad():
             for idx, X_, M, W in self._batches(sets, masses):
-                P = to_numpy(self._plans(X_, M, W, ref_t))
+                P = self._plans(X_, M, W, ref_t)
+                self._check_finite(P)  # as transform: no NaN plan returned silently
+                P = to_numpy(P)
                 for b, i in enumerate(idx):
                     plans[i] = P[b, :, : lengths[i]]
         return plans

@@ -47,9 +47,11 @@ def position_log_weights(
     :math:`\log S_{ij} - \max_{j'} \log S_{ij'}` with
     :math:`\log S_{ij} = -(i/n - j/p)^2 / \sigma^2`, floored at ``-1e4`` so that it stays finite
     for any ``sigma``; 0 on padded rows. The row shift multiplies each row of
-    :math:`\exp(K/\varepsilon) \odot S` by a constant, which changes the Sinkhorn scaling ``u``
-    but not the plan, and it keeps each row's best-placed support at 0 so that the floor only
-    touches weights below :math:`e^{-10^4}` of the row's largest.
+    :math:`\exp(K/\varepsilon) \odot S` by a constant, which changes the balanced Sinkhorn's
+    scaling ``u`` but not its plan, and it keeps each row's best-placed support at 0 so that the
+    floor only touches weights below :math:`e^{-10^4}` of the row's largest. The unbalanced
+    solver (``reg_m``) does not cancel the shift: there the weights are relative to each
+    element's best-placed support (an element between two supports is not penalised for it).
     """
     d2 = _position_offsets(mask, n_supports, dtype) ** 2
     d2 = d2 - d2.amin(dim=2, keepdim=True)  # >= 0, exactly 0 at each row's best support
