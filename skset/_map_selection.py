@@ -270,9 +270,7 @@ def _task(y, n_sets: int, regression: bool = False):
     if y.ndim != 1 or len(y) != n_sets or n_sets < MIN_SETS:
         return None
     try:
-        kind = "continuous" if regression else type_of_target(y)
-        if regression:
-            y = y.astype(np.float64)
+        y, kind = (y.astype(np.float64), "continuous") if regression else (y, type_of_target(y))
     except (TypeError, ValueError):
         return None
     if kind in ("binary", "multiclass"):

@@ -302,6 +302,10 @@ def in_id_order(pdf, by):
 
 
 def _sortable(col) -> bool:
+    """Whether ``col`` sorts: only an object column can fail (values of mixed types); the others
+    are not sorted to find out."""
+    if col.dtype != object:
+        return True
     try:
         col.sort_values(kind="stable")
     except TypeError:

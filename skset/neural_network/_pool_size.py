@@ -39,9 +39,9 @@ def fit_pool_size(est, module, data) -> None:
         est.pool_size_ = None
         return
     lengths = data.lengths[data.train]
-    w = data.weights_of(data.train)
     if np.all(lengths == lengths[0]):  # exactly that size, whatever the weights' rounding
         est.pool_size_ = float(lengths[0])
     else:
+        w = data.weights_of(data.train)
         est.pool_size_ = float(np.average(lengths, weights=None if w is None else w.cpu().numpy()))
     module.pool_size.fill_(est.pool_size_)
