@@ -344,3 +344,43 @@ def test_a_set_without_real_elements_in_a_batch_stays_finite_on_any_softmax(monk
     out[0].sum().backward()
     assert torch.isfinite(out).all()
     assert all(torch.isfinite(p.grad).all() for p in net.parameters() if p.grad is not None)
+
+
+def test_padding_finite_skips_only_the_zeroing():
+    # the blocks' inner calls pass padding_finite=True: finite values in the padded rows give
+    # the outputs and gradients of zeroed padding; a set without a real key gets an attention
+    # output of 0 (the output projection's bias after it) whatever its rows hold
+    g = torch.Generator().manual_seed(0)
+    q, kv = torch.randn(3, 4, 8, generator=g, dtype=DT), torch.randn(3, 6, 8, generator=g, dtype=DT)
+    qm = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1], [1, 0, 0, 0]], dtype=torch.bool)
+    km = torch.tensor([[1, 1, 1, 0, 0, 0], [1] * 6, [0] * 6], dtype=torch.bool)
+    zq, zkv = q * qm[..., None], kv * km[..., None]
+    garbage = kv.masked_fill(~km[..., None], 1e3)
+    for module in (_seeded(lambda: MultiheadAttention(8, 2)).to(DT),
+                   _seeded(lambda: MAB(8, 2, norm="set", residual="clean")).to(DT),
+                   _seeded(lambda: MAB(8, 2, norm="layer")).to(DT)):
+        mha = module if isinstance(module, MultiheadAttention) else module.attn
+
+        def run(*args, module=module, **kw):
+            module.zero_grad()
+            out = module(*args, **kw)
+            (out * qm[..., None]).square().sum().backward()
+            return out * qm[..., None], [p.grad.clone() for p in module.parameters()]
+
+        if module is mha:
+            ref = run(zq, zkv, zkv, km, qm)
+            fin = run(zq, garbage, garbage, km, qm, padding_finite=True)
+            nan = run(q.masked_fill(~qm[..., None], float("nan")),
+                      kv.masked_fill(~km[..., None], float("inf")), kv, km, qm)
+        else:
+            ref = run(zq, zkv, qm, km)
+            fin = run(zq, garbage, qm, km, padding_finite=True)
+            nan = run(q.masked_fill(~qm[..., None], float("nan")),
+                      kv.masked_fill(~km[..., None], float("nan")), qm, km)
+        for other in (fin, nan):
+            torch.testing.assert_close(other[0], ref[0], rtol=1e-12, atol=1e-12)
+            for a, b in zip(other[1], ref[1], strict=True):
+                torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+    with torch.no_grad():  # the set without a real key: the bias of the output projection
+        out = mha(zq, garbage, garbage, km, qm, padding_finite=True)
+    torch.testing.assert_close(out[2, 0], mha.out_proj.bias)

@@ -2,9 +2,11 @@ r"""Masked attention blocks of the Set Transformer and Set Transformer++.
 
 Every block works on padded batches ``x`` of shape ``(B, n, D)`` with a boolean ``mask`` of shape
 ``(B, n)`` (``True`` on real elements). Padded elements get no attention weight (they are masked
-out of the keys, and their values are zeroed so that even non-finite padding cannot leak through a
-zero weight) and no share of any set-norm statistic, so a set gives the same output whatever else
-is in its batch.
+out of the keys) and no share of any set-norm statistic, so a set gives the same output whatever
+else is in its batch. Each block zeroes the padding of its inputs once, where it is called (so
+that even non-finite padding cannot leak through a zero weight); inside a block, padded rows hold
+finite values that no real row reads. A set without a real element attends to nothing: its
+attention output is 0 (the output projection's bias after it).
 
 Two residual arrangements (Zhang et al., 2022, Section 4):
 
@@ -213,36 +215,46 @@ class MultiheadAttention(nn.Module):
         value: torch.Tensor,
         key_mask: torch.Tensor | None = None,
         query_mask: torch.Tensor | None = None,
+        *,
+        padding_finite: bool = False,
     ) -> torch.Tensor:
         """``query (B, n_q, D)``, ``key``/``value`` ``(B, n_k, D)``, ``key_mask (B, n_k)``.
 
         ``query_mask (B, n_q)`` serves :func:`record_attention` (the rows of padded queries
         are recorded as 0, and the record can crop them); the outputs of real queries do not
         depend on it (padded queries are zeroed, so their rows are finite but meaningless).
-        Padded keys, values and queries may hold anything, NaN and infinity included.
+        Padded keys, values and queries may hold anything, NaN and infinity included, unless
+        ``padding_finite=True`` says that they hold finite values (the blocks' inner calls,
+        which zeroed their inputs' padding once): then they are not zeroed again. A masked key
+        gets a weight of exactly 0, so a padded row of finite values adds nothing; a set
+        without a real key attends to all its rows (a fully masked row is NaN in the plain
+        softmax of torch < 2.5) and its attention output is then set to 0, on any torch and
+        kernel.
         """
+        if not padding_finite:
+            # padding may hold anything (NaN, inf): zero it before the projections, or a NaN
+            # key would turn its masked score into NaN, and NaN rows would reach the weights'
+            # gradients
+            query = _zero_padding(query, query_mask)
+            same = value is key
+            key = _zero_padding(key, key_mask)
+            value = key if same else _zero_padding(value, key_mask)
         B, n_q, _ = query.shape
-        # padding may hold anything (NaN, inf): zero it before the projections, or a NaN key
-        # would turn its masked score into NaN, and NaN rows would reach the weights' gradients
-        query = _zero_padding(query, query_mask)
-        key = _zero_padding(key, key_mask)
-        value = _zero_padding(value, key_mask)
         q = self._heads(self.q_proj(query))
         k = self._heads(self.k_proj(key))
-        v = self.v_proj(value)
-        attn_mask = None
+        v = self._heads(self.v_proj(value))
+        attn_mask = has_key = None
         if key_mask is not None:
-            v = _zero_padding(v, key_mask)
-            # (B, 1, 1, n_k), True = may attend; a set without a real key attends to all its
-            # (zeroed) values and gets 0, on any torch and kernel (a fully masked row is NaN in
-            # the plain softmax of torch < 2.5)
-            attn_mask = (key_mask | ~key_mask.any(-1, keepdim=True))[:, None, None, :]
-        v = self._heads(v)
+            has_key = key_mask.any(-1, keepdim=True)  # (B, 1)
+            attn_mask = (key_mask | ~has_key)[:, None, None, :]  # (B, 1, 1, n_k), True: attend
         scale = 1.0 / math.sqrt(self.head_dim)  # SDPA's default: the per-head width
         if self._record is not None:
             self._store_weights(q, k, scale, attn_mask, query_mask, key_mask)
         o = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=scale)
         o = o.transpose(1, 2).reshape(B, n_q, self.dim)
+        if has_key is not None:
+            o = torch.where(has_key[:, :, None], o, torch.zeros((), dtype=o.dtype,
+                                                                device=o.device))
         return self.out_proj(o)
 
     def _store_weights(self, q, k, scale, attn_mask, query_mask, key_mask) -> None:
@@ -299,16 +311,24 @@ class MAB(nn.Module):
         y: torch.Tensor,
         x_mask: torch.Tensor | None = None,
         y_mask: torch.Tensor | None = None,
+        *,
+        padding_finite: bool = False,
     ) -> torch.Tensor:
         """``x (B, n_x, D)`` queries, ``y (B, n_y, D)`` keys/values, with their masks.
 
-        Padded rows of ``x`` and ``y`` may hold anything (NaN, inf): they are zeroed first."""
-        x = _zero_padding(x, x_mask)
-        y = _zero_padding(y, y_mask)
+        Padded rows of ``x`` and ``y`` may hold anything (NaN, inf): they are zeroed first
+        (once), unless ``padding_finite=True`` says that they hold finite values."""
+        if not padding_finite:
+            same = y is x and y_mask is x_mask
+            x = _zero_padding(x, x_mask)
+            y = x if same else _zero_padding(y, y_mask)
         if self.residual == "original":
-            h = self.norm0(x + self.attn(x, y, y, y_mask, x_mask), x_mask)
+            a = self.attn(x, y, y, y_mask, x_mask, padding_finite=True)
+            h = self.norm0(x + a, x_mask)
             return self.norm1(h + F.relu(self.ff(h)), x_mask)
-        h = x + self.attn(self.norm_q(x, x_mask), self.norm_k(y, y_mask), y, y_mask, x_mask)
+        a = self.attn(self.norm_q(x, x_mask), self.norm_k(y, y_mask), y, y_mask, x_mask,
+                      padding_finite=True)
+        h = x + a
         return h + self.ff(F.relu(self.norm_ff(h, x_mask)))
 
 
@@ -349,9 +369,10 @@ class ISAB(nn.Module):
         self.mab2 = MAB(dim, n_heads, norm=norm, residual=residual)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        x = _zero_padding(x, mask)  # once for both MABs
         ind = self.inducing.unsqueeze(0).expand(x.shape[0], -1, -1)
-        h = self.mab1(ind, x, None, mask)
-        return self.mab2(x, h, mask, None)
+        h = self.mab1(ind, x, None, mask, padding_finite=True)
+        return self.mab2(x, h, mask, None, padding_finite=True)
 
 
 class PMA(nn.Module):
@@ -390,7 +411,7 @@ class PMA(nn.Module):
         else:
             z = self.ff(F.relu(self.ff_norm(x, mask)))
         seeds = self.seeds.unsqueeze(0).expand(x.shape[0], -1, -1)
-        return self.mab(seeds, z, None, mask)
+        return self.mab(seeds, z, None, mask, padding_finite=True)  # z: finite padding
 
 
 class SetTransformer(nn.Module):
