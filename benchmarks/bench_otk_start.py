@@ -7,7 +7,9 @@ from one fit.
     python bench_otk_start.py --runs ArrowHead:set:0 ArrowHead:seq:0 ... --out results/otk_start.jsonl
     python bench_otk_start.py --table results/otk_start.jsonl
 
-``--params '{"alpha": 0.01}'``: other parameters of the classifier (recorded in each line).
+``--params '{"alpha": 0.01}'``: other parameters of the classifier (recorded in each line);
+``"alpha": "1/n"`` gives each data set the penalty of scikit-learn's ``LogisticRegression()``
+(``C=1``: one over its number of training sets).
 
 A run is ``data set:framing:seed`` (framings as in ``bench_suite.py``: ``set``, the elements as
 given; ``seq``, k-mers of ``KINDS[name]["window"]``). Scores are test accuracy (also on the MNIST
@@ -46,12 +48,15 @@ def run(name, framing, seed, params=None):
     if framing == "seq":
         w = KINDS[name]["window"]
         X_tr, X_te = kmer_windows(X_tr, w), kmer_windows(X_te, w)
+    params = dict(params or {})
+    if params.get("alpha") == "1/n":  # scikit-learn's C=1 for this data set's training sets
+        params["alpha"] = 1.0 / len(X_tr)
     t = time.perf_counter()
-    m = _KeepStart(random_state=seed, **(params or {})).fit(X_tr, y_tr)
+    m = _KeepStart(random_state=seed, **params).fit(X_tr, y_tr)
     elapsed = time.perf_counter() - t
     trained, train_trained = m.score(X_te, y_te), m.score(X_tr, y_tr)
     m.module_ = m.start_module
-    return dict(dataset=name, framing=framing, seed=seed, params=params or {}, trained=trained,
+    return dict(dataset=name, framing=framing, seed=seed, params=params, trained=trained,
                 start=m.score(X_te, y_te), train_trained=train_trained,
                 train_start=m.score(X_tr, y_tr), window=int(m.window_),
                 dilation=int(m.dilation_), n_iter=int(m.n_iter_), time_s=round(elapsed, 1))
