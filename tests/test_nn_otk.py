@@ -128,6 +128,31 @@ def test_padding_invariance_and_no_gradient_to_padding():
     assert (X.grad[M] != 0).any()
 
 
+def test_padding_zero_skips_only_the_zeroing():
+    # a Nystrom layer's padded rows are 0: the OTK layer told so (padding_zero=True, as the
+    # supervised OTK network does) gives the outputs and gradients of the call that zeroes them;
+    # the default still zeroes NaN padding
+    torch.manual_seed(0)
+    nys = NystromLayer(3, 5, window=2).double()
+    otk = OTKLayer(5, 4, 2, epsilon=0.3, position_sigma=0.4).double()
+    X, M = _garbage_pack(_sets(np.random.default_rng(5), [6, 30, 11]), extra=4)
+    psi, kmask = nys(X, M)
+    assert (psi[~kmask] == 0).all()
+
+    def run(x, **kw):
+        otk.zero_grad()
+        out = otk(x, kmask, **kw)
+        out.square().sum().backward()
+        return out.detach(), otk.references.grad.clone()
+
+    ref = run(psi.detach())
+    fast = run(psi.detach(), padding_zero=True)
+    nan = run(psi.detach().masked_fill(~kmask.unsqueeze(-1), float("nan")))
+    for other in (fast, nan):
+        torch.testing.assert_close(other[0], ref[0], rtol=0, atol=0)
+        torch.testing.assert_close(other[1], ref[1], rtol=0, atol=0)
+
+
 def test_gradcheck_reaches_anchors_and_references():
     torch.manual_seed(0)
     nys = NystromLayer(2, 4, window=2, bandwidth=0.8).double()

@@ -138,8 +138,10 @@ class _OTKNetwork(torch.nn.Module):
         if weights is not None:  # (models saved before dilated k-mers have no dilation)
             weights = kmer_mass(weights, self.window, getattr(self, "dilation", 1), mask)
         mask = kmask
-        # the estimators' network reads skset's compile setting (the layer takes it as an argument)
-        raw = self.otk(x, mask, weights, compile=get_config()["compile"]).flatten(1)
+        # the estimators' network reads skset's compile setting (the layer takes it as an
+        # argument); a Nystrom layer's padded rows are 0, which the OTK layer need not redo
+        raw = self.otk(x, mask, weights, compile=get_config()["compile"],
+                       padding_zero=isinstance(self.element_map, NystromLayer)).flatten(1)
         # OTKEmbedding's output step without its noise floor: training needs no such switch
         return embedding_output(raw, self.center, tuple(self.otk.references.shape),
                                 normalize=self.normalize, floor=False)

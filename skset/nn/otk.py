@@ -286,15 +286,21 @@ class OTKLayer(nn.Module):
                          reg_m=getattr(self, "reg_m", None))  # layers pickled before reg_m
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None,
-                weights: torch.Tensor | None = None, *, compile: bool = False) -> torch.Tensor:
-        # padding may hold anything (zeroed before P^T x); compiled without autograd with
-        # compile=True, see otk_embed
-        out = otk_embed(x, mask, self.references, epsilon=self.epsilon,
-                        sinkhorn_iter=self.sinkhorn_iter, position_sigma=self.position_sigma,
-                        method=self.method, sinkhorn_tol=self.sinkhorn_tol,
-                        position_mode=self.position_mode, weights=weights,
-                        reg_m=getattr(self, "reg_m", None),  # layers pickled before reg_m
-                        compile=compile)
+                weights: torch.Tensor | None = None, *, compile: bool = False,
+                padding_zero: bool = False) -> torch.Tensor:
+        """The embeddings ``(B, q * p, k)`` of ``x (B, n, k)``; compiled without autograd with
+        ``compile=True`` (see :func:`otk_embed`). Padded rows of ``x`` may hold anything (they
+        are zeroed before ``P^T x``) unless ``padding_zero=True`` says that they are 0 already
+        (the output of a :class:`skset.nn.NystromLayer`): then no pass over ``x`` zeroes them."""
+        embed = otk_embed
+        if padding_zero and mask is not None:
+            embed = _zeroed_embed
+        out = embed(x, mask, self.references, epsilon=self.epsilon,
+                    sinkhorn_iter=self.sinkhorn_iter, position_sigma=self.position_sigma,
+                    method=self.method, sinkhorn_tol=self.sinkhorn_tol,
+                    position_mode=self.position_mode, weights=weights,
+                    reg_m=getattr(self, "reg_m", None),  # layers pickled before reg_m
+                    compile=compile)
         return out.reshape(x.shape[0], -1, x.shape[-1])
 
 
