@@ -325,3 +325,18 @@ def test_position_mode_errors_and_to_module():
     plain = OTKEmbedding(n_supports=3, position_sigma=0.3, position_mode="plan", center=False,
                          normalize=False, dtype="float64", random_state=0).fit(sets)
     assert np.abs(plain.transform(sets) - est.transform(sets)).max() > 1e-4
+
+
+def test_gaussian_kernel_training_forward_is_the_inference_one():
+    # the same operations in the same order with or without autograd: a network's training
+    # forward equals its transform to the bit; the clamp at 0 (a point on an anchor) has a
+    # correct gradient
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 5, 3, generator=g, dtype=torch.float64)
+    w = torch.randn(4, 3, generator=g, dtype=torch.float64)
+    x[0, 0] = w[0]
+    with torch.no_grad():
+        ref = gaussian_kernel(x, w, 0.7)
+    xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
+    assert torch.equal(gaussian_kernel(xg, wg, 0.7), ref)
+    assert torch.autograd.gradcheck(lambda a, b: gaussian_kernel(a, b, 0.7), (xg, wg))

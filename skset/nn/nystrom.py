@@ -41,13 +41,14 @@ def gaussian_kernel(x: torch.Tensor, w: torch.Tensor, bandwidth: float) -> torch
     """``exp(-||x - w||^2 / (2 bandwidth^2))`` between the rows of ``x (..., D)`` and ``w (k, D)``."""
     c = 1.0 / (2.0 * bandwidth**2)
     xx = (x * x).sum(-1, keepdim=True)
+    # one GEMM with the anchors' norms folded in, then in place: -||x - w||^2, clamped at 0,
+    # scaled, exponentiated (2 passes over the output, not 6)
+    k = torch.addmm((w * w).sum(-1).neg(), x.reshape(-1, x.shape[-1]), w.T, alpha=2.0)
+    k = k.view(*x.shape[:-1], w.shape[0]).sub_(xx)
     if torch.is_grad_enabled() and (x.requires_grad or w.requires_grad):
-        sq = xx + (w * w).sum(-1) - 2.0 * (x @ w.T)
-        return torch.exp(-sq.clamp_min(0.0) * c)
-    # inference: one GEMM with the anchors' norms folded in, then in place (2 passes, not 6)
-    k = torch.addmm((w * w).sum(-1).neg_(), x.reshape(-1, x.shape[-1]), w.T, alpha=2.0)
-    k = k.view(*x.shape[:-1], w.shape[0])
-    return k.sub_(xx).clamp_max_(0.0).mul_(c).exp_()  # -||x - w||^2, clamped at 0, scaled
+        # the same operations; the clamp out of place, as its backward reads its input
+        return k.clamp_max(0.0).mul_(c).exp_()
+    return k.clamp_max_(0.0).mul_(c).exp_()
 
 
 class _InvSqrtPSD(torch.autograd.Function):
