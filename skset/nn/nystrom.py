@@ -347,7 +347,8 @@ class NystromLayer(nn.Module):
         w = _unit(self.anchors)[0] if self.normalize else self.anchors
         psi = nystrom_map(x, w, self.normalization(), self.bandwidth,
                           normalize=self.normalize, keep_norm=self.keep_norm)
-        return psi * mask.unsqueeze(-1).to(psi.dtype), mask
+        # in place: the product that made psi does not read it back in its backward
+        return psi.mul_(mask.unsqueeze(-1).to(psi.dtype)), mask
 
 
 class _FrozenNystromLayer(NystromLayer):
