@@ -457,11 +457,12 @@ def kmers_per_set(n_sets: int, window: int, n_features: int, kmer_coding: str, b
     return int(np.clip(budget // max(groups * n_sets * width, 1), 8, WINDOW_PER_SET))
 
 
-def window_candidates(lengths) -> list[int]:
-    """1, then the widths of ``WINDOW_CANDIDATES`` that every set of ``lengths`` can hold twice
-    (a set of ``n`` elements keeps more than half of them as k-mers: ``n - w + 1 > n / 2``)."""
+def window_candidates(lengths, dilation: int = 1) -> list[int]:
+    """1, then the widths of ``WINDOW_CANDIDATES`` whose span (``dilation`` apart) every set of
+    ``lengths`` can hold twice (a set of ``n`` elements keeps more than half of them as k-mers:
+    ``n - span + 1 > n / 2``)."""
     shortest = int(np.min(lengths)) if len(lengths) else 0
-    return [1] + [w for w in WINDOW_CANDIDATES if 2 * w <= shortest]
+    return [1] + [w for w in WINDOW_CANDIDATES if 2 * kmer_span(w, dilation) <= shortest]
 
 
 def dilated_candidates(lengths) -> list[tuple[int, int]]:
@@ -557,9 +558,11 @@ def order_statistic(errors: np.ndarray, shuffled: np.ndarray) -> float:
 
 def select_window(sets, y, *, kmer_coding: str, fixed: dict, default: dict, n_components: int,
                   eigenvalue_floor: float, rng: np.random.RandomState, dtype=torch.float32,
-                  dilate: bool = False, order_test: bool = False, regression: bool = False):
+                  dilate: bool = False, order_test: bool = False, regression: bool = False,
+                  dilation: int = 1):
     """Choose the k-mer width of ``window="auto"`` from the labels (and, with ``dilate``, the
-    dilation of ``dilation="auto"``; ``regression``: ``y`` are real targets, see :func:`_task`).
+    dilation of ``dilation="auto"``; else the widths are read ``dilation`` apart, an explicit
+    ``dilation``; ``regression``: ``y`` are real targets, see :func:`_task`).
 
     Each width of :func:`window_candidates` (the first, 1, the incumbent) is scored by the proxy
     of :func:`select_element_map` with the map fixed (``fixed``'s explicit values, ``default``'s
@@ -594,7 +597,8 @@ def select_window(sets, y, *, kmer_coding: str, fixed: dict, default: dict, n_co
         without usable labels or candidates (then ``window`` and ``dilation`` are 1).
     """
     lengths = [len(s) for s in sets]
-    widths = window_candidates(lengths)
+    step = 1 if dilate else int(dilation)  # the dilation the widths are read with
+    widths = window_candidates(lengths, step)
     choice = {k: default[k] if fixed.get(k, "auto") == "auto" else fixed[k] for k in default}
     task = _task(y, len(sets), regression)
     if task is None or len(widths) < 2:
@@ -615,14 +619,15 @@ def select_window(sets, y, *, kmer_coding: str, fixed: dict, default: dict, n_co
                                           dilation)], choice, target, n_components=n_components,
                            eigenvalue_floor=eigenvalue_floor, rng=rng, dtype=dtype)[0]
 
-    scored = [(w, errors_of(w)) for w in widths]
+    scored = [(w, errors_of(w, step if w > 1 else 1)) for w in widths]
     # the width of lowest mean error among those that beat single elements by more than noise
     # (the lowest overall may not: on ACSF1, seed 0, 3-mers had the lowest mean error at t = 1.75
     # and 5-mers t = 2.04, and single elements scored 80.0 on the test sets against 88.0 for
     # 5-mers at the seed that took them)
     passing = [we for we in scored[1:] if beats(scored[0][1], we[1], MIN_T, flat=0.0)]
     chosen = min(passing, key=lambda we: we[1].mean()) if passing else scored[0]
-    window, dilation = chosen[0], 1
+    window = chosen[0]
+    dilation = step if window > 1 else 1
     if dilate and window > 1:
         dilated = [(kd, errors_of(*kd)) for kd in dilated_candidates(lengths)]
         scored += dilated

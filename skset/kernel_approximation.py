@@ -123,10 +123,10 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         k-mer, its last element repeated (with contiguous k-mers, ``dilation=1``, only once
         fitted: ``fit`` refuses training sets shorter than an explicit ``window``). ``"auto"``:
         with ``window="auto"``, once k-mers are taken, ``window_`` and ``dilation_`` may become
-        one of the pairs 10:2, 10:4, 10:8, 10:16, 5:8,
-        5:16, 5:32, 3:16 (width:dilation) whose span is at most 2/3 of the median training
-        length, where it predicts the labels better than the width by a clear margin (a paired t
-        above 3); 1 otherwise, and with an explicit ``window``.
+        one of the pairs 10:2, 10:4, 10:8, 10:16, 5:8, 5:16, 5:32, 3:16 (width:dilation) whose
+        span is at most 2/3 of the median training length, where it predicts the labels better
+        than the width by a clear margin (a paired t above 3); 1 otherwise, and with an explicit
+        ``window`` (an explicit dilation with ``window="auto"``: widths scored with it).
     kmer_coding : {"level_shape", "plain"}, default="level_shape"
         With ``window > 1``, how a k-mer is written before the standardisation and the map.
         ``"level_shape"``: its deviations from its own mean over the window (its shape,
@@ -328,14 +328,14 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         self.selection_scores_ = scores
 
     def _choose_window(self, coll, y, rng, incumbent: dict) -> None:
-        """Resolve ``window="auto"`` (``window_``, ``window_scores_``; a 2-D pool of elements has
-        no order: 1), see :func:`skset._map_selection.select_window`."""
+        """Resolve ``window="auto"`` (:func:`skset._map_selection.select_window`; a pool: 1)."""
         if coll.form != "2d":
+            step = 1 if self.dilation == "auto" else int(self.dilation)  # widths read with it
             self.window_, dilation, self.window_scores_ = select_window(
                 coll.sets, y, kmer_coding=self.kmer_coding, default=incumbent,
                 fixed={k: getattr(self, k) for k in DEFAULT_CHOICE}, rng=rng,
                 n_components=self.n_components, eigenvalue_floor=self.eigenvalue_floor,
-                dtype=self.dtype_, dilate=self.dilation == "auto")
+                dtype=self.dtype_, dilate=self.dilation == "auto", dilation=step)
             if self.dilation == "auto" or self.window_ == 1:  # single elements: no dilation
                 self.dilation_ = dilation
 

@@ -184,3 +184,33 @@ def test_supervised_otk_reads_dilated_kmers_in_training_and_export():
     out = export_program(clf).module()(torch.as_tensor(x), torch.as_tensor(m))
     np.testing.assert_allclose(out[0].detach().numpy(), clf.decision_function(batch), rtol=1e-4,
                                atol=1e-5)
+
+
+def test_an_explicit_dilation_with_window_auto_scores_the_widths_dilated(monkeypatch):
+    """``window="auto", dilation=4``: the widths are scored as k-mers 4 apart (whose span fits
+    the shortest set twice), not contiguous, and the width chosen is read with that dilation;
+    the networks' rule likewise."""
+    from skset import DeepSetsClassifier
+
+    rng = np.random.default_rng(0)
+    X = [np.cumsum(rng.normal(size=(30, 1)), 0) for _ in range(40)]
+    y = np.arange(40) % 2
+    seen = []
+    real = ms._sampled_rows
+
+    def spy(sets, rng_, per_set=ms.MAX_PER_SET, w=1, coding="plain", dilation=1):
+        seen.append((w, dilation))
+        return real(sets, rng_, per_set, w, coding, dilation)
+
+    monkeypatch.setattr(ms, "_sampled_rows", spy)
+    nf = NystromFeatures(n_components=8, dilation=4, random_state=0).fit(X, y)
+    # (the map rule then reads the width chosen); 5-mers 4 apart span 17: more than half of 30
+    assert seen[:2] == [(1, 1), (3, 4)] and not [s for s in seen if s[0] > 1 and s[1] != 4]
+    assert [w for w, _ in nf.window_scores_] == [1, 3]
+    assert nf.dilation_ == (4 if nf.window_ > 1 else 1)
+    seen.clear()
+    DeepSetsClassifier(dilation=4, max_iter=1, random_state=0).fit(X, y)
+    assert seen[:2] == [(1, 1), (3, 4)]
+    seen.clear()
+    NystromFeatures(n_components=8, random_state=0).fit(X, y)  # contiguous: 3, 5, 10-mers
+    assert seen[:4] == [(1, 1), (3, 1), (5, 1), (10, 1)]

@@ -50,9 +50,9 @@ KMER_DOC = """    window : int or "auto", default="auto"
         Steps between a k-mer's elements (a set shorter than the span ``(window - 1) *
         dilation + 1`` has one k-mer, its last element repeated). ``"auto"``: with
         ``window="auto"``, chosen with the width (a dilated pair only by a clear margin;
-        ``dilation_``), else 1. An explicit dilation with ``window="auto"``: the width is chosen
-        on contiguous k-mers, then read with that dilation (``dilation_`` is 1 where the width
-        is 1).
+        ``dilation_``), else 1. An explicit dilation with ``window="auto"``: the widths are
+        scored as k-mers of that dilation (those whose span fits the shortest training set
+        twice), and the one chosen read with it (``dilation_`` is 1 where the width is 1).
 """
 
 
@@ -81,7 +81,7 @@ def choose_kmers(est, sets, y, seed: int, sample_weight=None) -> tuple[int, int]
                                  eigenvalue_floor=DEFAULT_EIGENVALUE_FLOOR,
                                  rng=np.random.RandomState((seed + 2) % 2**32),
                                  dilate=est.dilation == "auto", order_test=True,
-                                 regression=not est._is_classifier)
+                                 regression=not est._is_classifier, dilation=dilation)
     w, d = int(w), int(d) if est.dilation == "auto" else dilation
     d = d if w > 1 else 1  # single elements have no dilation
     if est.verbose and scores:
