@@ -458,11 +458,16 @@ def kmers_per_set(n_sets: int, window: int, n_features: int, kmer_coding: str, b
 
 
 def window_candidates(lengths, dilation: int = 1) -> list[int]:
-    """1, then the widths of ``WINDOW_CANDIDATES`` whose span (``dilation`` apart) every set of
-    ``lengths`` can hold twice (a set of ``n`` elements keeps more than half of them as k-mers:
-    ``n - span + 1 > n / 2``)."""
-    shortest = int(np.min(lengths)) if len(lengths) else 0
-    return [1] + [w for w in WINDOW_CANDIDATES if 2 * kmer_span(w, dilation) <= shortest]
+    """1, then the widths of ``WINDOW_CANDIDATES`` that every set of ``lengths`` can hold twice
+    (a set of ``n`` elements keeps more than half of them as k-mers: ``n - w + 1 > n / 2``);
+    with ``dilation > 1`` (an explicit dilation, whose k-mers a shorter set also has: one), those
+    whose span is at most ``DILATED_MAX_SPAN`` of the median length, as the dilated pairs."""
+    if not len(lengths):
+        return [1]
+    if dilation > 1:
+        room = DILATED_MAX_SPAN * float(np.median(lengths))
+        return [1] + [w for w in WINDOW_CANDIDATES if kmer_span(w, dilation) <= room]
+    return [1] + [w for w in WINDOW_CANDIDATES if 2 * w <= int(np.min(lengths))]
 
 
 def dilated_candidates(lengths) -> list[tuple[int, int]]:
@@ -641,4 +646,7 @@ def select_window(sets, y, *, kmer_coding: str, fixed: dict, default: dict, n_co
         scored.append(("shuffled", shuffled[1].mean(0)))
         if order_statistic(*shuffled) <= MIN_T_ORDER:
             window, dilation = 1, 1
-    return window, dilation, [(w, -float(e.mean())) for w, e in scored]
+    def name(w):  # an explicit dilation's widths are the pairs they are
+        return (w, step) if step > 1 and isinstance(w, int) and w > 1 else w
+
+    return window, dilation, [(name(w), -float(e.mean())) for w, e in scored]

@@ -187,9 +187,9 @@ def test_supervised_otk_reads_dilated_kmers_in_training_and_export():
 
 
 def test_an_explicit_dilation_with_window_auto_scores_the_widths_dilated(monkeypatch):
-    """``window="auto", dilation=4``: the widths are scored as k-mers 4 apart (whose span fits
-    the shortest set twice), not contiguous, and the width chosen is read with that dilation;
-    the networks' rule likewise."""
+    """``window="auto", dilation=4``: the widths are scored as k-mers 4 apart (whose span is at
+    most 2/3 of the median length), not contiguous, and the width chosen is read with that
+    dilation; the networks' rule likewise."""
     from skset import DeepSetsClassifier
 
     rng = np.random.default_rng(0)
@@ -204,13 +204,23 @@ def test_an_explicit_dilation_with_window_auto_scores_the_widths_dilated(monkeyp
 
     monkeypatch.setattr(ms, "_sampled_rows", spy)
     nf = NystromFeatures(n_components=8, dilation=4, random_state=0).fit(X, y)
-    # (the map rule then reads the width chosen); 5-mers 4 apart span 17: more than half of 30
-    assert seen[:2] == [(1, 1), (3, 4)] and not [s for s in seen if s[0] > 1 and s[1] != 4]
-    assert [w for w, _ in nf.window_scores_] == [1, 3]
+    # (the map rule then reads the width chosen); 10-mers 4 apart span 37: more than 2/3 of 30
+    assert seen[:3] == [(1, 1), (3, 4), (5, 4)] and not [s for s in seen
+                                                         if s[0] > 1 and s[1] != 4]
+    assert [w for w, _ in nf.window_scores_] == [1, (3, 4), (5, 4)]
     assert nf.dilation_ == (4 if nf.window_ > 1 else 1)
     seen.clear()
     DeepSetsClassifier(dilation=4, max_iter=1, random_state=0).fit(X, y)
-    assert seen[:2] == [(1, 1), (3, 4)]
+    assert seen[:3] == [(1, 1), (3, 4), (5, 4)]
     seen.clear()
     NystromFeatures(n_components=8, random_state=0).fit(X, y)  # contiguous: 3, 5, 10-mers
     assert seen[:4] == [(1, 1), (3, 1), (5, 1), (10, 1)]
+
+
+def test_an_explicit_dilation_keeps_its_widths_beside_one_short_set():
+    """The widths an explicit dilation is scored with fit the median length as the dilated
+    pairs do (a shorter set has one k-mer): one short training set does not take them away."""
+    assert ms.window_candidates([300] * 60 + [40], 16) == [1, 3, 5, 10]  # spans 33, 65, 145
+    assert ms.window_candidates([300] * 60 + [40], 1) == [1, 3, 5, 10, 20]
+    assert ms.window_candidates([30] * 5, 4) == [1, 3, 5]  # spans 9, 17 (37: over 20)
+    assert ms.window_candidates([], 4) == [1]

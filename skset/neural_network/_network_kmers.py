@@ -51,8 +51,9 @@ KMER_DOC = """    window : int or "auto", default="auto"
         dilation + 1`` has one k-mer, its last element repeated). ``"auto"``: with
         ``window="auto"``, chosen with the width (a dilated pair only by a clear margin;
         ``dilation_``), else 1. An explicit dilation with ``window="auto"``: the widths are
-        scored as k-mers of that dilation (those whose span fits the shortest training set
-        twice), and the one chosen read with it (``dilation_`` is 1 where the width is 1).
+        scored as k-mers of that dilation (those whose span is at most 2/3 of the median
+        training length), and the one chosen read with it (``dilation_`` is 1 where the width
+        is 1).
 """
 
 

@@ -224,8 +224,9 @@ class MultiheadAttention(nn.Module):
         are recorded as 0, and the record can crop them); the outputs of real queries do not
         depend on it (padded queries are zeroed, so their rows are finite but meaningless).
         Padded keys, values and queries may hold anything, NaN and infinity included, unless
-        ``padding_finite=True`` says that they hold finite values (the blocks' inner calls,
-        which zeroed their inputs' padding once): then they are not zeroed again. A masked key
+        ``padding_finite=True`` says that they hold finite values of moderate size (the blocks'
+        inner calls, which zeroed their inputs' padding once; a score that overflows would be
+        NaN once masked): then they are not zeroed again. A masked key
         gets a weight of exactly 0, so a padded row of finite values adds nothing; a set
         without a real key attends to all its rows (a fully masked row is NaN in the plain
         softmax of torch < 2.5) and its attention output is then set to 0, on any torch and
