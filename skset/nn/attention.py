@@ -226,11 +226,10 @@ class MultiheadAttention(nn.Module):
         Padded keys, values and queries may hold anything, NaN and infinity included, unless
         ``padding_finite=True`` says that they hold finite values of moderate size (the blocks'
         inner calls, which zeroed their inputs' padding once; a score that overflows would be
-        NaN once masked): then they are not zeroed again. A masked key
-        gets a weight of exactly 0, so a padded row of finite values adds nothing; a set
-        without a real key attends to all its rows (a fully masked row is NaN in the plain
-        softmax of torch < 2.5) and its attention output is then set to 0, on any torch and
-        kernel.
+        NaN once masked): then they are not zeroed again. A masked key gets a weight of exactly
+        0, so a padded row of finite values adds nothing; a set without a real key attends to
+        all its rows (a fully masked row is NaN in the plain softmax of torch < 2.5) and its
+        attention output is then set to 0, on any torch and kernel.
         """
         if not padding_finite:
             # padding may hold anything (NaN, inf): zero it before the projections, or a NaN
