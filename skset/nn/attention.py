@@ -252,9 +252,7 @@ class MultiheadAttention(nn.Module):
             self._store_weights(q, k, scale, attn_mask, query_mask, key_mask)
         o = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=scale)
         o = o.transpose(1, 2).reshape(B, n_q, self.dim)
-        if has_key is not None:
-            o = torch.where(has_key[:, :, None], o, torch.zeros((), dtype=o.dtype,
-                                                                device=o.device))
+        o = _zero_padding(o, has_key)  # (B, 1): a set without a real key gets 0
         return self.out_proj(o)
 
     def _store_weights(self, q, k, scale, attn_mask, query_mask, key_mask) -> None:
