@@ -242,6 +242,51 @@ def test_fuzz_nn_padding_holds_anything(name, d, lengths, extra, log_scale, dtyp
                                        f"gradients\n{m}")
 
 
+@pytest.mark.filterwarnings("ignore")
+@examples(0.05)
+@given(name=st.sampled_from(["MultiheadAttention", "MAB", "OTKLayer", "OTKLayer-weights"]),
+       d=st.sampled_from([1, 2, 3, 5, 8]), lengths=st.lists(st.integers(1, 12), min_size=1,
+                                                            max_size=4),
+       extra=st.integers(0, 5), scale=st.sampled_from([1e-3, 1.0, 1e3]),
+       dtype=st.sampled_from([torch.float32, torch.float64]), seed=st.integers(0, 2**31 - 1))
+def test_fuzz_inner_calls_skip_only_the_zeroing(name, d, lengths, extra, scale, dtype, seed):
+    """The inner calls' flags: ``padding_finite=True`` (attention) on finite padding of moderate
+    size and ``padding_zero=True`` (OTK layer) on zero padding give the outputs and parameter
+    gradients of the call that zeroes the padding itself; the input is left untouched."""
+    mod = _layer(name, d, dtype)
+    kind = LAYERS[name][1]
+    g = torch.Generator().manual_seed(seed)
+    n_max = max(lengths) + extra
+    width = _attn(d) if kind in ("mha", "mab") else d
+    mask = torch.arange(n_max)[None, :] < torch.tensor(lengths)[:, None]
+    pad = ~mask.unsqueeze(-1)
+    x = torch.randn(len(lengths), n_max, width, generator=g, dtype=torch.float64).to(dtype)
+    weights = torch.rand(len(lengths), n_max, generator=g, dtype=dtype) + 0.1
+    if kind in ("mha", "mab"):  # finite garbage of moderate size in the padding
+        x = torch.where(pad, scale * torch.randn(x.shape, generator=g, dtype=dtype), x)
+        flag = {"padding_finite": True}
+    else:
+        x = x.masked_fill(pad, 0.0)
+        flag = {"padding_zero": True}
+    copy = x.clone()
+
+    def run(**kw):
+        if kind == "mha":
+            out = mod(x, x, x, mask, mask, **kw)[mask]
+        elif kind == "mab":
+            out = mod(x, x.flip(0), mask, mask.flip(0), **kw)[mask]
+        else:
+            out = mod(x, mask, weights if kind == "weights" else None, **kw)
+        return out, torch.autograd.grad(out.sum(), list(mod.parameters()))
+
+    ref, ref_grads = run()
+    got, grads = run(**flag)
+    assert torch.equal(x, copy), "the input was modified"
+    torch.testing.assert_close(got, ref, msg=lambda m: f"{name}: {flag} moved the outputs\n{m}")
+    for a, b in zip(grads, ref_grads, strict=True):
+        torch.testing.assert_close(a, b, msg=lambda m: f"{name}: {flag} moved the gradients\n{m}")
+
+
 def test_every_nn_module_is_fuzzed():
     """Every public ``nn.Module`` of :mod:`skset.nn` is in ``LAYERS`` (or said why not)."""
     # AttentionRecord is a dict of recorded weights, not a layer; DeepSetsBlock only sees
