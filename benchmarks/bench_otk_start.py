@@ -95,8 +95,10 @@ def run(name, framing, seed, params=None, epochs=False):
     extra = _proba_scores(m, X_te, y_te, "trained")
     m.module_ = m.start_module
     extra.update(_proba_scores(m, X_te, y_te, "start"))
-    if epochs:  # each epoch's [training loss, test accuracy, test log-loss]
+    if epochs:  # each epoch's [training loss, test accuracy, test log-loss]; the start's training
+        # log-loss (the default alternating solver's epoch losses leave out the head's penalty too)
         extra["epochs"] = m.epochs
+        extra["start_train_logloss"] = _proba_scores(m, X_tr, y_tr, "x")["x_logloss"]
     return dict(dataset=name, framing=framing, seed=seed, params=params, trained=trained,
                 start=m.score(X_te, y_te), train_trained=train_trained,
                 train_start=m.score(X_tr, y_tr), window=int(m.window_),
