@@ -7,6 +7,9 @@ from one fit.
     python bench_otk_start.py --runs ArrowHead:set:0 ArrowHead:seq:0 ... --out results/otk_start.jsonl
     python bench_otk_start.py --table results/otk_start.jsonl
 
+``--adam-eps 1e-3``: Adam's ``eps`` raised for the training (steps that scale with small
+gradients); ``--incumbent pipeline``: the pipeline's map as the start the paper's must beat (the
+start rule's roles swapped). Both are recorded in each line.
 ``--epochs``: each epoch's training loss, test accuracy and test log-loss in the line (``epochs``).
 ``--params '{"alpha": 0.01}'``: other parameters of the classifier (recorded in each line);
 ``"alpha": "1/n"`` gives each data set the penalty of scikit-learn's ``LogisticRegression()``
@@ -33,10 +36,13 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from _records import emit  # noqa: E402
 from sklearn.metrics import log_loss, roc_auc_score  # noqa: E402
+from sklearn.model_selection import StratifiedKFold  # noqa: E402
 from suite_data import KINDS, load  # noqa: E402
 
 from skset import OTKClassifier  # noqa: E402
 from skset._sets import kmer_windows  # noqa: E402
+from skset._stats import beats  # noqa: E402
+from skset.neural_network import _otk, _otk_start, _training  # noqa: E402
 from skset.neural_network._callbacks import Callback  # noqa: E402
 
 
@@ -95,6 +101,8 @@ def run(name, framing, seed, params=None, epochs=False):
     extra = _proba_scores(m, X_te, y_te, "trained")
     m.module_ = m.start_module
     extra.update(_proba_scores(m, X_te, y_te, "start"))
+    scores = getattr(m, "start_scores_", None)  # where both starts were scored: the one kept
+    extra["chosen_start"] = None if scores is None else scores["chosen"]
     if epochs:  # each epoch's [training loss, test accuracy, test log-loss]; the start's training
         # log-loss (the default alternating solver's epoch losses leave out the head's penalty too)
         extra["epochs"] = m.epochs
@@ -158,14 +166,54 @@ def main():
     ap.add_argument("--table", nargs="+", metavar="JSONL")
     ap.add_argument("--epochs", action="store_true",
                     help="record each epoch's training loss, test accuracy and test log-loss")
+    ap.add_argument("--adam-eps", type=float, default=None,
+                    help="Adam's eps for the training (torch's default 1e-8 otherwise)")
+    ap.add_argument("--incumbent", choices=("paper", "pipeline"), default="paper",
+                    help="the start kept unless the other beats it by the start rule's paired t")
     args = ap.parse_args()
     if args.table:
         print(table(args.table))
         return
     warnings.filterwarnings("ignore")
+    variant = {}
+    if args.adam_eps is not None:
+        _set_adam_eps(args.adam_eps)
+        variant["adam_eps"] = args.adam_eps
+    if args.incumbent == "pipeline":
+        _otk.choose_start = _pipeline_incumbent
+        variant["incumbent"] = "pipeline"
     for spec in args.runs:
         name, framing, seed = spec.split(":")
-        emit(run(name, framing, int(seed), json.loads(args.params), args.epochs), args.out)
+        emit({**run(name, framing, int(seed), json.loads(args.params), args.epochs), **variant},
+             args.out)
+
+
+def _set_adam_eps(eps):
+    """Train with Adam's ``eps`` at ``eps`` (the training loop's optimizer factory, wrapped)."""
+    make = _training.make_optimizer
+
+    def make_optimizer(*args, **kwargs):
+        opt = make(*args, **kwargs)
+        for group in opt.param_groups:
+            group["eps"] = eps
+        return opt
+
+    _training.make_optimizer = make_optimizer
+
+
+def _pipeline_incumbent(est, paper, pipeline, y, sample_weight, masses):
+    """``choose_start`` with the roles swapped: the pipeline's start is kept unless the paper's
+    out-of-fold hits beat it by a paired t above ``START_MIN_T``."""
+    y = np.asarray(y)
+    k = min(_otk_start.START_FOLDS, int(np.unique(y, return_counts=True)[1].min()))
+    folds = list(StratifiedKFold(k, shuffle=True, random_state=paper[3].random_state)
+                 .split(np.zeros(len(y)), y))
+    hits = [_otk_start.fold_hits(parts, y, folds, float(est.alpha), sample_weight, masses)
+            for parts in (paper, pipeline)]
+    chosen = "paper" if beats(hits[0], hits[1], _otk_start.START_MIN_T) else "pipeline"
+    est.start_scores_ = {"paper": float(hits[0].mean()), "pipeline": float(hits[1].mean()),
+                         "chosen": chosen}
+    return paper if chosen == "paper" else pipeline
 
 
 if __name__ == "__main__":
