@@ -10,6 +10,8 @@ from one fit.
 ``--adam-eps 1e-3``: Adam's ``eps`` raised for the training (steps that scale with small
 gradients); ``--incumbent pipeline``: the pipeline's map as the start the paper's must beat (the
 start rule's roles swapped). Both are recorded in each line.
+``--lr-head``: also the test accuracy of ``LogisticRegression()`` (the pipeline's head) on the
+start's embedding (``start_lr_head``).
 ``--epochs``: each epoch's training loss, test accuracy and test log-loss in the line (``epochs``).
 ``--params '{"alpha": 0.01}'``: other parameters of the classifier (recorded in each line);
 ``"alpha": "1/n"`` gives each data set the penalty of scikit-learn's ``LogisticRegression()``
@@ -35,6 +37,7 @@ import warnings  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from _records import emit  # noqa: E402
+from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.metrics import log_loss, roc_auc_score  # noqa: E402
 from sklearn.model_selection import StratifiedKFold  # noqa: E402
 from suite_data import KINDS, load  # noqa: E402
@@ -84,7 +87,7 @@ class _Watch(Callback):
                            round(scores["test_logloss"], 4)])
 
 
-def run(name, framing, seed, params=None, epochs=False):
+def run(name, framing, seed, params=None, epochs=False, lr_head=False):
     X_tr, X_te, y_tr, y_te = load(name)
     if framing == "seq":
         w = KINDS[name]["window"]
@@ -101,6 +104,9 @@ def run(name, framing, seed, params=None, epochs=False):
     extra = _proba_scores(m, X_te, y_te, "trained")
     m.module_ = m.start_module
     extra.update(_proba_scores(m, X_te, y_te, "start"))
+    if lr_head:  # the pipeline's head (LogisticRegression(), C=1) on the start's embedding
+        head = LogisticRegression(max_iter=1000).fit(m.transform(X_tr), y_tr)
+        extra["start_lr_head"] = float(head.score(m.transform(X_te), y_te))
     scores = getattr(m, "start_scores_", None)  # where both starts were scored: the one kept
     extra["chosen_start"] = None if scores is None else scores["chosen"]
     if epochs:  # each epoch's [training loss, test accuracy, test log-loss]; the start's training
@@ -166,6 +172,8 @@ def main():
     ap.add_argument("--table", nargs="+", metavar="JSONL")
     ap.add_argument("--epochs", action="store_true",
                     help="record each epoch's training loss, test accuracy and test log-loss")
+    ap.add_argument("--lr-head", action="store_true",
+                    help="also score LogisticRegression() (C=1) on the start's embedding")
     ap.add_argument("--adam-eps", type=float, default=None,
                     help="Adam's eps for the training (torch's default 1e-8 otherwise)")
     ap.add_argument("--incumbent", choices=("paper", "pipeline"), default="paper",
@@ -184,8 +192,8 @@ def main():
         variant["incumbent"] = "pipeline"
     for spec in args.runs:
         name, framing, seed = spec.split(":")
-        emit({**run(name, framing, int(seed), json.loads(args.params), args.epochs), **variant},
-             args.out)
+        emit({**run(name, framing, int(seed), json.loads(args.params), args.epochs, args.lr_head),
+              **variant}, args.out)
 
 
 def _set_adam_eps(eps):
