@@ -390,7 +390,7 @@ class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
     def __init__(self, n_components=DEFAULT_N_COMPONENTS, *, bandwidth="auto", window="auto",
                  dilation="auto", kmer_coding="level_shape", standardize="auto",
                  normalize="auto", keep_norm="auto", n_supports=10, n_references=1, epsilon=0.5,
-                 sinkhorn_iter=10, position_sigma="auto", position_mode="plan", reg_m=None,
+                 sinkhorn_iter=10, position_sigma="auto", position_mode="kernel", reg_m=None,
                  fit_method="kmeans", solver="alternating", learning_rate="adaptive",
                  learning_rate_init=0.01, alpha=1e-3, class_weight=None, batch_size=64,
                  max_elements=131_072, max_iter=50, tol=1e-4, early_stopping=False,
