@@ -19,12 +19,9 @@ import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import warnings  # noqa: E402
 
 import numpy as np  # noqa: E402
-from _records import emit  # noqa: E402
+from _records import read_rows, runs_main  # noqa: E402
 from bench_suite import clf, framing, score  # noqa: E402
 from suite_data import load  # noqa: E402
 
@@ -52,12 +49,7 @@ def run(name, fr, seed):
 
 
 def table(paths):
-    rows = {}
-    for path in paths:
-        with open(path) as f:
-            for line in f:
-                r = json.loads(line)
-                rows.setdefault((r["dataset"], r["framing"]), []).append(r)
+    rows = read_rows(paths)
     lines = ["| data set | framing | seeds | " + " | ".join(VARIANTS) + " |",
              "|---|---|---|" + "---:|" * len(VARIANTS)]
     for (name, fr), rs in rows.items():
@@ -66,20 +58,5 @@ def table(paths):
     return "\n".join(lines)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--runs", nargs="*", default=[], metavar="NAME:FRAMING:SEED")
-    ap.add_argument("--out", help="JSON lines appended here")
-    ap.add_argument("--table", nargs="+", metavar="JSONL")
-    args = ap.parse_args()
-    if args.table:
-        print(table(args.table))
-        return
-    warnings.filterwarnings("ignore")
-    for spec in args.runs:
-        name, fr, seed = spec.split(":")
-        emit(run(name, fr, int(seed)), args.out)
-
-
 if __name__ == "__main__":
-    main()
+    runs_main(__doc__, run, table)

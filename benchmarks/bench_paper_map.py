@@ -23,13 +23,10 @@ import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import argparse  # noqa: E402
-import json  # noqa: E402
 import time  # noqa: E402
-import warnings  # noqa: E402
 
 import numpy as np  # noqa: E402
-from _records import emit  # noqa: E402
+from _records import read_rows, runs_main  # noqa: E402
 from bench_suite import KINDS, clf, framing, score  # noqa: E402
 from sklearn.model_selection import StratifiedKFold, cross_val_score  # noqa: E402
 from suite_data import load  # noqa: E402
@@ -63,12 +60,7 @@ def run(name, fr, seed):
 
 def table(paths):
     """Means over seeds (in %): test score of each map and of both, CV accuracy of each."""
-    rows = {}
-    for path in paths:
-        with open(path) as f:
-            for line in f:
-                r = json.loads(line)
-                rows.setdefault((r["dataset"], r["framing"]), []).append(r)
+    rows = read_rows(paths)
     lines = ["| data set | framing | seeds | pipeline's map | paper's map | both | CV: pipeline's | "
              "CV: paper's | CV picks the better |", "|---|---|---|---:|---:|---:|---:|---:|---|"]
     for (name, fr), rs in rows.items():
@@ -84,20 +76,5 @@ def table(paths):
     return "\n".join(lines)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--runs", nargs="*", default=[], metavar="NAME:FRAMING:SEED")
-    ap.add_argument("--out", help="JSON lines appended here")
-    ap.add_argument("--table", nargs="+", metavar="JSONL")
-    args = ap.parse_args()
-    if args.table:
-        print(table(args.table))
-        return
-    warnings.filterwarnings("ignore")
-    for spec in args.runs:
-        name, fr, seed = spec.split(":")
-        emit(run(name, fr, int(seed)), args.out)
-
-
 if __name__ == "__main__":
-    main()
+    runs_main(__doc__, run, table)
