@@ -235,7 +235,8 @@ def test_exp_sinkhorn_failure_names_dtype_and_remedy(rng):
     far = [s + 10.0 for s in sets[:3]]
     otk = OTKEmbedding(n_supports=5, epsilon=1e-2, sinkhorn_method="exp", dtype="float64",
                        random_state=0)
-    with pytest.raises(ValueError, match="float64") as err:
+    with pytest.raises(ValueError, match="float64") as err, \
+            pytest.warns(RuntimeWarning, match="sinkhorn\\(method='exp'\\).*not finite"):
         otk.fit(sets).transform(far)  # fit (mean embedding) or transform, whichever fails first
     msg = str(err.value)
     assert "float32" not in msg and "dtype='float64'" not in msg

@@ -1,3 +1,5 @@
+import warnings
+
 import numpy as np
 import ot as pot
 import pytest
@@ -174,6 +176,30 @@ def test_tol_auto_falls_back_to_log_and_runs_to_tol(rng):
     # the log fallback stopped early too: not the cap's plan for every set
     P_cap = sinkhorn(sim, mask, epsilon=eps, n_iter=cap, method="log")
     assert not torch.equal(P_log, P_cap)
+
+
+def test_exp_alone_warns_naming_the_sets_whose_plan_is_not_finite():
+    """``method="exp"`` keeps the exp-domain plan of every set (no log-domain redo): where one is
+    not finite (its scalings under- or overflowed) it warns, naming those sets of the batch; on the
+    other sets, and under ``"auto"`` (which redoes them), it is silent."""
+    g = torch.Generator().manual_seed(0)
+    x, z = torch.randn(8, 50, 8, generator=g), torch.randn(1, 10, 8, generator=g)
+    sim = -torch.cdist(x, z.expand(8, -1, -1)).square() / 2  # float32
+    kw = dict(epsilon=0.03, n_iter=3000, tol=1e-4)
+    P = sinkhorn_exp(sim, **kw)
+    bad = (~torch.isfinite(P).all(dim=(1, 2))).nonzero().squeeze(1).tolist()
+    assert 0 < len(bad) < 8
+    with pytest.warns(RuntimeWarning, match=rf"{len(bad)} of 8 sets .*set {bad[0]}\b.*"
+                                            r"epsilon=0.03 in float32") as rec:
+        P_exp = sinkhorn(sim, method="exp", **kw)
+    assert len(rec) == 1
+    torch.testing.assert_close(P_exp, P, equal_nan=True)  # the plans are exp's own
+    good = [b for b in range(8) if b not in bad]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        P_auto = sinkhorn(sim, **kw)
+        sinkhorn(sim[good], method="exp", **kw)
+    assert torch.isfinite(P_auto).all()
 
 
 @pytest.mark.parametrize("method", ["exp", "log", "auto"])

@@ -136,9 +136,10 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         Elements sampled for k-means. ``"auto"``: 100,000, fewer for wide elements so that the
         sample holds at most 2^25 values (as :class:`skset.NystromFeatures`).
     sinkhorn_method : {"auto", "log", "exp"}, default="auto"
-        Sinkhorn solver, see :func:`skset.ot.sinkhorn`. ``"exp"`` alone can end on a plan whose
-        marginals are right but whose entries are off, with no error, at small ``epsilon`` in
-        float32 (0.05 on standardised features); ``"auto"`` and ``"log"`` do not.
+        Sinkhorn solver, see :func:`skset.ot.sinkhorn`. ``"exp"`` alone can end on a NaN plan
+        (a ``ValueError``) or, with no error, on a finite plan whose marginals are right but
+        whose entries are off, at small ``epsilon`` in float32 (0.05 on standardised features);
+        ``"auto"`` and ``"log"`` do not.
     max_elements : int, default=32768
         Budget of padded elements per batch: sets are sorted by length and cut into batches of at
         most this many padded elements, which bounds memory (a longer set gets a batch of its

@@ -44,7 +44,8 @@ the column potential, ``n_iter`` times, so the column marginals hold exactly):
 * ``method="exp"``: the scaling form :math:`u = a / (E v)`, :math:`v = b / (E^\top u)` on
   :math:`E = \exp((K - \max_j K_{ij}) / \varepsilon)`: one exponential in all, then matrix-vector
   products. The row shift keeps every row's largest entry at 1, so :math:`E v` never vanishes, but a
-  column far from every element can still underflow for small epsilon. Unbalanced:
+  column far from every element can still underflow for small epsilon (a set whose plan is then
+  not finite is named in a ``RuntimeWarning``). Unbalanced:
   :math:`u = \tilde a / (E v)^\lambda`, where the row shift no longer cancels and moves into
   :math:`\tilde a_i = a_i e^{(1 - \lambda)(m_i - \max_{i'} m_{i'})}` (:math:`m_i` the row's shift;
   the per-set constant cancels in the column update).

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 
 import torch
 
@@ -406,7 +407,8 @@ def sinkhorn(
         ``ValueError``); the cap when ``tol`` is set. The paper uses 10 in its supervised models
         and 100 for its unsupervised embedding.
     method : {"auto", "log", "exp"}
-        Solver; see the module docstring.
+        Solver; see the module docstring (``"exp"`` returns every plan as it ends, and warns,
+        naming them, about the sets whose plan is not finite).
     tol : float or None
         Stopping tolerance: a set stops at the first check where its row-marginal error
         ``sum_i |sum_j P_ij - a_i|`` (``a_i = 1/n`` without ``weights``) is at most ``tol`` (it
@@ -468,7 +470,10 @@ def sinkhorn(
     if method == "log":
         return sinkhorn_log(similarity, mask, weights=weights, **kw)
     if method == "exp":
-        return sinkhorn_exp(similarity, mask, weights=weights, **kw)
+        P = sinkhorn_exp(similarity, mask, weights=weights, **kw)
+        if not _tracing():
+            _warn_nonfinite_exp(P, epsilon)
+        return P
     mask = _check(similarity, mask, epsilon, n_iter)
     if weights is not None:
         weights = _check_weights(weights, mask, similarity)  # checked once, indexed below
@@ -486,6 +491,20 @@ def sinkhorn(
             (good,), sinkhorn_exp(similarity[good], mask[good],
                                   weights=None if weights is None else weights[good], **kw))
     return P.index_put((bad,), P_bad)
+
+
+def _warn_nonfinite_exp(P: torch.Tensor, epsilon: float) -> None:
+    """Warn, naming them, about the sets whose exp-domain plan is not finite (its scalings under-
+    or overflowed; ``method="auto"`` redoes such sets in the log domain)."""
+    bad = (~torch.isfinite(P).all(dim=(1, 2))).nonzero().squeeze(1).tolist()
+    if not bad:
+        return
+    shown = ", ".join(map(str, bad[:5])) + (", ..." if len(bad) > 5 else "")
+    warnings.warn(f"sinkhorn(method='exp'): the plans of {len(bad)} of {len(P)} sets of the batch "
+                  f"(set {shown}) are not finite: the exp-domain scalings under- or overflowed at "
+                  f"epsilon={epsilon:g} in {str(P.dtype).replace('torch.', '')}. Use method='auto' "
+                  "(the log domain for such sets) or 'log', or a larger epsilon.", RuntimeWarning,
+                  stacklevel=3)
 
 
 def transport_similarity(plan: torch.Tensor, similarity: torch.Tensor) -> torch.Tensor:
