@@ -151,6 +151,37 @@ def test_batched_kmeans_recovers_separated_blobs():
     assert adjusted_rand_score(y[::-1], labels[1].numpy()) == 1.0
 
 
+def test_batched_kmeans_labels_of_an_instance_ignore_the_rest_of_the_batch():
+    """The seeding draws one uniform number per restart and centre, shared by the batch: an
+    instance's labels are the same alone, beside others, padded further, at another place in
+    the batch; and each restart still draws its own starts (different restarts, different
+    inertias)."""
+    rng = np.random.default_rng(0)
+    inst = [rng.normal(size=(int(rng.integers(15, 40)), 3)) for _ in range(6)]
+    ks = [2, 3, 5, 4, 3, 6]  # overlapping blobs: the starts matter
+
+    def run(order, n_pad=0, n_init=4):
+        n = max(len(inst[i]) for i in order) + n_pad
+        X = torch.zeros(len(order), n, 3, dtype=torch.float64)
+        M = torch.zeros(len(order), n, dtype=torch.bool)
+        for r, i in enumerate(order):
+            X[r, :len(inst[i])] = torch.from_numpy(inst[i])
+            M[r, :len(inst[i])] = True
+        X[~M] = 1e3  # padding never drawn nor counted, whatever it holds
+        lab, inertia = batched_kmeans(X, M, torch.tensor([ks[i] for i in order]), n_init=n_init,
+                                      generator=torch.Generator().manual_seed(7))
+        return {i: (lab[r, :len(inst[i])], inertia[r]) for r, i in enumerate(order)}
+
+    whole = run(range(6))
+    for order, n_pad in (([3], 0), ([5, 0], 9), ([4, 2, 1, 5, 3, 0], 0), ([1, 3], 25)):
+        for i, (lab, inertia) in run(order, n_pad).items():
+            torch.testing.assert_close(lab, whole[i][0], rtol=0, atol=0)
+            torch.testing.assert_close(inertia, whole[i][1])
+    # restarts differ: one restart alone is not always the best of four
+    single = run(range(6), n_init=1)
+    assert any(single[i][1] > whole[i][1] + 1e-9 for i in range(6))
+
+
 def test_spectral_cluster_batch_matches_sklearn():
     rng = np.random.default_rng(3)
     mats, truth = [], []
@@ -436,6 +467,30 @@ def test_abc_cpu_chunks_on_threads(fitted, blob_instances, monkeypatch):
     assert np.mean(ks == np.array([len(np.unique(p)) for p in p2])) >= 0.9
 
 
+def test_abc_predict_of_an_instance_ignores_the_other_instances(fitted, blob_instances,
+                                                                 monkeypatch):
+    """``predict`` on any part of X labels each instance as ``predict`` on all of X: alone, in
+    another order, in other chunks (k-means' starts used to follow the chunk's index), with the
+    k rule and with a given k, on blobs and on structureless instances (where the starts decide
+    the partition)."""
+    import skset.cluster._abc_predict as skc
+
+    X, _ = blob_instances
+    rng = np.random.default_rng(0)
+    Xt = X[100:130] + [rng.uniform(-6, 6, size=(int(rng.integers(15, 30)), 2)) for _ in range(30)]
+    for k in (None, 4):
+        whole = fitted.predict(Xt, n_clusters=k)
+        got = [fitted.predict(Xt[:23], n_clusters=k) + fitted.predict(Xt[23:], n_clusters=k),
+               fitted.predict(Xt[::-1], n_clusters=k)[::-1],
+               [fitted.predict([x], n_clusters=k)[0] for x in Xt[25:35]]]
+        with monkeypatch.context() as m:
+            m.setattr(skc, "CPU_CHUNK_PAIRS", 3000)  # ~5 instances per chunk on a CPU
+            got.append(fitted.predict(Xt, n_clusters=k))
+        for labels, ref in zip(got, (whole, whole, whole[25:35], whole), strict=True):
+            for a, b in zip(labels, ref, strict=True):
+                np.testing.assert_array_equal(a, b)
+
+
 def test_map_on_threads_order_errors_and_threads():
     from skset._torch import map_on_threads
 
@@ -719,6 +774,28 @@ def test_knn_prior_and_the_mix():
     nn_ = d.argsort(-1)[:, :4]
     B = torch.zeros(9, 9).scatter_(1, nn_, 1.0)
     torch.testing.assert_close(G[1, :9, :9], 0.5 * (B + B.T))
+
+
+def test_knn_prior_keeps_every_tie_so_a_permuted_instance_gets_the_permuted_graph():
+    """Integer features and duplicated elements tie at the k-th distance: all tied elements are
+    neighbours (a top-k cut them by index), so permuting the elements permutes the graph, and
+    duplicates get the same row."""
+    from skset.nn.abc import _knn_graph
+
+    rng = np.random.default_rng(0)
+    base = rng.integers(0, 4, size=(14, 3)).astype(np.float32)
+    x = torch.from_numpy(np.concatenate([base, base[:4]]))  # 4 duplicated elements
+    G = _knn_graph(x[None], None, 3)[0]
+    for seed in range(5):
+        perm = torch.from_numpy(np.random.default_rng(seed).permutation(len(x)))
+        Gp = _knn_graph(x[perm][None], None, 3)[0]
+        torch.testing.assert_close(Gp, G[perm][:, perm], rtol=0, atol=0)
+    torch.testing.assert_close(G[:4, :14], G[14:, :14], rtol=0, atol=0)
+    # each element's neighbours: exactly those within its 3rd nearest other element's distance
+    d = torch.cdist(x, x).square()
+    kth = d.sort(-1).values[:, 3:4]
+    torch.testing.assert_close(G, 0.5 * ((d <= kth).float() + (d <= kth).float().T))
+    assert (((d <= kth).sum(-1)) > 4).any()  # ties did occur
 
 
 def test_pool_validation_holds_out_classes_and_never_loses_to_the_prior(monkeypatch):

@@ -140,16 +140,16 @@ class KernelInference:
         seed = seed_from_random_state(self.random_state)
         self.module_.eval()
 
-        def run(job):
-            c, idx = job
+        def run(idx):
             with torch.no_grad():
                 A, M = self._chunk_affinity([sets[i] for i in idx])
                 k_b = None if ks is None else torch.from_numpy(ks[idx]).to(M.device)
                 if self.assign_labels == "kmeans":
                     # float32: batched eigh is ~10x faster than in float64 on a CPU, and the
-                    # eigengap uses the float32 tolerance (1e-4). One generator per chunk, so
-                    # the labels do not depend on the number of threads.
-                    gen = make_generator(seed + c, self.device_)
+                    # eigengap uses the float32 tolerance (1e-4). Every chunk seeds k-means
+                    # alike (batched_kmeans draws per restart, not per instance), so an
+                    # instance's labels depend neither on the others in X nor on the threads.
+                    gen = make_generator(seed, "cpu")
                     labels, _, _ = spectral_cluster(A, M, k_b, max_clusters=self._max_k(),
                                                     min_clusters=self._min_k(),
                                                     threshold=getattr(self, "eigen_threshold_",
@@ -164,7 +164,7 @@ class KernelInference:
 
         chunks = self._chunks(lengths)
         out = [None] * len(coll)
-        results = map_on_threads(run, list(enumerate(chunks)), self.device_)
+        results = map_on_threads(run, chunks, self.device_)
         for idx, (res, k_b) in zip(chunks, results, strict=True):
             for r, i in enumerate(idx):
                 m = lengths[i]

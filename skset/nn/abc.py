@@ -180,17 +180,20 @@ class ABCKernel(nn.Module):
 
 def _knn_graph(x: torch.Tensor, mask: torch.Tensor | None, k: int) -> torch.Tensor:
     """Symmetrised k-nearest-neighbour graph within each instance, (B, n, n), values 0, 1/2, 1
-    (the diagonal is 1: an element is its own neighbour); padded rows and columns are 0."""
+    (the diagonal is 1: an element is its own neighbour); padded rows and columns are 0. Every
+    element at the k-th distance is a neighbour (ties, from duplicated elements or integer
+    features, are all kept rather than cut by the elements' order), so the graph of a permuted
+    instance is the permuted graph."""
     B, n, _ = x.shape
     if mask is None:
         mask = torch.ones(B, n, dtype=torch.bool, device=x.device)
     pair = mask[:, :, None] & mask[:, None, :]
     d2 = torch.cdist(x, x).square().masked_fill(~pair, float("inf"))
     kk = min(int(k) + 1, n)  # + the element itself
-    # per instance at most n_b - 1 neighbours: the extra picks land on padding (inf), masked below
-    idx = d2.topk(kk, dim=-1, largest=False).indices
-    G = torch.zeros_like(d2).scatter_(2, idx, 1.0)
-    G = G.masked_fill(~pair, 0.0)
+    # per instance at most n_b - 1 neighbours: then the k-th distance is padding's inf, and every
+    # real element is a neighbour (padding is masked below)
+    kth = d2.topk(kk, dim=-1, largest=False).values[..., -1:]
+    G = ((d2 <= kth) & pair).to(x.dtype)
     return 0.5 * (G + G.transpose(1, 2))
 
 

@@ -228,6 +228,30 @@ def spectral_embedding(eigenvectors: torch.Tensor, mask: torch.Tensor | None,
     return U / norm.clamp_min(1e-12)
 
 
+def _restart_draws(generator, n_init: int, B: int, device):
+    """A function returning, at each call, ``n_init`` uniform draws in ``[0, 1)`` repeated over
+    the ``B`` instances (rows ``b * n_init + r`` read draw ``r``): from a CPU generator seeded
+    with one number of ``generator`` (``None``: the global RNG), so that no instance's draws
+    depend on the batch's size or device."""
+    src = (torch.randint(0, 2**62, (1,), generator=generator, device=generator.device)
+           if generator is not None else torch.randint(0, 2**62, (1,), device="cpu"))
+    host = torch.Generator(device="cpu").manual_seed(int(src))
+
+    def draw():
+        u = torch.rand(n_init, generator=host, dtype=torch.float64, device="cpu")
+        return u.to(device).repeat(B)
+    return draw
+
+
+def _inverse_cdf(prob: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """Index drawn from each row of non-negative ``prob`` (a positive sum) by its uniform draw
+    ``u``: the first index whose cumulative sum exceeds ``u`` times the total (in float64; zero
+    entries, padding included, are never drawn, nor is a point's draw moved by padding after it)."""
+    cs = prob.to(torch.float64).cumsum(1)
+    target = u.clamp_max(1.0 - 2.0**-30)[:, None] * cs[:, -1:]
+    return torch.searchsorted(cs, target, right=True)[:, 0].clamp_max(prob.shape[1] - 1)
+
+
 def batched_kmeans(X: torch.Tensor, mask: torch.Tensor | None, n_clusters: torch.Tensor, *,
                    n_init: int = 10, max_iter: int = 50, generator: torch.Generator | None = None):
     """Lloyd's k-means with k-means++ seeding on a padded batch, ``k`` per instance.
@@ -243,6 +267,11 @@ def batched_kmeans(X: torch.Tensor, mask: torch.Tensor | None, n_clusters: torch
     max_iter : int
         Lloyd iterations (stops early when no assignment changes).
     generator : torch.Generator or None
+        Source of the seeding, one number drawn from it per call (``None``: the global RNG).
+        Every instance of the batch reads the same uniform draws (one per restart and centre,
+        from a CPU generator seeded with that number), so an instance's labels depend on the
+        instance and the generator's state, not on the other instances of the batch nor on
+        its padding (up to rounding in a GPU's cumulative sums), and not on the device.
 
     Returns
     -------
@@ -273,7 +302,8 @@ def batched_kmeans(X: torch.Tensor, mask: torch.Tensor | None, n_clusters: torch
 
     # k-means++ seeding (one greedy candidate per step)
     w = Mr.to(dt)
-    first = torch.multinomial(w, 1, generator=generator)[:, 0]
+    draw = _restart_draws(generator, R, B, dev)
+    first = _inverse_cdf(w, draw())
     C = torch.zeros(BR, k_max, p, device=dev, dtype=dt)
     C[:, 0] = Xr[rows, first]
     closest = ((Xr - C[:, :1]) ** 2).sum(-1)
@@ -282,7 +312,7 @@ def batched_kmeans(X: torch.Tensor, mask: torch.Tensor | None, n_clusters: torch
         tot = prob.sum(1, keepdim=True)
         # all real points already on a centre: draw uniformly among real points
         prob = torch.where(tot > 0, prob, w)
-        pick = torch.multinomial(prob, 1, generator=generator)[:, 0]
+        pick = _inverse_cdf(prob, draw())
         C[:, j] = Xr[rows, pick]
         closest = torch.minimum(closest, ((Xr - C[:, j:j + 1]) ** 2).sum(-1))
 
