@@ -54,7 +54,9 @@ class ABCClusterer(KernelTraining, KernelSelection, KernelInference, BaseNeuralE
 
     Prediction is batched: instances are padded into length batches; the affinity, the Laplacian
     eigendecomposition (one ``torch.linalg.eigh`` per batch), the eigengap, the normalised spectral
-    embedding and k-means (batched Lloyd with k-means++ seeding) all run on the whole batch.
+    embedding and k-means (batched Lloyd with k-means++ seeding) all run on the whole batch. An
+    instance's labels do not depend on the other instances of ``X``, their order or the batches:
+    every batch draws the same k-means starts from ``random_state``.
 
     Parameters
     ----------
@@ -86,7 +88,7 @@ class ABCClusterer(KernelTraining, KernelSelection, KernelInference, BaseNeuralE
         the returned kernel is never worse on held-out data than spectral clustering on the
         prior: a user is never better served by not learning.
         ``"knn"``: the symmetrised graph of the ``n_neighbors`` nearest neighbours within the
-        instance; ``"rbf"``: minus the squared distance over the instance's mean squared
+        instance (every element tied at the last neighbour's distance included); ``"rbf"``: minus the squared distance over the instance's mean squared
         distance; ``"cosine"``. ``"auto"``: the best of kNN graphs of ``n_neighbors // 2``,
         ``n_neighbors`` and ``2 * n_neighbors`` neighbours on the validation instances
         (``prior_scores_``: clustering with the calibrated k rule and with the true k), or the

@@ -63,7 +63,7 @@ class ABCKernel(nn.Module):
         that clusters its validation instances best, so the kernel it returns is never worse on
         them than the prior. ``"knn"``: ``s`` is the symmetrised graph of the ``n_neighbors``
         nearest neighbours within the instance (1 for mutual neighbours, 1/2 for one-sided, 0
-        otherwise), ``exp(a) = 12``, ``b = -1/2`` (affinities 0.998 / 0.5 / 0.002: the kNN graph
+        otherwise; ties at the last neighbour's distance all included), ``exp(a) = 12``, ``b = -1/2`` (affinities 0.998 / 0.5 / 0.002: the kNN graph
         of spectral clustering); ``"rbf"``: ``s = -||x_i - x_j||^2 / m`` with ``m`` the mean
         squared distance over the instance's real pairs ``i != j`` (scale-free), ``exp(a) = 4``,
         ``b = 1``; ``"cosine"``: the cosine similarity, ``exp(a) = 4``, ``b = 1``. ``None``: the
