@@ -54,9 +54,11 @@ class ABCClusterer(KernelTraining, KernelSelection, KernelInference, BaseNeuralE
 
     Prediction is batched: instances are padded into length batches; the affinity, the Laplacian
     eigendecomposition (one ``torch.linalg.eigh`` per batch), the eigengap, the normalised spectral
-    embedding and k-means (batched Lloyd with k-means++ seeding) all run on the whole batch. An
-    instance's labels do not depend on the other instances of ``X``, their order or the batches:
-    every batch draws the same k-means starts from ``random_state``.
+    embedding and k-means (batched Lloyd with k-means++ seeding) all run on the whole batch. Every
+    batch draws the same k-means starts from ``random_state``, so an instance's labels do not
+    depend on the other instances of ``X``, their order or the batches, up to the rounding of a
+    padded batch's eigendecomposition where the clustering is ill-conditioned (a given
+    ``n_clusters`` that splits a cluster; an eigengap near a tie).
 
     Parameters
     ----------
@@ -87,14 +89,15 @@ class ABCClusterer(KernelTraining, KernelSelection, KernelInference, BaseNeuralE
         the noise of the validation instances (a paired t statistic of their ARIs above 2). So
         the returned kernel is never worse on held-out data than spectral clustering on the
         prior: a user is never better served by not learning.
-        ``"knn"``: the symmetrised graph of the ``n_neighbors`` nearest neighbours within the
-        instance (every element tied at the last neighbour's distance included); ``"rbf"``: minus the squared distance over the instance's mean squared
-        distance; ``"cosine"``. ``"auto"``: the best of kNN graphs of ``n_neighbors // 2``,
-        ``n_neighbors`` and ``2 * n_neighbors`` neighbours on the validation instances
-        (``prior_scores_``: clustering with the calibrated k rule and with the true k), or the
-        best of RBF kernels of eight sharpnesses where it is better by more than the noise (the
-        prior learns nothing, so with a pool it is chosen on instances of every class); the kNN graph of
-        ``n_neighbors`` without ``early_stopping``. Without ``early_stopping`` the sum is kept.
+        ``"knn"``: the symmetrised graph of the ``n_neighbors`` nearest neighbours within the instance
+        (every element tied at the last neighbour's distance included); ``"rbf"``: minus the squared
+        distance over the instance's mean squared distance; ``"cosine"``. ``"auto"``: the best of kNN
+        graphs of ``n_neighbors // 2``, ``n_neighbors`` and ``2 * n_neighbors`` neighbours on the
+        validation instances (``prior_scores_``: clustering with the calibrated k rule and with the
+        true k), or the best of RBF kernels of eight sharpnesses where it is better by more than the
+        noise (the prior learns nothing, so with a pool it is chosen on instances of every class); the
+        kNN graph of ``n_neighbors`` without ``early_stopping``. Without ``early_stopping`` the sum is
+        kept.
         ``None`` is the paper's model alone.
     n_neighbors : int, default=10
         Neighbours of the ``"knn"`` prior (the middle of the ``"auto"`` candidates).

@@ -61,13 +61,13 @@ class ABCKernel(nn.Module):
         buffer (``(0, 1)``, the learned kernel alone, when built). :class:`skset.ABCClusterer`
         trains the learned part alone, then keeps the mix (prior alone, learned alone, or both)
         that clusters its validation instances best, so the kernel it returns is never worse on
-        them than the prior. ``"knn"``: ``s`` is the symmetrised graph of the ``n_neighbors``
-        nearest neighbours within the instance (1 for mutual neighbours, 1/2 for one-sided, 0
-        otherwise; ties at the last neighbour's distance all included), ``exp(a) = 12``, ``b = -1/2`` (affinities 0.998 / 0.5 / 0.002: the kNN graph
-        of spectral clustering); ``"rbf"``: ``s = -||x_i - x_j||^2 / m`` with ``m`` the mean
-        squared distance over the instance's real pairs ``i != j`` (scale-free), ``exp(a) = 4``,
-        ``b = 1``; ``"cosine"``: the cosine similarity, ``exp(a) = 4``, ``b = 1``. ``None``: the
-        paper's model.
+        them than the prior. ``"knn"``: ``s`` is the symmetrised graph of the ``n_neighbors`` nearest
+        neighbours within the instance (1 for mutual neighbours, 1/2 for one-sided, 0 otherwise; ties
+        at the last neighbour's distance all included), ``exp(a) = 12``, ``b = -1/2`` (affinities
+        0.998 / 0.5 / 0.002: the kNN graph of spectral clustering); ``"rbf"``:
+        ``s = -||x_i - x_j||^2 / m`` with ``m`` the mean squared distance over the instance's real
+        pairs ``i != j`` (scale-free), ``exp(a) = 4``, ``b = 1``; ``"cosine"``: the cosine
+        similarity, ``exp(a) = 4``, ``b = 1``. ``None``: the paper's model.
     n_neighbors : int, default=10
         Neighbours of the ``"knn"`` prior (capped at ``n - 1`` per instance).
 
