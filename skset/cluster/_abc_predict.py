@@ -148,7 +148,8 @@ class KernelInference:
                     # float32: batched eigh is ~10x faster than in float64 on a CPU, and the
                     # eigengap uses the float32 tolerance (1e-4). Every chunk seeds k-means
                     # alike (batched_kmeans draws per restart, not per instance), so an
-                    # instance's labels depend neither on the others in X nor on the threads.
+                    # instance's labels depend neither on the others in X nor on the threads
+                    # (up to the rounding of the padded eigendecomposition).
                     gen = make_generator(seed, "cpu")
                     labels, _, _ = spectral_cluster(A, M, k_b, max_clusters=self._max_k(),
                                                     min_clusters=self._min_k(),

@@ -269,9 +269,9 @@ def batched_kmeans(X: torch.Tensor, mask: torch.Tensor | None, n_clusters: torch
     generator : torch.Generator or None
         Source of the seeding, one number drawn from it per call (``None``: the global RNG).
         Every instance of the batch reads the same uniform draws (one per restart and centre,
-        from a CPU generator seeded with that number), so an instance's labels depend on the
-        instance and the generator's state, not on the other instances of the batch nor on
-        its padding (up to rounding in a GPU's cumulative sums), and not on the device.
+        from a CPU generator seeded with that number, the same on every device), so an
+        instance's starts depend on the instance and the generator's state, not on the other
+        instances of the batch nor on its padding (up to rounding in a GPU's cumulative sums).
 
     Returns
     -------
