@@ -2,7 +2,8 @@
 # The checks skset runs on a CUDA machine, in one call: persistence of GPU-fitted models (checked
 # afterwards on a CPU machine with `persist_gpu_check.py check`), the README's main job on the GPU
 # and on the CPU, the test suite (estimators default to device="auto": the GPU), one Set
-# Transformer training epoch on the GPU and on the CPU, and the OTK transform benchmark on the GPU.
+# Transformer training epoch on the GPU and on the CPU, the OTK transform benchmark on the GPU, and
+# whether ABC's labels of an instance change with the rest of X there (part "abc").
 # Each part has its own time limit; logs and results go to $OUT.
 #
 #   OUT=/tmp/gpu bash benchmarks/gpu_check.sh                    # from the repository root
@@ -11,7 +12,7 @@
 # Test dependencies missing there can be installed first from wheels in .whl/ (pip --no-index).
 set -u
 OUT=${OUT:-/tmp/skset_gpu}
-PARTS=${PARTS:-"persist main suite st otk"}
+PARTS=${PARTS:-"persist main suite st otk abc"}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 OMP_WAIT_POLICY=PASSIVE PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 PY=${PY:-python3}
@@ -55,4 +56,8 @@ if has otk; then
   echo "== OTK transform benchmark on the GPU" | tee -a "$OUT/bench.log"
   timeout "${OTK_S:-90}" $PY benchmarks/bench_otk_transform.py --device cuda --threads 8 --repeats 3 \
     --parts 1,3,5 --out "$OUT/otk_transform_cuda.md" 2>&1 | tee -a "$OUT/bench.log"
+fi
+if has abc; then
+  echo "== ABC labels of an instance alone and among others (device=auto)" | tee -a "$OUT/bench.log"
+  timeout "${ABC_S:-120}" $PY benchmarks/bench_abc_invariance.py 2>&1 | tee -a "$OUT/bench.log"
 fi
