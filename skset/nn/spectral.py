@@ -228,19 +228,18 @@ def spectral_embedding(eigenvectors: torch.Tensor, mask: torch.Tensor | None,
     return U / norm.clamp_min(1e-12)
 
 
-def _restart_draws(generator, n_init: int, B: int, device):
-    """A function returning, at each call, ``n_init`` uniform draws in ``[0, 1)`` repeated over
-    the ``B`` instances (rows ``b * n_init + r`` read draw ``r``): from a CPU generator seeded
-    with one number of ``generator`` (``None``: the global RNG), so that no instance's draws
-    depend on the batch's size or device."""
+def _seeding_draws(generator, n_init: int, n_centres: int, B: int, device) -> torch.Tensor:
+    """``(n_centres, B * n_init)`` uniform draws in ``[0, 1)``: row ``j`` for centre ``j``, column
+    ``b * n_init + r`` reading draw ``r`` of that row, the same for every instance. Drawn row by
+    row, ``n_init`` at a time, from a CPU generator seeded with one number of ``generator``
+    (``None``: the global RNG), then moved to ``device`` once, so that no instance's draws depend
+    on the batch's size, its largest ``k`` or the device."""
     src = (torch.randint(0, 2**62, (1,), generator=generator, device=generator.device)
            if generator is not None else torch.randint(0, 2**62, (1,), device="cpu"))
     host = torch.Generator(device="cpu").manual_seed(int(src))
-
-    def draw():
-        u = torch.rand(n_init, generator=host, dtype=torch.float64, device="cpu")
-        return u.to(device).repeat(B)
-    return draw
+    U = torch.stack([torch.rand(n_init, generator=host, dtype=torch.float64, device="cpu")
+                     for _ in range(n_centres)])
+    return U.to(device).repeat(1, B)
 
 
 def _inverse_cdf(prob: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
@@ -302,8 +301,8 @@ def batched_kmeans(X: torch.Tensor, mask: torch.Tensor | None, n_clusters: torch
 
     # k-means++ seeding (one greedy candidate per step)
     w = Mr.to(dt)
-    draw = _restart_draws(generator, R, B, dev)
-    first = _inverse_cdf(w, draw())
+    U = _seeding_draws(generator, R, k_max, B, dev)
+    first = _inverse_cdf(w, U[0])
     C = torch.zeros(BR, k_max, p, device=dev, dtype=dt)
     C[:, 0] = Xr[rows, first]
     closest = ((Xr - C[:, :1]) ** 2).sum(-1)
@@ -312,7 +311,7 @@ def batched_kmeans(X: torch.Tensor, mask: torch.Tensor | None, n_clusters: torch
         tot = prob.sum(1, keepdim=True)
         # all real points already on a centre: draw uniformly among real points
         prob = torch.where(tot > 0, prob, w)
-        pick = _inverse_cdf(prob, draw())
+        pick = _inverse_cdf(prob, U[j])
         C[:, j] = Xr[rows, pick]
         closest = torch.minimum(closest, ((Xr - C[:, j:j + 1]) ** 2).sum(-1))
 
