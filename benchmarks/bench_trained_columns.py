@@ -6,6 +6,13 @@ estimator parameters given as JSON: one JSON line per data set and framing as ea
     python benchmarks/bench_trained_columns.py --model raw --label raw --out rows.jsonl
     python benchmarks/bench_trained_columns.py --table rows.jsonl     # the markdown table
 
+``--averaging`` and ``--dropout P`` probe two regularisers the estimators do not have, through
+hooks on the same estimators: the weights averaged along training (polynomial-decay averaging,
+``avg += (w - avg) * 9 / (t + 10)`` after optimizer step ``t``, the average loaded at the end),
+and dropout with rate ``P`` (Set Transformer: on each block's feed-forward output; Deep Sets:
+after each ReLU), active in training only, its masks drawn from torch's global generator seeded
+with ``--seed`` before each fit.
+
 ``--kmers auto``: in the ``set`` framing, the network reads the k-mers ``NystromFeatures``
 would read, width and dilation chosen from the training labels by its rule (``window_``,
 ``dilation_`` of ``NystromFeatures(random_state=seed)``), coded as level + shape; sets where
@@ -29,22 +36,81 @@ import json  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
 
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 from _records import emit  # noqa: E402
 from bench_suite import RAW_CS, pool_raw, score  # noqa: E402
 from sklearn.linear_model import LogisticRegressionCV  # noqa: E402
 from sklearn.pipeline import Pipeline  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
 from suite_data import KINDS, load  # noqa: E402
+from torch import nn  # noqa: E402
 
 from skset import DeepSetsClassifier, NystromFeatures, SetTransformerClassifier  # noqa: E402
 from skset._sets import kmer_level_shape, kmer_windows  # noqa: E402
+from skset.neural_network._callbacks import Callback  # noqa: E402
 
 ROWS = ["ItalyPowerDemand", "GunPoint", "ArrowHead", "JapaneseVowels", "BasicMotions",
         "PickupGestureWiimoteZ", "MNISTBags50", "MNISTBags200", "MNISTBags500", "SpokenDigits",
         "WatchWindows", "OSULeaf", "ACSF1", "WatchMagnitude", "DigitPatches", "GeneFamilies"]
 
 
-def fit_rows(model, params, name, X_tr, X_te, y_tr, y_te, seed=0):
+class WeightAverage(Callback):
+    """Polynomial-decay averaging of the weights: after optimizer step ``t`` (from 1) the
+    average moves ``9 / (t + 10)`` of the way to the weights; loaded into the module at the
+    end of training."""
+
+    def on_train_begin(self, state):
+        self.avg = {k: v.detach().clone() for k, v in state.module.state_dict().items()}
+        self.t = 0
+
+    def _update(self, state):
+        self.t += 1
+        with torch.no_grad():
+            for k, v in state.module.state_dict().items():
+                if v.dtype.is_floating_point:
+                    self.avg[k].lerp_(v, 9.0 / (self.t + 10))
+                else:
+                    self.avg[k].copy_(v)
+
+    def on_batch_begin(self, state):
+        if state.step > 0:
+            self._update(state)
+
+    def on_train_end(self, state):
+        self._update(state)
+        state.module.load_state_dict(self.avg)
+
+
+def probe_class(model, averaging=False, dropout=0.0):
+    """The estimator class of ``model``, with the weight averaging and the dropout of
+    ``--averaging`` / ``--dropout`` hooked in where asked."""
+    base = DeepSetsClassifier if model == "ds" else SetTransformerClassifier
+    if not averaging and not dropout:
+        return base
+
+    def drop(mod, inp, out):
+        return F.dropout(out, dropout, mod.training)
+
+    class Probe(base):
+        def _standard_callbacks(self, validation=None, callbacks=(), early_stopping=None,
+                                n_iter_no_change=None):
+            cbs = super()._standard_callbacks(validation, callbacks, early_stopping,
+                                              n_iter_no_change)
+            return [*cbs, WeightAverage()] if averaging else cbs
+
+        def _build_module(self, *args, **kwargs):
+            module = super()._build_module(*args, **kwargs)
+            for name, sub in module.named_modules() if dropout else ():
+                if (name.split(".")[-1] == "ff" if model == "st" else isinstance(sub, nn.ReLU)):
+                    sub.register_forward_hook(drop)
+            return module
+
+    Probe.__name__ = base.__name__
+    return Probe
+
+
+def fit_rows(model, params, name, X_tr, X_te, y_tr, y_te, seed=0, averaging=False, dropout=0.0):
     """``[(row, score, epochs run)]`` of one data set and framing."""
     if model == "raw":
         out = []
@@ -54,7 +120,8 @@ def fit_rows(model, params, name, X_tr, X_te, y_tr, y_te, seed=0):
             m.fit(pool_raw(X_tr, how), y_tr)
             out.append(("raw_" + how, score(m, pool_raw(X_te, how), y_te, name), None))
         return out
-    est = DeepSetsClassifier if model == "ds" else SetTransformerClassifier
+    est = probe_class(model, averaging, dropout)
+    torch.manual_seed(seed)  # the dropout masks come from torch's global generator
     m = est(random_state=seed, **params).fit(X_tr, y_tr)
     return [(model, score(m, X_te, y_te, name), int(m.n_iter_))]
 
@@ -117,6 +184,9 @@ def main():
     ap.add_argument("--framings", nargs="*", default=["set", "seq"])
     ap.add_argument("--kmers", choices=("given", "auto"), default="given",
                     help="auto: the set framing read as the k-mers NystromFeatures' rule takes")
+    ap.add_argument("--averaging", action="store_true",
+                    help="the weights averaged along training (see the module docstring)")
+    ap.add_argument("--dropout", type=float, default=0.0, help="dropout rate of the probe")
     args = ap.parse_args()
     if args.table:
         print(table(args.table))
@@ -140,7 +210,7 @@ def main():
                     X_tr, X_te = (kmer_level_shape(X, ny.window_, dilation=ny.dilation_)
                                   for X in (X_tr, X_te))
             for row, value, n_iter in fit_rows(args.model, params, name, X_tr, X_te, y_tr, y_te,
-                                               args.seed):
+                                               args.seed, args.averaging, args.dropout):
                 rec = dict(dataset=name, framing=fr, row=row, variant=args.label, params=params,
                            seed=args.seed, score=value, n_iter=n_iter,
                            time_s=time.perf_counter() - t, kmers=kmers)
