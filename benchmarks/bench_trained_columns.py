@@ -6,8 +6,10 @@ estimator parameters given as JSON: one JSON line per data set and framing as ea
     python benchmarks/bench_trained_columns.py --model raw --label raw --out rows.jsonl
     python benchmarks/bench_trained_columns.py --table rows.jsonl     # the markdown table
 
-``--averaging`` and ``--dropout P`` probe two regularisers the estimators do not have, through
-hooks on the same estimators: the weights averaged along training (polynomial-decay averaging,
+``--averaging`` and ``--dropout P`` probe two regularisers, through hooks on the same
+estimators (the Set Transformer estimators have since taken dropout as the parameter ``dropout``,
+``--params '{"dropout": 0.1}'``, whose masks come from a generator seeded inside ``fit``: other
+masks than the hook's): the weights averaged along training (polynomial-decay averaging,
 ``avg += (w - avg) * 9 / (t + 10)`` after optimizer step ``t``, the average loaded at the end),
 and dropout with rate ``P`` (Set Transformer: on each block's feed-forward output; Deep Sets:
 after each ReLU), active in training only, its masks drawn from torch's global generator seeded

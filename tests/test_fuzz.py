@@ -59,8 +59,10 @@ FACTORIES = {
     "OTKEmbedding-q2-pos": lambda: OTKEmbedding(n_supports=2, n_references=2, position_sigma=0.5,
                                                 sinkhorn_iter=100, random_state=0),
     "SetTransformerClassifier": lambda: SetTransformerClassifier(n_heads=2, n_inducing=2, **NN),
+    # the clean-path blocks with dropout in training
     "SetTransformerRegressor": lambda: SetTransformerRegressor(
-        n_heads=2, n_inducing=None, norm="set", residual="clean", n_iter_no_change="auto", **NN),
+        n_heads=2, n_inducing=None, norm="set", residual="clean", n_iter_no_change="auto",
+        dropout=0.1, **NN),
     # the "auto" batch size and patience (n_iter_no_change="auto" is this one's default)
     "DeepSetsClassifier": lambda: DeepSetsClassifier(pooling="max", **{**NN, "batch_size": "auto"}),
     # a set network reading dilated k-mers

@@ -18,6 +18,7 @@ the task: targets, loss, validation score and the ``predict*`` methods.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -58,7 +59,7 @@ def compose_doc(*parts: str) -> str:
 #: (architecture, preprocessing, ``class_weight``, whose ``class_weight_`` the first fit computes)
 #: say what the fitted model is; its fit fixed them
 _TRAINING_ONLY = frozenset(TRAINING_PARAMS) | {"batch_size", "n_iter_no_change", "solver",
-                                               "learning_rate"}
+                                               "learning_rate", "dropout"}
 
 
 def _same_param(a, b) -> bool:
@@ -505,12 +506,25 @@ n_labels) multi-label indicators for classifiers)
                 validation, setup.callbacks, early,
                 n_iter_no_change=self._fit_patience(len(tr), batch_size))
             max_iter = self.max_iter
-        self._train(loss_fn, batches, callbacks, max_iter=max_iter, parameters=setup.parameters,
-                    warn_convergence=not incremental,
-                    # warnings point at the user's fit call (through fit and _fit)
-                    **{"stacklevel": 5 + SCOPE_FRAMES, **setup.overrides})
+        with self._dropout_rng(seed + self.n_iter_):
+            self._train(loss_fn, batches, callbacks, max_iter=max_iter,
+                        parameters=setup.parameters, warn_convergence=not incremental,
+                        # warnings point at the user's fit call (through fit and _fit)
+                        **{"stacklevel": 5 + SCOPE_FRAMES, **setup.overrides})
         self._after_training(data)
         return self
+
+    def _dropout_rng(self, seed: int):
+        """With ``dropout`` > 0: torch's generators (the CPU's and the fit's device's) forked
+        and seeded with ``seed`` for the training, so that the dropout masks repeat with
+        ``random_state`` and the caller's generators are left as they were; else nothing."""
+        if not float(getattr(self, "dropout", 0.0) or 0.0):
+            return contextlib.nullcontext()
+        stack = contextlib.ExitStack()
+        stack.enter_context(torch.random.fork_rng(
+            devices=[self.device_] if self.device_.type == "cuda" else []))
+        torch.manual_seed(int(seed))
+        return stack
 
     def _fit_batch_size(self, n_train: int) -> int:
         """The most sets per training batch in a fit on ``n_train`` sets (default:

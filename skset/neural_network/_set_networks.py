@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._sets import iter_packed
-from .._validation import POSITIVE_INT, Boolean, Integer
+from .._validation import POSITIVE_INT, Boolean, Integer, Real
 from .._weighting import weighted_mean_std
 from ..nn.attention import SetTransformer
 from ..nn.deep_sets import DeepSets
@@ -21,6 +21,7 @@ from ._multilabel import CLASS_WEIGHT_DOC, MULTILABEL_DOC, with_class_weight
 from ._network_kmers import KMER_DOC, KMER_PARAMS, NetworkKmers, choose_kmers, read_kmers
 from ._pool_size import DS_POOLINGS, POOL_SIZE_ATTR, POOLING_DOC, fit_pool_size
 from ._pooled_skip import POOLED_SKIP_DOC, fit_pooled_skip
+from ._st_docs import ST_DOC, ST_REFS
 from ._tasks import SetClassifierMixin, SetRegressorMixin
 from ._training import TRAINING_PARAMS
 
@@ -243,6 +244,7 @@ def _auto_training_doc(doc):
 
 
 class _SetTransformerBase(_BaseSetNetwork):
+    _legacy_params = {**_BaseSetNetwork._legacy_params, "dropout": 0.0}
     _parameter_constraints = {
         "hidden_size": [POSITIVE_INT],
         "n_layers": [Integer(0)],
@@ -253,6 +255,7 @@ class _SetTransformerBase(_BaseSetNetwork):
         "residual": ["original", "clean"],
         "point_init": ["xavier", "normal"],
         "decoder": ["mlp", "sab"],
+        "dropout": [Real(0, 1, closed="left")],
         "standardize": [Boolean()],
         "pooled_skip": [Boolean()],
         **KMER_PARAMS,
@@ -261,7 +264,8 @@ class _SetTransformerBase(_BaseSetNetwork):
     }
 
     def _training_setup(self, data, warm):
-        """The shared setup, plus :class:`LowestLossCheckpoint` when training stops on the
+        """The shared setup (the network's dropout set to ``dropout``: a warm start may change
+        it), plus :class:`LowestLossCheckpoint` when training stops on the
         training loss (no validation split, not a ``partial_fit`` step): the network ends with the
         weights of its epoch of lowest training loss. Measured on the suite's small series sets
         (``trained_vs_pooling.md``): trained for long, the Set Transformer's loss can jump back to
@@ -269,6 +273,8 @@ class _SetTransformerBase(_BaseSetNetwork):
         Deep Sets keep their last weights: with the checkpoint they scored lower on the same rows
         (GunPoint sets of scalars 79.1 -> 69.1 over three seeds)."""
         setup = super()._training_setup(data, warm)
+        if hasattr(self, "module_"):
+            self.module_.set_dropout(float(self.dropout))
         if data.validation is None and not data.incremental:
             setup.callbacks = [*setup.callbacks, LowestLossCheckpoint()]
         return setup
@@ -285,7 +291,7 @@ class _SetTransformerBase(_BaseSetNetwork):
             n_seeds=int(self.n_seeds), norm=self.norm, residual=self.residual,
             point_init=self.point_init, decoder=self.decoder,
             n_decoder_layers=0 if self.decoder == "sab" else 1,
-            pooled_skip=self._fitted_pooled_skip,
+            pooled_skip=self._fitted_pooled_skip, dropout=float(self.dropout),
         )
 
     def _embed_dim(self):
@@ -334,52 +340,6 @@ class _SetTransformerBase(_BaseSetNetwork):
         return out
 
 
-_ST_DOC = """
-    Parameters
-    ----------
-    hidden_size : int, default=64
-        Model width ``D`` of every block.
-    n_layers : int, default=2
-        Encoder blocks (SAB or ISAB).
-    n_heads : int, default=4
-        Attention heads; ``hidden_size`` must be divisible by it. Scores are scaled by
-        ``1/sqrt(hidden_size / n_heads)``.
-    n_inducing : int or None, default=16
-        ``None``: SAB blocks (quadratic in the set size); an int ``m``: ISAB blocks with ``m``
-        learned inducing points (linear in the set size).
-    n_seeds : int, default=1
-        PMA seed vectors; :meth:`transform` returns ``n_seeds * hidden_size`` features.
-    norm : {"layer", "set", None}, default="layer"
-        Layer norm (the Set Transformer), set norm (ST++) or none.
-    residual : {"original", "clean"}, default="original"
-        Post-norm MAB of the Set Transformer or the clean-path block of ST++ (eq. 21-26).
-        ``norm="set", residual="clean"`` is Set Transformer++.
-    point_init : {"xavier", "normal"}, default="xavier"
-        Initialisation of the learned inducing points and PMA seeds: the reference code's
-        Xavier-uniform (entries ~0.15 at width 64) or standard normal entries (the scale of a
-        normalised element).
-    decoder : {"mlp", "sab"}, default="mlp"
-        ``"mlp"``: one hidden Linear-ReLU layer on the ``n_seeds`` pooled vectors; ``"sab"``: the
-        paper's ``rFF(SAB(PMA_k(Z)))``, a SAB over the pooled seeds then a Linear layer.
-    standardize : bool, default=True
-        Standardise each element feature by its mean and standard deviation over all training
-        elements (``mean_``, ``scale_``), as ``NystromFeatures`` does; ``False`` feeds the raw
-        features.
-""" + POOLED_SKIP_DOC + KMER_DOC
-
-_ST_REFS = """
-    See Also
-    --------
-    DeepSetsClassifier, DeepSetsRegressor : sum/mean/max pooling networks.
-    skset.nn.SetTransformer : the underlying torch module.
-
-    References
-    ----------
-    .. [1] J. Lee, Y. Lee, J. Kim, A. Kosiorek, S. Choi, Y. W. Teh. Set Transformer: A Framework for
-       Attention-based Permutation-Invariant Neural Networks. ICML 2019.
-    .. [2] L. H. Zhang, V. Tozzo, J. M. Higgins, R. Ranganath. Set Norm and Equivariant Skip
-       Connections: Putting the Deep in Deep Sets. ICML 2022.
-"""
 
 
 class SetTransformerClassifier(SetClassifierMixin, _SetTransformerBase):
@@ -390,7 +350,7 @@ class SetTransformerClassifier(SetClassifierMixin, _SetTransformerBase):
     Sets of any sizes are padded into length-sorted batches with a mask; attention never looks
     at padding and set norm never counts it, so a set's prediction does not depend on its batch.
 """,
-        MULTILABEL_DOC, _ST_DOC,
+        MULTILABEL_DOC, ST_DOC,
         _auto_training_doc(_TRAINING_DOC.replace(_ALPHA_DOC, _ALPHA_DOC + CLASS_WEIGHT_DOC)
                            ).replace(*_PATIENCE_AUTO_DEFAULT_DOC),
         """    classes_ : ndarray of shape (n_classes,)
@@ -399,7 +359,7 @@ class SetTransformerClassifier(SetClassifierMixin, _SetTransformerBase):
         The class weights of ``class_weight`` (multi-label: the weight of each label's
         positives); None without.
 """,
-        _ST_REFS,
+        ST_REFS,
         """
     Examples
     --------
@@ -416,7 +376,7 @@ class SetTransformerClassifier(SetClassifierMixin, _SetTransformerBase):
 
     def __init__(self, hidden_size=64, n_layers=2, n_heads=4, *, n_inducing=16, n_seeds=1,
                  norm="layer", residual="original", point_init="xavier", decoder="mlp",
-                 standardize=True, pooled_skip=False, window="auto", dilation="auto",
+                 dropout=0.0, standardize=True, pooled_skip=False, window="auto", dilation="auto",
                  optimizer="adam", learning_rate_init=1e-3,
                  alpha=0.0, class_weight=None, batch_size=64, max_elements=131_072, max_iter=200,
                  tol=1e-4, early_stopping=False, validation_fraction=0.1, n_iter_no_change="auto",
@@ -430,6 +390,7 @@ class SetTransformerClassifier(SetClassifierMixin, _SetTransformerBase):
         self.residual = residual
         self.point_init = point_init
         self.decoder = decoder
+        self.dropout = dropout
         self.standardize = standardize
         self.pooled_skip = pooled_skip
         self.window = window
@@ -457,7 +418,7 @@ class SetTransformerRegressor(SetRegressorMixin, _SetTransformerBase):
         """Set Transformer regressor (and Set Transformer++), one (multi-output) target per set.
 """,
         _REGRESSION_NOTE,
-        _ST_DOC, _auto_training_doc(_REGRESSION_TRAINING_DOC), _REGRESSION_ATTRS, _ST_REFS,
+        ST_DOC, _auto_training_doc(_REGRESSION_TRAINING_DOC), _REGRESSION_ATTRS, ST_REFS,
         """
     Examples
     --------
@@ -475,7 +436,7 @@ class SetTransformerRegressor(SetRegressorMixin, _SetTransformerBase):
 
     def __init__(self, hidden_size=64, n_layers=2, n_heads=4, *, n_inducing=16, n_seeds=1,
                  norm="layer", residual="original", point_init="xavier", decoder="mlp",
-                 standardize=True, pooled_skip=False, window="auto", dilation="auto",
+                 dropout=0.0, standardize=True, pooled_skip=False, window="auto", dilation="auto",
                  optimizer="adam", learning_rate_init=1e-3,
                  alpha=0.0, batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4,
                  early_stopping="auto", validation_fraction=0.1, n_iter_no_change=10,
@@ -489,6 +450,7 @@ class SetTransformerRegressor(SetRegressorMixin, _SetTransformerBase):
         self.residual = residual
         self.point_init = point_init
         self.decoder = decoder
+        self.dropout = dropout
         self.standardize = standardize
         self.pooled_skip = pooled_skip
         self.window = window

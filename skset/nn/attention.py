@@ -90,6 +90,23 @@ def _check_options(dim: int, n_heads: int, norm, residual) -> None:
         raise ValueError(f"norm={norm!r} is not supported; use 'layer', 'set' or None.")
 
 
+def _check_dropout(p) -> float:
+    """``p`` as a float in ``[0, 1)``, or a ``ValueError``."""
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= float(p) < 1.0:
+        raise ValueError(f"dropout={p!r} must be a number in [0, 1).")
+    return float(p)
+
+
+class _Dropout:
+    """Dropout with rate ``self.dropout`` on a block's feed-forward output, in training mode only
+    (a class attribute of 0.0: modules built or saved without it drop nothing)."""
+
+    dropout: float = 0.0
+
+    def _drop(self, t: torch.Tensor) -> torch.Tensor:
+        return F.dropout(t, self.dropout, True) if self.dropout and self.training else t
+
+
 def _zero_padding(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     if mask is None:
         return x
@@ -270,7 +287,7 @@ class MultiheadAttention(nn.Module):
         record._add(name, w.detach(), query_mask, key_mask)
 
 
-class MAB(nn.Module):
+class MAB(_Dropout, nn.Module):
     """Multihead attention block ``MAB(X, Y)``: the elements of ``X`` attend to those of ``Y``.
 
     Parameters
@@ -286,12 +303,16 @@ class MAB(nn.Module):
     norm_query : bool, default=True
         In the clean block, normalise the queries ``X`` before attention (eq. 24); ``False`` for
         learned queries such as inducing points and seeds (eq. 22).
+    dropout : float, default=0.0
+        Dropout rate on the feed-forward output ``W h`` before the residual sum, in training
+        mode only (the attribute ``dropout`` may be changed later).
     """
 
     def __init__(self, dim: int, n_heads: int, *, norm: str | None = "layer",
-                 residual: str = "original", norm_query: bool = True):
+                 residual: str = "original", norm_query: bool = True, dropout: float = 0.0):
         super().__init__()
         _check_options(dim, n_heads, norm, residual)
+        self.dropout = _check_dropout(dropout)
         self.residual = residual
         self.attn = MultiheadAttention(dim, n_heads)
         self.ff = nn.Linear(dim, dim)
@@ -323,20 +344,20 @@ class MAB(nn.Module):
         if self.residual == "original":
             a = self.attn(x, y, y, y_mask, x_mask, padding_finite=True)
             h = self.norm0(x + a, x_mask)
-            return self.norm1(h + F.relu(self.ff(h)), x_mask)
+            return self.norm1(h + F.relu(self._drop(self.ff(h))), x_mask)
         a = self.attn(self.norm_q(x, x_mask), self.norm_k(y, y_mask), y, y_mask, x_mask,
                       padding_finite=True)
         h = x + a
-        return h + self.ff(F.relu(self.norm_ff(h, x_mask)))
+        return h + self._drop(self.ff(F.relu(self.norm_ff(h, x_mask))))
 
 
 class SAB(nn.Module):
     """Set attention block ``SAB(X) = MAB(X, X)``: O(n^2) self-attention within each set."""
 
     def __init__(self, dim: int, n_heads: int, *, norm: str | None = "layer",
-                 residual: str = "original"):
+                 residual: str = "original", dropout: float = 0.0):
         super().__init__()
-        self.mab = MAB(dim, n_heads, norm=norm, residual=residual)
+        self.mab = MAB(dim, n_heads, norm=norm, residual=residual, dropout=dropout)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         return self.mab(x, x, mask, mask)
@@ -354,17 +375,20 @@ class ISAB(nn.Module):
         With ``residual="clean"`` this is ISAB++ (Zhang et al., eq. 25-26).
     point_init : {"xavier", "normal"}, default="xavier"
         Initialisation of the inducing points (see the module docstring).
+    dropout : float, default=0.0
+        As in :class:`MAB` (both MABs).
     """
 
     def __init__(self, dim: int, n_heads: int, n_inducing: int, *, norm: str | None = "layer",
-                 residual: str = "original", point_init: str = "xavier"):
+                 residual: str = "original", point_init: str = "xavier", dropout: float = 0.0):
         super().__init__()
         if int(n_inducing) < 1:
             raise ValueError(f"n_inducing={n_inducing} must be a positive integer.")
         self.inducing = nn.Parameter(torch.empty(int(n_inducing), dim))
         _init_points(self.inducing, point_init)
-        self.mab1 = MAB(dim, n_heads, norm=norm, residual=residual, norm_query=False)
-        self.mab2 = MAB(dim, n_heads, norm=norm, residual=residual)
+        self.mab1 = MAB(dim, n_heads, norm=norm, residual=residual, norm_query=False,
+                        dropout=dropout)
+        self.mab2 = MAB(dim, n_heads, norm=norm, residual=residual, dropout=dropout)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         x = _zero_padding(x, mask)  # once for both MABs
@@ -373,7 +397,7 @@ class ISAB(nn.Module):
         return self.mab2(x, h, mask, None, padding_finite=True)
 
 
-class PMA(nn.Module):
+class PMA(_Dropout, nn.Module):
     """Pooling by multihead attention: ``PMA_k(Z) = MAB(S, rFF(Z))`` with ``k`` learned seeds ``S``.
 
     The row-wise feed-forward ``rFF`` before pooling is ``relu(W z)`` in the original block and the
@@ -387,27 +411,31 @@ class PMA(nn.Module):
         Number ``k`` of seed vectors; the output has shape ``(B, k, dim)``.
     point_init : {"xavier", "normal"}, default="xavier"
         Initialisation of the seeds (see the module docstring).
+    dropout : float, default=0.0
+        As in :class:`MAB`, on the output of ``rFF``'s ``W`` and in the MAB.
     """
 
     def __init__(self, dim: int, n_heads: int, n_seeds: int = 1, *, norm: str | None = "layer",
-                 residual: str = "original", point_init: str = "xavier"):
+                 residual: str = "original", point_init: str = "xavier", dropout: float = 0.0):
         super().__init__()
         if int(n_seeds) < 1:
             raise ValueError(f"n_seeds={n_seeds} must be a positive integer.")
         _check_options(dim, n_heads, norm, residual)
+        self.dropout = _check_dropout(dropout)
         self.residual = residual
         self.seeds = nn.Parameter(torch.empty(int(n_seeds), dim))
         _init_points(self.seeds, point_init)
         self.ff = nn.Linear(dim, dim)
         self.ff_norm = make_norm(norm if residual == "clean" else None, dim)
-        self.mab = MAB(dim, n_heads, norm=norm, residual=residual, norm_query=False)
+        self.mab = MAB(dim, n_heads, norm=norm, residual=residual, norm_query=False,
+                       dropout=dropout)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         x = _zero_padding(x, mask)  # padding may hold anything: keep it out of ff's gradients
         if self.residual == "original":
-            z = F.relu(self.ff(x))
+            z = F.relu(self._drop(self.ff(x)))
         else:
-            z = self.ff(F.relu(self.ff_norm(x, mask)))
+            z = self._drop(self.ff(F.relu(self.ff_norm(x, mask))))
         seeds = self.seeds.unsqueeze(0).expand(x.shape[0], -1, -1)
         return self.mab(seeds, z, None, mask, padding_finite=True)  # z: finite padding
 
@@ -448,6 +476,9 @@ class SetTransformer(nn.Module):
         MLP on the pooled seeds, or a SAB over them first (the paper's decoder).
     pooled_skip : bool, default=False
         Add a :class:`~skset.nn.PooledLinear` of the raw elements to the output (``self.skip``).
+    dropout : float, default=0.0
+        Dropout rate on the feed-forward output of every attention block and of PMA's ``rFF``,
+        in training mode only (see :class:`MAB`; :meth:`set_dropout` changes it).
 
     Examples
     --------
@@ -464,7 +495,7 @@ class SetTransformer(nn.Module):
                  n_heads: int = 4, *, n_inducing: int | None = None, n_seeds: int = 1,
                  norm: str | None = "layer", residual: str = "original",
                  n_decoder_layers: int = 1, point_init: str = "xavier", decoder: str = "mlp",
-                 pooled_skip: bool = False):
+                 pooled_skip: bool = False, dropout: float = 0.0):
         super().__init__()
         _check_options(dim, n_heads, norm, residual)
         if point_init not in _POINT_INITS:
@@ -486,6 +517,16 @@ class SetTransformer(nn.Module):
                          else None)
         self.decoder = mlp_head(int(n_seeds) * dim, dim, out_features, n_decoder_layers)
         self.skip = PooledLinear(in_features, out_features) if pooled_skip else None
+        self.set_dropout(dropout)
+
+    def set_dropout(self, p: float) -> SetTransformer:
+        """Set the dropout rate ``p`` (in ``[0, 1)``) of every attention block and of PMA's
+        ``rFF``; returns the module."""
+        p = _check_dropout(p)
+        for m in self.modules():
+            if isinstance(m, _Dropout):
+                m.dropout = p
+        return self
 
     def embed(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """The pooled representation ``(B, n_seeds * dim)``."""
