@@ -94,23 +94,36 @@ def test_default_patience_outlasts_a_noisy_start():
     assert default.loss_curve_[-1] < min(short.loss_curve_)
 
 
-def test_set_transformer_ends_at_its_lowest_training_loss():
+def test_set_transformer_ends_at_its_lowest_training_loss(monkeypatch):
     """Trained on the training loss (no validation split), the Set Transformer ends with the
-    weights of its epoch of lowest training loss: a learning rate far too high makes its loss
-    jump around, and the fitted network is the one it had after its lowest epoch, not after its
-    last. With a validation split (the best validation weights) and in ``partial_fit`` the
-    checkpoint is not added."""
+    weights of lowest training loss among its last weights and the weights at the start and at
+    the end of its epoch of lowest recorded loss: a learning rate far too high makes its loss
+    jump around, and the fitted network is the best of those three by the training loss measured
+    on each, not the network after its last epoch. With a validation split (the best validation
+    weights) and in ``partial_fit`` the checkpoint is not added."""
+    from sklearn.metrics import log_loss
+
     from skset.neural_network._callbacks import LowestLossCheckpoint
 
     X, y = _scalar_sets(40, 0, size=6)
-    est = SetTransformerClassifier(hidden_size=16, n_layers=1, n_inducing=None, batch_size=40,
-                                   learning_rate_init=0.3, max_iter=12, n_iter_no_change=12,
-                                   window=1, random_state=0).fit(X, y)
+    kw = dict(hidden_size=16, n_layers=1, n_inducing=None, batch_size=20,
+              learning_rate_init=0.2, n_iter_no_change=12, window=1, random_state=0)
+    est = SetTransformerClassifier(max_iter=12, **kw).fit(X, y)
     curve = np.asarray(est.loss_curve_)
-    assert curve.argmin() < len(curve) - 1 and curve[-1] > curve.min() + 0.05  # a late spike
-    # the network kept is the one a fit stopped after that epoch ends with (the same draws)
-    last = clone(est).set_params(max_iter=int(curve.argmin()) + 1).fit(X, y)
-    np.testing.assert_allclose(est.predict_proba(X), last.predict_proba(X), atol=1e-6)
+    best = int(curve.argmin())
+    assert 1 <= best < len(curve) - 1 and curve[-1] > curve.min() + 0.05  # a late spike
+
+    # the three candidates, as fits of the same draws stopped there with their last weights
+    monkeypatch.setattr(LowestLossCheckpoint, "on_train_end", lambda self, state: None)
+    candidates = [SetTransformerClassifier(max_iter=m, **kw).fit(X, y)
+                  for m in (len(curve), best + 1, best)]  # last, end and start of the best epoch
+    losses = [log_loss(y, c.predict_proba(X)) for c in candidates]
+    monkeypatch.undo()
+    kept = int(np.argmin(losses))
+    assert log_loss(y, est.predict_proba(X)) == pytest.approx(losses[kept], abs=1e-6)
+    np.testing.assert_allclose(est.predict_proba(X), candidates[kept].predict_proba(X),
+                               atol=1e-6)
+    assert losses[kept] < losses[0]  # here not the last weights: the spike is left behind
 
     class Data:  # what _training_setup reads of a fit's data
         def __init__(self, validation, incremental):
@@ -125,6 +138,42 @@ def test_set_transformer_ends_at_its_lowest_training_loss():
     assert not has(st, Data(np.arange(3), False)) and not has(st, Data(None, True))
     assert not has(DeepSetsClassifier(), Data(None, False))  # Deep Sets end at their last epoch
 
+
+
+def test_lowest_loss_checkpoint_measures_its_candidates():
+    """The checkpoint's choice on a scripted training: the weights at the end of the epoch of
+    lowest recorded loss can be past a spike of its last step; the training loss measured on
+    each candidate decides, the last weights first on a tie."""
+    from skset.neural_network._callbacks import LowestLossCheckpoint, TrainingState
+
+    def run(recorded, weights, training_loss):
+        module = torch.nn.Linear(1, 1, bias=False)
+        with torch.no_grad():
+            module.weight.fill_(0.0)  # the start of the first epoch
+        state = TrainingState(module=module, optimizer=None)
+        state.training_loss = None if training_loss is None else (
+            lambda: training_loss(module.weight.detach().item()))
+        cb = LowestLossCheckpoint()
+        cb.on_train_begin(state)
+        for loss, w in zip(recorded, weights, strict=True):
+            with torch.no_grad():
+                module.weight.fill_(w)
+            state.epoch_loss = loss
+            cb.on_epoch_end(state)
+        cb.on_train_end(state)
+        return module.weight.detach().item()
+
+    def around_one(w):
+        return (w - 1.0) ** 2
+
+    # epoch 1 records the lowest loss but ends spiked (5.0): its start (1.0) is kept
+    assert run([0.5, 0.2, 0.6], [1.0, 5.0, 2.0], around_one) == 1.0
+    # without a measure: the end of that epoch, as the loss recorded says
+    assert run([0.5, 0.2, 0.6], [1.0, 5.0, 2.0], None) == 5.0
+    # a fit that only improves ends with its last weights
+    assert run([0.5, 0.4, 0.3], [0.5, 0.8, 1.0], around_one) == 1.0
+    # a tie between the last weights and a candidate: the last weights
+    assert run([0.5, 0.2, 0.6], [3.0, 1.5, 0.5], around_one) == 0.5
 
 def test_deep_sets_scaled_mean_is_the_sum_on_sets_of_one_size():
     # pooling="scaled_mean" scales the mean by the training sets' mean size: on sets all of one

@@ -301,7 +301,9 @@ def train_module(
     batches : callable ``(epoch) -> iterable of batch``
         Called once per epoch (``epoch`` counts from 0 within this call); each item is passed to
         ``loss_fn`` untouched. Shuffle inside with a ``torch.Generator`` (see
-        :func:`epoch_batches`).
+        :func:`epoch_batches`). ``epoch=-1``: a pass outside the epochs, for the training loss
+        of the current weights a callback may ask for (``state.training_loss``, no gradients,
+        ``module.eval()``).
     parameters : iterable of torch.nn.Parameter or None
         What the optimizer updates (None: every parameter of ``module`` that requires a
         gradient). A part fitted otherwise (a head solved in closed form between epochs) is
@@ -351,6 +353,21 @@ def train_module(
         except (ValueError, KeyError):
             pass  # architecture or optimizer changed: start the optimizer afresh
     state = TrainingState(module=module, optimizer=opt, name=name, verbose=int(verbose))
+
+    def training_loss() -> float:  # the current weights' loss over every training batch
+        was = module.training
+        module.eval()
+        total, weight_sum = 0.0, 0.0
+        with torch.no_grad():
+            for batch in batches(-1):
+                out = loss_fn(module, batch)
+                loss, w = out if isinstance(out, tuple) else (out, 1.0)
+                total += float(loss) * float(w)
+                weight_sum += float(w)
+        module.train(was)
+        return total / max(weight_sum, 1e-300)
+
+    state.training_loss = training_loss
     cbs = list(callbacks)
     for cb in cbs:
         cb.on_train_begin(state)
