@@ -267,7 +267,8 @@ class _SetTransformerBase(_BaseSetNetwork):
         """The shared setup (the network's dropout set to ``dropout``: a warm start may change
         it), plus :class:`LowestLossCheckpoint` when training stops on the
         training loss (no validation split, not a ``partial_fit`` step): the network ends with the
-        weights of its epoch of lowest training loss. Measured on the suite's small series sets
+        weights of lowest training loss among its last weights and those at the start and end of
+        its epoch of lowest recorded loss. Measured on the suite's small series sets
         (``trained_vs_pooling.md``): trained for long, the Set Transformer's loss can jump back to
         the class prior late in training (GunPoint 10-mers: 0.28 at epoch 171, 0.69 at 200).
         Deep Sets keep their last weights: with the checkpoint they scored lower on the same rows
