@@ -506,7 +506,7 @@ n_labels) multi-label indicators for classifiers)
                 validation, setup.callbacks, early,
                 n_iter_no_change=self._fit_patience(len(tr), batch_size))
             max_iter = self.max_iter
-        with self._dropout_rng(seed + self.n_iter_):
+        with self._training_context(seed + self.n_iter_):
             self._train(loss_fn, batches, callbacks, max_iter=max_iter,
                         parameters=setup.parameters, warn_convergence=not incremental,
                         # warnings point at the user's fit call (through fit and _fit)
@@ -514,17 +514,10 @@ n_labels) multi-label indicators for classifiers)
         self._after_training(data)
         return self
 
-    def _dropout_rng(self, seed: int):
-        """With ``dropout`` > 0: torch's generators (the CPU's and the fit's device's) forked
-        and seeded with ``seed`` for the training, so that the dropout masks repeat with
-        ``random_state`` and the caller's generators are left as they were; else nothing."""
-        if not float(getattr(self, "dropout", 0.0) or 0.0):
-            return contextlib.nullcontext()
-        stack = contextlib.ExitStack()
-        stack.enter_context(torch.random.fork_rng(
-            devices=[self.device_] if self.device_.type == "cuda" else []))
-        torch.manual_seed(int(seed))
-        return stack
+    def _training_context(self, seed: int):
+        """The context the training runs in (``seed``: this fit's, plus the epochs run
+        before); nothing here, the Set Transformer's seeds its dropout masks."""
+        return contextlib.nullcontext()
 
     def _fit_batch_size(self, n_train: int) -> int:
         """The most sets per training batch in a fit on ``n_train`` sets (default:

@@ -8,7 +8,10 @@ output never depends on its batch companions), and train with the one loop of
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
+import torch
 
 from .._sets import iter_packed
 from .._validation import POSITIVE_INT, Boolean, Integer, Real
@@ -262,6 +265,19 @@ class _SetTransformerBase(_BaseSetNetwork):
         **TRAINING_PARAMS,
         **_AUTO_PARAMS,
     }
+
+    @contextlib.contextmanager
+    def _training_context(self, seed: int):
+        """With ``dropout`` > 0: torch's generators (the CPU's and the fit's device's) forked and
+        seeded with ``seed`` for the training, so that the dropout masks repeat with
+        ``random_state`` and the caller's generators are left as they were."""
+        if not self.dropout:
+            yield
+            return
+        cuda = [self.device_] if self.device_.type == "cuda" else []
+        with torch.random.fork_rng(devices=cuda):
+            torch.manual_seed(int(seed))
+            yield
 
     def _training_setup(self, data, warm):
         """The shared setup (the network's dropout set to ``dropout``: a warm start may change
