@@ -96,6 +96,9 @@ LAYERS = {
                         _pooled),
     "SetTransformer": (lambda d: snn.SetTransformer(d, 8, 2, n_layers=1, n_heads=2), "plain",
                        _pooled),
+    # dropout in training, the masks drawn alike at every call (so that calls compare)
+    "SetTransformer-dropout": (lambda d: _SeededDropout(snn.SetTransformer(
+        d, 8, 2, n_layers=1, n_heads=2, n_inducing=2, dropout=0.3)), "plain", _pooled),
     "SetTransformer++": (lambda d: snn.SetTransformer(d, 8, 3, n_layers=2, n_heads=2,
                                                       n_inducing=2, norm="set", residual="clean",
                                                       decoder="sab"), "plain", _pooled),
@@ -134,6 +137,19 @@ LAYERS = {
     "normalized_laplacian": (lambda d: None, "square", _pooled),
 }
 _LAYER_CACHE = {}
+
+
+class _SeededDropout(torch.nn.Module):
+    """``net`` in training mode, its dropout masks drawn from one seed at every call."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net.train()
+
+    def forward(self, x, mask):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            return self.net(x, mask)
 
 
 def _mixed(net):
