@@ -30,6 +30,7 @@ import warnings
 
 import numpy as np
 import torch
+from _input_scaling import MODES, install
 
 from skset import (
     DeepSetsClassifier,
@@ -97,7 +98,10 @@ def main():
                     help="epochs (default: counting 30, maxreg 40)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--json", default=None, help="append the rows to this JSON-lines file")
+    ap.add_argument("--scaling", choices=MODES, default=None,
+                    help="another input scaling for the networks (benchmarks/_input_scaling.py)")
     args = ap.parse_args()
+    install(args.scaling)
     torch.set_num_threads(1)
     n_train = args.n_train or {"counting": 6000, "maxreg": 10000}[args.task]
     max_iter = args.max_iter or {"counting": 30, "maxreg": 40}[args.task]

@@ -40,6 +40,7 @@ import warnings  # noqa: E402
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from _input_scaling import MODES, install  # noqa: E402
 from _records import emit  # noqa: E402
 from bench_suite import RAW_CS, pool_raw, score  # noqa: E402
 from sklearn.linear_model import LogisticRegressionCV  # noqa: E402
@@ -189,7 +190,10 @@ def main():
     ap.add_argument("--averaging", action="store_true",
                     help="the weights averaged along training (see the module docstring)")
     ap.add_argument("--dropout", type=float, default=0.0, help="dropout rate of the probe")
+    ap.add_argument("--scaling", choices=MODES, default=None,
+                    help="another input scaling for the networks (benchmarks/_input_scaling.py)")
     args = ap.parse_args()
+    install(args.scaling)
     if args.table:
         print(table(args.table))
         return

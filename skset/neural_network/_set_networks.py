@@ -21,10 +21,10 @@ from ..nn.deep_sets import DeepSets
 from ._base import SetNetworkEstimator, TrainingSetup, compose_doc
 from ._callbacks import LowestLossCheckpoint
 from ._multilabel import CLASS_WEIGHT_DOC, MULTILABEL_DOC, with_class_weight
-from ._network_kmers import KMER_DOC, KMER_PARAMS, NetworkKmers, choose_kmers, read_kmers
+from ._network_kmers import KMER_PARAMS, NetworkKmers, choose_kmers, read_kmers
 from ._pool_size import DS_POOLINGS, POOL_SIZE_ATTR, POOLING_DOC, fit_pool_size
-from ._pooled_skip import POOLED_SKIP_DOC, fit_pooled_skip
-from ._st_docs import ST_DOC, ST_REFS
+from ._pooled_skip import fit_pooled_skip
+from ._st_docs import NETWORK_INPUT_DOC, ST_DOC, ST_REFS
 from ._tasks import SetClassifierMixin, SetRegressorMixin
 from ._training import TRAINING_PARAMS
 
@@ -531,11 +531,7 @@ _DS_DOC = """
         ``relu(x + N(W relu(N(W x))))``; ``"clean"``: the Deep Sets++ block
         ``x + N(W relu(N(W x)))`` with a bias-free input layer and a final norm-relu-weight.
         ``norm="set", residual="clean"`` is Deep Sets++.
-    standardize : bool, default=True
-        Standardise each element feature by its mean and standard deviation over all training
-        elements (``mean_``, ``scale_``), as ``NystromFeatures`` does; ``False`` feeds the raw
-        features.
-""" + POOLED_SKIP_DOC + KMER_DOC
+""" + NETWORK_INPUT_DOC
 
 _DS_REFS = """
     See Also

@@ -1,10 +1,19 @@
 """The docstring sections of the Set Transformer estimators (parameters, references), shared by
-:class:`~skset.SetTransformerClassifier` and :class:`~skset.SetTransformerRegressor`."""
+:class:`~skset.SetTransformerClassifier` and :class:`~skset.SetTransformerRegressor`, and the
+input parameters both set networks share."""
 
 from ._network_kmers import KMER_DOC
 from ._pooled_skip import POOLED_SKIP_DOC
 
-__all__ = ["ST_DOC", "ST_REFS"]
+__all__ = ["NETWORK_INPUT_DOC", "ST_DOC", "ST_REFS"]
+
+# the input parameters of both set networks (Deep Sets' docstring takes them too)
+NETWORK_INPUT_DOC = """    standardize : bool, default=True
+        Standardise each element feature by its mean and standard deviation over all training
+        elements (``mean_``, ``scale_``), as ``NystromFeatures`` does; ``False`` feeds the raw
+        features, which did better on bags of raw pixel intensities of 200 training bags or more
+        and worse on unique counting of digits (see :ref:`network-input-scaling`).
+""" + POOLED_SKIP_DOC + KMER_DOC
 
 ST_DOC = """
     Parameters
@@ -40,11 +49,7 @@ ST_DOC = """
         generator is left as it was. A training parameter: a warm start may change it. Not
         the default: on the real-data suite 0.1 lifted small sets of series and lowered
         MNISTBags200 (see :ref:`st-dropout`).
-    standardize : bool, default=True
-        Standardise each element feature by its mean and standard deviation over all training
-        elements (``mean_``, ``scale_``), as ``NystromFeatures`` does; ``False`` feeds the raw
-        features.
-""" + POOLED_SKIP_DOC + KMER_DOC
+""" + NETWORK_INPUT_DOC
 
 ST_REFS = """
     See Also
