@@ -108,6 +108,27 @@ def test_fit_repeats_with_random_state_and_leaves_the_global_generator(cls):
     np.testing.assert_array_equal(out(first, X), out(first, X))  # predictions never drop
 
 
+
+def test_a_cpu_fit_on_a_machine_with_gpus_leaves_their_generators(monkeypatch):
+    """``torch.manual_seed`` reseeds every CUDA device's generator as well as the CPU's: the
+    network's initialisation and the dropout masks seed only the generators they fork (a CPU fit:
+    the CPU's). Recorded with two CUDA devices mocked: nothing reseeds a device, and the fit is
+    the fit made without the mock."""
+    X, y = _sets(20)
+    kw = {**SMALL, "max_iter": 2}
+    plain = SetTransformerClassifier(dropout=0.2, **kw).fit(X, y)
+    calls = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch, "manual_seed", lambda seed: calls.append("manual_seed"))
+    monkeypatch.setattr(torch.cuda, "manual_seed", lambda seed: calls.append("cuda"))
+    monkeypatch.setattr(torch.cuda, "manual_seed_all", lambda seed: calls.append("cuda all"))
+    mocked = SetTransformerClassifier(dropout=0.2, **kw).fit(X, y)
+    assert calls == []
+    np.testing.assert_array_equal(mocked.predict_proba(X), plain.predict_proba(X))
+    assert mocked.loss_curve_ == plain.loss_curve_
+
+
 def test_a_warm_start_may_change_the_rate_and_the_module_follows():
     X, y = _sets()
     est = SetTransformerClassifier(dropout=0.2, **SMALL).fit(X, y)

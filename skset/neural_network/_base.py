@@ -113,9 +113,11 @@ class BaseNeuralEstimator(SksetEstimator):
 
     @staticmethod
     def _seeded(seed: int, build):
-        """``build()`` with torch's global RNG seeded privately (the caller's RNG is untouched)."""
+        """``build()`` with torch's global RNG seeded privately (the caller's RNG is untouched):
+        built on the CPU from its generator, forked and seeded alone (``torch.manual_seed`` would
+        also reseed every CUDA device's), then moved by the caller."""
         with torch.random.fork_rng(devices=[]), torch.device("cpu"):
-            torch.manual_seed(seed)  # built on the CPU (its generator), then moved by the caller
+            torch.random.default_generator.manual_seed(seed)
             return build()
 
     def _train(self, loss_fn, batches, callbacks: list[Callback], *, optimizer: str,

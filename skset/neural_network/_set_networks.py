@@ -268,15 +268,19 @@ class _SetTransformerBase(_BaseSetNetwork):
 
     @contextlib.contextmanager
     def _training_context(self, seed: int):
-        """With ``dropout`` > 0: torch's generators (the CPU's and the fit's device's) forked and
-        seeded with ``seed`` for the training, so that the dropout masks repeat with
-        ``random_state`` and the caller's generators are left as they were."""
+        """With ``dropout`` > 0: the generators the training draws from (the CPU's, and the fit's
+        CUDA device's) forked and seeded with ``seed``, so that the dropout masks repeat with
+        ``random_state`` and the caller's generators are left as they were. Only those are
+        seeded (``torch.manual_seed`` would reseed every CUDA device, unforked)."""
         if not self.dropout:
             yield
             return
         cuda = [self.device_] if self.device_.type == "cuda" else []
         with torch.random.fork_rng(devices=cuda):
-            torch.manual_seed(int(seed))
+            torch.random.default_generator.manual_seed(int(seed))
+            for device in cuda:
+                with torch.cuda.device(device):
+                    torch.cuda.manual_seed(int(seed))
             yield
 
     def _training_setup(self, data, warm):
