@@ -11,7 +11,7 @@ __all__ = ["NETWORK_INPUT_DOC", "ST_DOC", "ST_REFS"]
 NETWORK_INPUT_DOC = """    standardize : bool, default=True
         Standardise each element feature by its mean and standard deviation over all training
         elements (``mean_``, ``scale_``), as ``NystromFeatures`` does; ``False`` feeds the raw
-        features, which did better on bags of raw pixel intensities of 200 training bags or more
+        features, which did better on MNIST bags of raw pixel intensities (200 training bags)
         and worse on unique counting of digits (see :ref:`network-input-scaling`).
 """ + POOLED_SKIP_DOC + KMER_DOC
 
