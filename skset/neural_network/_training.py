@@ -264,6 +264,11 @@ def _progress(iterable, enabled: bool, desc: str):
     return tqdm(iterable, desc=desc, leave=False)
 
 
+def _loss_and_weight(out) -> tuple:
+    """A ``loss_fn`` output as ``(loss, weight)``: the weight of a bare loss is 1."""
+    return out if isinstance(out, tuple) else (out, 1.0)
+
+
 def train_module(
     module: torch.nn.Module,
     loss_fn: Callable[[torch.nn.Module, object], torch.Tensor | tuple[torch.Tensor, float]],
@@ -361,7 +366,7 @@ def train_module(
         with torch.no_grad():
             for batch in batches(-1):
                 out = loss_fn(module, batch)
-                loss, w = out if isinstance(out, tuple) else (out, 1.0)
+                loss, w = _loss_and_weight(out)
                 total += float(loss) * float(w)
                 weight_sum += float(w)
         module.train(was)
@@ -381,7 +386,7 @@ def train_module(
             for cb in cbs:
                 cb.on_batch_begin(state)
             out = loss_fn(module, batch)
-            loss, w = out if isinstance(out, tuple) else (out, 1.0)
+            loss, w = _loss_and_weight(out)
             if not torch.isfinite(loss):
                 raise FloatingPointError(
                     f"{state.prefix}the training loss became {loss.item()} at epoch {epoch + 1}; "
