@@ -9,6 +9,7 @@ from ._frames import frame_from_sets, sets_from_frame
 from ._persist import load, save
 from ._version import __version__
 from .cluster import ABCClusterer, EigengapSpectralClustering, estimate_n_clusters
+from .dilated_kernels import DilatedKernelFeatures
 from .embedding import OTKEmbedding
 from .export import export_onnx
 from .kernel_approximation import NystromFeatures
@@ -27,6 +28,7 @@ __all__ = [
     "CompileWarning",
     "DeepSetsClassifier",
     "DeepSetsRegressor",
+    "DilatedKernelFeatures",
     "EigengapSpectralClustering",
     "NystromFeatures",
     "OTKClassifier",

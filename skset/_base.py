@@ -27,7 +27,18 @@ from ._threads import SCOPED_METHODS, TRAINING_WORK_FACTOR, scoped, set_work_siz
 from ._torch import _to_cpu, _to_device, random_streams, resolve_device, resolve_dtype
 from ._validation import InvalidParameterError, check_params
 
-__all__ = ["SksetEstimator"]
+__all__ = ["SksetEstimator", "set_input_tags"]
+
+
+def set_input_tags(tags, dtype: str | None = None, *, pool: bool = False):
+    """scikit-learn's tags of an estimator of collections of sets: 3-D arrays (sets of one
+    size) accepted, 2-D ones only with ``pool`` (read as one pool of elements); a transformer's
+    output keeps ``dtype``. Returns ``tags``."""
+    tags.input_tags.two_d_array = pool
+    tags.input_tags.three_d_array = True
+    if dtype is not None:
+        tags.transformer_tags.preserves_dtype = [dtype]
+    return tags
 
 
 class SksetEstimator(BaseEstimator):

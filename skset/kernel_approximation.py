@@ -11,7 +11,7 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.cluster import KMeans
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._base import SksetEstimator
+from ._base import SksetEstimator, set_input_tags
 from ._kmer_inputs import KmerInputs
 from ._map_selection import (
     DEFAULT_CHOICE,
@@ -655,11 +655,7 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         return coll.wrap([out[a:b] for a, b in zip([0, *ends[:-1]], ends)])
 
     def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.three_d_array = True
-        tags.transformer_tags.preserves_dtype = ["float32"] if self.dtype == "float32" else [
-            "float64"]
-        return tags
+        return set_input_tags(super().__sklearn_tags__(), self.dtype, pool=True)
 
     _serving_outputs = ("transform", "transform_mask")
 

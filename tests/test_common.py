@@ -36,6 +36,7 @@ from skset import (
     ABCClusterer,
     DeepSetsClassifier,
     DeepSetsRegressor,
+    DilatedKernelFeatures,
     NystromFeatures,
     OTKClassifier,
     OTKEmbedding,
@@ -59,6 +60,7 @@ ESTIMATORS = [
     DeepSetsRegressor(norm="set", residual="clean", **NN),
     OTKClassifier(**OTKS),
     OTKRegressor(**OTKS),
+    DilatedKernelFeatures(n_thresholds=3, max_dilations=2, random_state=0),
 ]
 IDS = [type(e).__name__ + str(i) for i, e in enumerate(ESTIMATORS)]
 # the rbf prior makes the 4-step kernel cluster the blobs of _instances: the labels compared below
@@ -67,6 +69,7 @@ ABC = ABCClusterer(hidden_size=8, n_heads=2, max_steps=4, batch_size=4, eval_eve
                    input_similarity="rbf", random_state=0)
 ALL, ALL_IDS = ESTIMATORS + [ABC], IDS + ["ABCClusterer"]
 ORDERED = (OTKEmbedding, OTKClassifier, OTKRegressor)  # positions or k-mers make them order-aware
+SERIES = (DilatedKernelFeatures,)  # reads every set as a series: always order-aware
 
 
 def _data(n=20, seed=0):
@@ -163,8 +166,8 @@ def test_permutation_and_padding_invariance(est):
         return
     np.testing.assert_allclose(in_batch[:6], np.concatenate(alone), rtol=1e-4, atol=1e-5)
     # the fitted choices say whether the order is read ("auto" positions or widths may keep it out)
-    if isinstance(a, ORDERED) and (getattr(a, "position_sigma_", None) is not None
-                                   or getattr(a, "window_", 1) > 1):
+    if isinstance(a, SERIES) or isinstance(a, ORDERED) and (
+            getattr(a, "position_sigma_", None) is not None or getattr(a, "window_", 1) > 1):
         return
     permuted = [x[rng.permutation(len(x))] for x in X]
     np.testing.assert_allclose(_out(a, permuted), _out(a, X), rtol=1e-4, atol=1e-5)
@@ -214,6 +217,9 @@ def test_model_selection_tools(est):
         pipe = Pipeline([("nf", clone(est)), ("otk", OTKEmbedding(n_supports=2, random_state=0)),
                          ("clf", LogisticRegression())])
         grid = {"nf__bandwidth": [0.5, 1.0]}
+    elif isinstance(est, SERIES):
+        pipe = Pipeline([("dk", clone(est)), ("clf", LogisticRegression())])
+        grid = {"dk__n_thresholds": [2, 4], "dk__max_dilations": [1, 3]}
     else:
         pipe = Pipeline([("otk", clone(est)), ("clf", LogisticRegression())])
         grid = {"otk__epsilon": [0.1, 1.0], "otk__n_supports": [2, 3]}
@@ -236,9 +242,10 @@ def _fitted_with_outputs(est):
     return _fit(est, X, y), (X, _y(est, y)), lambda m: [_out(m, Xt)]
 
 
-# NystromFeatures and OTKEmbedding keep no tensor once fitted (test_persist.py checks that their
-# recorded device falls back to the CPU)
-TORCH_STATE = [e for e in ALL if not isinstance(e, (NystromFeatures, OTKEmbedding))]
+# NystromFeatures, OTKEmbedding and DilatedKernelFeatures keep no tensor once fitted
+# (test_persist.py checks that their recorded device falls back to the CPU)
+TORCH_STATE = [e for e in ALL
+               if not isinstance(e, (NystromFeatures, OTKEmbedding, DilatedKernelFeatures))]
 
 
 @pytest.mark.parametrize("est", TORCH_STATE, ids=lambda e: type(e).__name__)

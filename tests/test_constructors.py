@@ -21,6 +21,7 @@ ESTIMATORS = [getattr(skset, name) for name in skset.__all__
 #: the parameters that may be given by position (the first ones); every other is keyword-only
 POSITIONAL = {
     "NystromFeatures": ["n_components"],
+    "DilatedKernelFeatures": ["n_thresholds", "max_dilations"],
     "OTKEmbedding": ["n_supports", "n_references"],
     "SetTransformerClassifier": ["hidden_size", "n_layers", "n_heads"],
     "SetTransformerRegressor": ["hidden_size", "n_layers", "n_heads"],

@@ -38,7 +38,7 @@ def _bad_values(constraints: list):
 
 
 def test_every_estimator_has_a_table():
-    assert len(ESTIMATORS) == 10
+    assert len(ESTIMATORS) == 11
     for cls in ESTIMATORS:
         assert issubclass(cls, SksetEstimator), cls
         assert list(cls._parameter_constraints) == list(inspect.signature(cls).parameters), cls

@@ -17,6 +17,7 @@ import skset
 from skset import (
     DeepSetsClassifier,
     DeepSetsRegressor,
+    DilatedKernelFeatures,
     NystromFeatures,
     OTKClassifier,
     OTKEmbedding,
@@ -34,6 +35,8 @@ ESTIMATORS = [
     OTKEmbedding(n_supports=3, random_state=0),
     OTKEmbedding(n_supports=3, n_references=2, fit_method="wasserstein", position_sigma=0.5,
                  dtype="float64", random_state=0),
+    DilatedKernelFeatures(n_thresholds=3, max_dilations=2, random_state=0),
+    DilatedKernelFeatures(n_thresholds=2, max_dilations=3, dtype="float64", random_state=0),
     SetTransformerClassifier(n_heads=2, n_inducing=3, **NN),
     SetTransformerRegressor(n_heads=2, n_inducing=None, norm="set", residual="clean", **NN),
     DeepSetsClassifier(**NN),

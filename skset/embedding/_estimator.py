@@ -10,7 +10,7 @@ import torch
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .._base import SksetEstimator
+from .._base import SksetEstimator, set_input_tags
 from .._config import get_config
 from .._sets import check_choice_labels, check_finite_output, check_sets, length_batches, pack, pack_weights
 from .._streaming import PARTIAL_FIT_WEIGHTS_DOC, weight_scale
@@ -588,11 +588,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         return plans
 
     def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.two_d_array = False
-        tags.input_tags.three_d_array = True
-        tags.transformer_tags.preserves_dtype = [self.dtype]
-        return tags
+        return set_input_tags(super().__sklearn_tags__(), self.dtype)
 
     _serving_outputs = ("transform",)
 

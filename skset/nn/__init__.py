@@ -15,6 +15,7 @@ from .attention import (
     record_attention,
 )
 from .deep_sets import DeepSets, DeepSetsBlock, DeepSetsEncoder, PooledLinear, masked_pool
+from .dilated_kernels import DilatedKernelPPV, kernel_responses
 from .norm import SetNorm, set_norm
 from .nystrom import (
     NystromLayer,
@@ -48,6 +49,8 @@ __all__ = [
     "SetNorm",
     "SetTransformer",
     "DeepSets",
+    "DilatedKernelPPV",
+    "kernel_responses",
     "DeepSetsBlock",
     "DeepSetsEncoder",
     "masked_pool",

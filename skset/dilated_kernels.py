@@ -1,0 +1,223 @@
+"""Series as sets of time points, each read by fixed dilated kernels: :class:`DilatedKernelFeatures`
+(the engine is :mod:`skset.nn.dilated_kernels`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+
+from ._base import SksetEstimator, set_input_tags
+from ._sets import check_finite_output, check_sets, length_batches, pack
+from ._torch import resolve_dtype, to_numpy
+from ._validation import POSITIVE_INT, TORCH_PARAMS
+from .nn.dilated_kernels import KERNEL_TAPS, N_TAPS, DilatedKernelPPV, kernel_responses
+
+__all__ = ["DilatedKernelFeatures"]
+
+#: low-discrepancy levels of the thresholds' quantiles (multiples of the golden ratio's
+#: fractional part), so that any number of thresholds spreads over (0, 1)
+_GOLDEN = (np.sqrt(5.0) - 1.0) / 2.0
+#: the most channels one kernel sums (as many as its taps)
+MAX_KERNEL_CHANNELS = N_TAPS
+
+
+def dilations_for(length: float, max_dilations: int) -> list[int]:
+    """Up to ``max_dilations`` dilations spaced exponentially from 1 to the largest whose nine
+    taps span ``length`` steps (duplicates after rounding down dropped)."""
+    top = np.log2(max((length - 1) / (N_TAPS - 1), 1.0))
+    return sorted({int(2.0 ** e) for e in np.linspace(0.0, top, max_dilations)})
+
+
+class DilatedKernelFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstimator):
+    r"""Series read as sets of time points by fixed dilated kernels, pooled as proportions.
+
+    Each set is a series: its elements are time points in order (one row per step, one column
+    per channel). Each point is described by the responses of 84 fixed kernels of nine taps
+    around it, at several dilations (the taps ``d`` steps apart, zero beyond the series), and
+    each response is compared with thresholds learnt from the training series; the output of a
+    set is, for each kernel, dilation and threshold, the proportion of its points whose
+    response is above the threshold. That is an element map (a point's indicators) followed by
+    mean pooling, MiniRocket's features (Dempster et al. 2021) written for sets: series of any
+    lengths are read as they are, without resampling, and a set of one length pools as many
+    points as it has. The kernels (weight 2 on three taps, -1 on six) sum to zero, so they see
+    the series' shape around each point and not its level. Put a linear model after it
+    (``StandardScaler`` and ``RidgeClassifierCV`` or ``LogisticRegression``); see
+    :mod:`skset.nn.dilated_kernels` for the maths.
+
+    Parameters
+    ----------
+    n_thresholds : int, default=12
+        Thresholds per kernel and dilation: quantiles of the responses of one training series
+        (drawn at random for each dilation) at levels spread over (0, 1). The output has
+        ``84 * len(dilations_) * n_thresholds`` features (8,064 with the defaults and eight
+        dilations).
+    max_dilations : int, default=8
+        At most this many dilations, spaced exponentially from 1 to the largest whose nine taps
+        span the median length of the training series (fewer where rounding makes two equal).
+    max_elements : int, default=32_768
+        Padded points per batch of :meth:`transform` (series of similar lengths batched
+        together): bounds its memory, a few kilobytes per point (the 84 responses of each point,
+        their indicators, and for several channels each kernel's nine summed taps).
+    device : {"auto", "cpu", "cuda", ...} or torch.device, default="auto"
+        Where the responses are computed.
+    dtype : {"float32", "float64"}, default="float32"
+        The dtype of the responses and of the output.
+    random_state : int, RandomState instance or None, default=None
+        Draws the series the thresholds come from, and the channels of each kernel.
+
+    Attributes
+    ----------
+    dilations_ : list of int
+        The dilations, one block of ``84 * n_thresholds`` features each.
+    thresholds_ : ndarray of shape (len(dilations_), 84, n_thresholds)
+        The thresholds of each kernel at each dilation.
+    channels_ : ndarray of shape (len(dilations_), 84, n_features_in_) or None
+        0/1: the channels each kernel sums at each dilation (between 1 and nine, drawn at
+        random for each kernel and dilation); ``None`` for series of one channel.
+    n_features_in_ : int
+        Channels of the training series.
+    device_, dtype_ : the fitted device and dtype.
+
+    Notes
+    -----
+    On the suite's univariate series (``benchmarks/results/dilated_kernels.md``), this map with
+    ``StandardScaler`` and ``RidgeClassifierCV`` scores as aeon's ``MiniRocketClassifier``
+    on the series of one length, and above it on variable-length series, which MiniRocket reads
+    resampled to one length.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.linear_model import RidgeClassifierCV
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from sklearn.preprocessing import StandardScaler
+    >>> from skset import DilatedKernelFeatures
+    >>> rng = np.random.default_rng(0)
+    >>> t = np.linspace(0, 6, 60)
+    >>> X = [np.sin(t * (1 + i % 2) + rng.normal())[:, None] for i in range(20)]
+    >>> y = np.arange(20) % 2
+    >>> model = make_pipeline(DilatedKernelFeatures(random_state=0), StandardScaler(),
+    ...                       RidgeClassifierCV()).fit(X, y)
+    >>> model.score(X, y)
+    1.0
+    """
+
+    _parameter_constraints = {
+        "n_thresholds": [POSITIVE_INT],
+        "max_dilations": [POSITIVE_INT],
+        "max_elements": [POSITIVE_INT],
+        **TORCH_PARAMS,
+    }
+
+    def __init__(self, n_thresholds=12, max_dilations=8, *, max_elements=32_768, device="auto",
+                 dtype="float32", random_state=None):
+        self.n_thresholds = n_thresholds
+        self.max_dilations = max_dilations
+        self.max_elements = max_elements
+        self.device = device
+        self.dtype = dtype
+        self.random_state = random_state
+
+    def _check_X(self, X, fitting=False):
+        return check_sets(X, n_features=None if fitting else self.n_features_in_,
+                          compute_dtype=resolve_dtype(self.dtype)).sets
+
+    def fit(self, X, y=None):
+        """Choose the dilations and the channels of each kernel, and learn the thresholds.
+
+        Parameters
+        ----------
+        X : collection of sets (list of (n_i, d) arrays, 1-D object array or 3-D array)
+            The training series, each a set of time points in order.
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        _, rng = self._begin_fit()
+        sets = self._check_X(X, fitting=True)
+        self.n_features_in_ = n_channels = sets[0].shape[1]
+        lengths = np.array([s.shape[0] for s in sets])
+        self.dilations_ = dilations_for(float(np.median(lengths)), self.max_dilations)
+        n_kernels = len(KERNEL_TAPS)
+        self.channels_ = None
+        if n_channels > 1:
+            self.channels_ = np.zeros((len(self.dilations_), n_kernels, n_channels), self.dtype)
+            most = min(n_channels, MAX_KERNEL_CHANNELS)
+            for block in self.channels_.reshape(-1, n_channels):
+                block[rng.choice(n_channels, size=rng.randint(1, most + 1), replace=False)] = 1
+        levels = torch.as_tensor((np.arange(1, self.n_thresholds + 1) * _GOLDEN) % 1.0,
+                                 dtype=self.dtype_, device=self.device_)
+        thresholds = []
+        for i, d in enumerate(self.dilations_):
+            x, mask = pack([sets[rng.randint(len(sets))]], device=self.device_, dtype=self.dtype_)
+            chan = self._channels(i)
+            r = kernel_responses(x, mask, d, chan)[:, 0]                      # (84, n)
+            thresholds.append(torch.quantile(r, levels, dim=1).T)             # (84, q)
+        self.thresholds_ = to_numpy(torch.stack(thresholds))
+        return self
+
+    def partial_fit(self, X, y=None):
+        """Fit on the first chunk; later chunks are checked and change nothing.
+
+        The map is fixed once fitted: the thresholds come from training series drawn from the
+        first chunk (as :meth:`fit` draws one series per dilation), so that a pipeline with this
+        transformer can learn from chunks (``skset.utils.partial_fit``,
+        ``skset.distributed.fit``) and its later steps see one map throughout.
+
+        Parameters
+        ----------
+        X : collection of sets
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        if not hasattr(self, "thresholds_"):
+            return self.fit(X, y)
+        self._check_X(X)
+        return self
+
+    def _channels(self, i):
+        if self.channels_ is None:
+            return None
+        return torch.as_tensor(self.channels_[i], device=self.device_)
+
+    @property
+    def _n_features_out(self):
+        return int(np.prod(self.thresholds_.shape))
+
+    def to_module(self) -> DilatedKernelPPV:
+        """The fitted map as a torch module (``forward(x, mask) -> (B, n_features_out)``)."""
+        check_is_fitted(self)
+        chan = None if self.channels_ is None else torch.as_tensor(self.channels_)
+        return DilatedKernelPPV(self.dilations_, torch.as_tensor(self.thresholds_), chan)
+
+    def transform(self, X) -> np.ndarray:
+        """The proportions of each series' points above each threshold:
+        ``(n_sets, 84 * len(dilations_) * n_thresholds)``, ordered by dilation, kernel and
+        threshold.
+
+        Parameters
+        ----------
+        X : collection of sets
+        """
+        check_is_fitted(self)
+        sets = self._check_X(X)
+        module = self.to_module().to(device=self.device_, dtype=self.dtype_)
+        out = np.empty((len(sets), self._n_features_out), dtype=self.dtype)
+        lengths = np.fromiter((s.shape[0] for s in sets), dtype=np.int64, count=len(sets))
+        with torch.no_grad():
+            for idx in length_batches(lengths, max_elements=self.max_elements,
+                                      padding_tolerance=0.1):
+                x, mask = pack([sets[i] for i in idx], device=self.device_, dtype=self.dtype_)
+                out[idx] = to_numpy(module(x, mask))
+        check_finite_output(out, type(self).__name__, self.dtype_)
+        return out
+
+    def __sklearn_tags__(self):
+        return set_input_tags(super().__sklearn_tags__(), self.dtype)

@@ -1,0 +1,139 @@
+r"""Fixed dilated kernels read over a set of time points, pooled as proportions above thresholds.
+
+A series is the set of its time points. Each point :math:`t` is described by the responses of
+84 fixed kernels of nine taps around it, at dilation :math:`d` (the taps
+:math:`x_{t-4d}, \dots, x_t, \dots, x_{t+4d}`, zero beyond the series): weight 2 on three of
+the nine taps, -1 on the other six, so that each kernel sums to zero and sees shape, not level
+(the kernels of MiniRocket, Dempster et al. 2021). The response of kernel :math:`k`,
+
+.. math:: c_{kd}(t) = 3 \sum_{j \in S_k} x_{t + (j-4)d} - \sum_{j=0}^{8} x_{t + (j-4)d},
+
+is computed as written, a sum of the same nine taps in the same order at every time point, so
+that a point's response does not depend on the batch it is computed in. Each response is
+compared with thresholds :math:`b_{kdq}` and pooled by the proportion of the set's points above
+each, the mean of the indicators :math:`\mathbb{1}[c_{kd}(t) > b_{kdq}]` (MiniRocket's PPV): an
+element map followed by mean pooling. Sets of several channels sum each kernel's taps over a
+subset of the channels (one subset per kernel and dilation).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+from torch import nn
+
+__all__ = ["N_TAPS", "KERNEL_TAPS", "DilatedKernelPPV", "kernel_responses"]
+
+N_TAPS = 9
+#: the three taps of weight 2 of each of the 84 kernels (the other six weigh -1)
+KERNEL_TAPS = tuple(itertools.combinations(range(N_TAPS), 3))
+
+
+def _taps(x: torch.Tensor, dilation: int) -> torch.Tensor:
+    """``(B, C, n, 9)``: the nine taps around each point, zero beyond ``x`` (``(B, C, n)``)."""
+    span = (N_TAPS - 1) * dilation
+    padded = nn.functional.pad(x, (span // 2, span // 2))
+    return padded.unfold(2, span + 1, 1)[..., ::dilation]
+
+
+def kernel_responses(x: torch.Tensor, mask: torch.Tensor, dilation: int,
+                     channels: torch.Tensor | None = None) -> torch.Tensor:
+    """The 84 kernels' responses at every point of each set.
+
+    Parameters
+    ----------
+    x : tensor of shape (B, n, C)
+        Padded sets of ``C``-channel time points.
+    mask : bool tensor of shape (B, n)
+        Which points are real; the others count as zero for their neighbours' taps.
+    dilation : int
+        Steps between two taps.
+    channels : tensor of shape (84, C) or None
+        0/1: the channels each kernel sums; ``None`` sums every channel.
+
+    Returns
+    -------
+    tensor of shape (84, B, n)
+        Responses, kernel first; those of padded points are garbage that
+        :class:`DilatedKernelPPV` masks.
+    """
+    x = torch.where(mask[..., None], x, torch.zeros((), dtype=x.dtype, device=x.device))
+    taps = _taps(x.transpose(1, 2), dilation)                         # (B, C, n, 9)
+    if channels is None or taps.shape[1] == 1:
+        taps = taps.sum(1, keepdim=True)                                # (B, 1, n, 9)
+    else:  # each kernel's channels summed: (B, 84, n, 9)
+        taps = torch.einsum("bcnj,kc->bknj", taps, channels.to(taps.dtype))
+    taps = taps.permute(3, 1, 0, 2).contiguous()                       # (9, 1 or 84, B, n)
+    total = taps[0]
+    for j in range(1, N_TAPS):  # the nine taps added in one order at every point
+        total = total + taps[j]
+    out = torch.empty((len(KERNEL_TAPS), *taps.shape[2:]), dtype=x.dtype, device=x.device)
+    if taps.shape[1] == 1:  # one channel set: the 36 pair sums shared by the kernels
+        taps = taps[:, 0]
+        pairs = {}
+        for k, (a, b, c) in enumerate(KERNEL_TAPS):  # 84 kernels, each a pass over the batch
+            if (a, b) not in pairs:
+                pairs[a, b] = taps[a] + taps[b]
+            torch.add(pairs[a, b], taps[c], out=out[k])
+    else:
+        for k, (a, b, c) in enumerate(KERNEL_TAPS):
+            torch.add(taps[a, k] + taps[b, k], taps[c, k], out=out[k])
+    return 3 * out - total
+
+
+class DilatedKernelPPV(nn.Module):
+    """The proportion of each set's points where each kernel's response exceeds each threshold.
+
+    Parameters
+    ----------
+    dilations : sequence of int
+        The dilations, one block of features each.
+    thresholds : tensor of shape (n_dilations, 84, n_thresholds)
+        Thresholds of each kernel at each dilation.
+    channels : tensor of shape (n_dilations, 84, C) or None
+        0/1: the channels each kernel sums at each dilation; ``None``: every channel.
+
+    ``forward(x (B, n, C), mask (B, n)) -> (B, n_dilations * 84 * n_thresholds)``, features
+    ordered by dilation, then kernel, then threshold (in the order given). Each point's bucket
+    among a kernel's sorted thresholds is counted in one small-integer pass per threshold, and
+    the points of each bucket counted once: no tensor of every point against every threshold is
+    built or reduced.
+    """
+
+    def __init__(self, dilations, thresholds: torch.Tensor, channels: torch.Tensor | None = None):
+        super().__init__()
+        self.dilations = [int(d) for d in dilations]
+        ordered, order = torch.sort(thresholds, dim=-1)
+        self.register_buffer("thresholds", thresholds)
+        self.register_buffer("sorted_thresholds", ordered.contiguous())
+        self.register_buffer("rank", torch.argsort(order, dim=-1))  # position of each in order
+        self.register_buffer("channels", channels)
+
+    @staticmethod
+    def _thresholds_below(r: torch.Tensor, ordered: torch.Tensor) -> torch.Tensor:
+        """``(84, B, n)`` int64: how many of each kernel's thresholds (``ordered``, ``(84, q)``,
+        ascending) are strictly below each response: one comparison pass per threshold, counted
+        in the smallest integer type that holds ``q``."""
+        small = torch.uint8 if ordered.shape[1] < 256 else torch.int32
+        below = (r > ordered[:, 0, None, None]).to(small)
+        for j in range(1, ordered.shape[1]):
+            below.add_(r > ordered[:, j, None, None])
+        return below.long()
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        B = x.shape[0]
+        n_thr = self.thresholds.shape[-1]
+        counts = mask.sum(1).clamp(min=1).to(x.dtype)[None, :, None]        # (1, B, 1)
+        out = []
+        for i, d in enumerate(self.dilations):  # a few dilations, each a batched pass
+            chan = None if self.channels is None else self.channels[i]
+            r = kernel_responses(x, mask, d, chan)                           # (84, B, n)
+            below = self._thresholds_below(r, self.sorted_thresholds[i])
+            hist = torch.zeros((*r.shape[:2], n_thr + 1), dtype=torch.int32, device=x.device)
+            hist.scatter_add_(2, below, mask[None].expand_as(below).to(torch.int32))
+            # points above sorted threshold j: those with more than j thresholds below them
+            above = hist.flip(-1).cumsum(-1).flip(-1)[..., 1:]               # (84, B, q)
+            rank = self.rank[i][:, None].expand(-1, B, -1)
+            out.append((above.gather(2, rank).to(x.dtype) / counts).permute(1, 0, 2).flatten(1))
+        return torch.cat(out, 1)

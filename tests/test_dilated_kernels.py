@@ -1,0 +1,197 @@
+"""DilatedKernelFeatures and its engine, skset.nn.dilated_kernels: against a naive loop over the
+series, kernels, dilations and thresholds, invariant to the batch a series is computed in, and
+in scikit-learn's tools."""
+
+import numpy as np
+import pytest
+import torch
+from sklearn.linear_model import RidgeClassifierCV
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from skset import DilatedKernelFeatures
+from skset.dilated_kernels import dilations_for
+from skset.nn.dilated_kernels import KERNEL_TAPS, DilatedKernelPPV, kernel_responses
+
+
+def _naive_responses(x, dilation, channels=None):
+    """``(84, n)``: each kernel's response, a loop over kernels and taps, zero beyond ``x``."""
+    x = np.asarray(x, dtype=float)
+    n, n_channels = x.shape
+    out = np.zeros((len(KERNEL_TAPS), n))
+    for k, taps in enumerate(KERNEL_TAPS):
+        weights = np.full(9, -1.0)
+        weights[list(taps)] = 2.0
+        used = np.ones(n_channels) if channels is None else channels[k]
+        series = (x * used).sum(1)
+        for t in range(n):
+            for j in range(9):
+                u = t + (j - 4) * dilation
+                if 0 <= u < n:
+                    out[k, t] += weights[j] * series[u]
+    return out
+
+
+def _naive_features(est, x):
+    feats = []
+    for i, d in enumerate(est.dilations_):
+        chan = None if est.channels_ is None else est.channels_[i]
+        r = _naive_responses(x, d, chan)
+        for k in range(len(KERNEL_TAPS)):
+            feats.extend((r[k] > b).mean() for b in est.thresholds_[i, k])
+    return np.array(feats)
+
+
+def _series(n_sets=10, channels=1, seed=0, low=1, high=60):
+    rng = np.random.default_rng(seed)
+    return [rng.normal(size=(int(rng.integers(low, high)), channels)) for _ in range(n_sets)]
+
+
+def test_the_84_kernels():
+    assert len(KERNEL_TAPS) == len(set(KERNEL_TAPS)) == 84
+    assert all(len(t) == 3 and len(set(t)) == 3 for t in KERNEL_TAPS)
+
+
+@pytest.mark.parametrize("channels", [1, 4])
+def test_transform_equals_a_naive_loop(channels):
+    X = _series(8, channels, seed=channels)
+    est = DilatedKernelFeatures(n_thresholds=5, dtype="float64", random_state=0).fit(X)
+    expected = np.stack([_naive_features(est, x) for x in X])
+    np.testing.assert_array_equal(est.transform(X), expected)
+
+
+def test_responses_equal_a_naive_loop_and_ignore_padding():
+    rng = np.random.default_rng(1)
+    x = torch.as_tensor(rng.normal(size=(3, 30, 1)))
+    mask = torch.ones(3, 30, dtype=torch.bool)
+    mask[1, 17:] = False
+    x[1, 17:] = float("nan")  # padding may hold garbage
+    r = kernel_responses(x, mask, 3)
+    assert r.shape == (84, 3, 30)
+    np.testing.assert_allclose(r[:, 1, :17].numpy(), _naive_responses(x[1, :17].numpy(), 3),
+                               rtol=0, atol=1e-12)
+
+
+def test_a_series_alone_equals_it_in_any_batch():
+    X = _series(12, 2, seed=3, high=200)
+    est = DilatedKernelFeatures(random_state=0).fit(X)
+    batch = est.transform(X)
+    alone = np.vstack([est.transform([x]) for x in X])
+    np.testing.assert_array_equal(batch, alone)
+    small = DilatedKernelFeatures(max_elements=50, random_state=0).fit(X)
+    np.testing.assert_array_equal(small.transform(X), batch)  # many small batches
+
+
+def test_fitted_attributes():
+    X = _series(15, 1, seed=4, low=100, high=101)
+    est = DilatedKernelFeatures(n_thresholds=7, max_dilations=5, random_state=0).fit(X)
+    assert est.dilations_ == dilations_for(100, 5) == [1, 3, 6, 12]  # 1.88 rounds down to 1
+    assert est.channels_ is None and est.n_features_in_ == 1
+    assert est.thresholds_.shape == (4, 84, 7)
+    assert est.transform(X).shape == (15, 4 * 84 * 7)
+    assert len(est.get_feature_names_out()) == 4 * 84 * 7
+    # each dilation's thresholds are quantiles of one training series' responses
+    for i, d in enumerate(est.dilations_):
+        found = False
+        for x in X:
+            r = _naive_responses(x, d)
+            lo, hi = r.min(1, keepdims=True), r.max(1, keepdims=True)
+            inside = ((est.thresholds_[i] >= lo - 1e-4) & (est.thresholds_[i] <= hi + 1e-4)).all()
+            levels = (np.arange(1, 8) * (np.sqrt(5) - 1) / 2) % 1.0
+            if inside and np.allclose(np.quantile(r, levels, axis=1).T, est.thresholds_[i],
+                                      atol=1e-4):
+                found = True
+        assert found
+
+
+def test_channels_drawn_per_kernel_and_dilation():
+    X = _series(6, 12, seed=5)
+    est = DilatedKernelFeatures(random_state=0).fit(X)
+    per_kernel = est.channels_.sum(-1)
+    assert est.channels_.shape == (len(est.dilations_), 84, 12)
+    assert per_kernel.min() >= 1 and per_kernel.max() <= 9 and len(np.unique(per_kernel)) > 3
+
+
+def test_dilations_span_the_median_length():
+    assert dilations_for(1, 8) == [1]
+    assert dilations_for(9, 8) == [1]
+    assert dilations_for(1460, 8) == [1, 2, 4, 9, 19, 41, 86, 182]
+    assert max(dilations_for(1460, 8)) * 8 <= 1459
+    X = _series(5, 1, low=3, high=4) + _series(6, 1, seed=1, low=500, high=501)
+    assert DilatedKernelFeatures().fit(X).dilations_[-1] == dilations_for(500, 8)[-1]
+
+
+def test_the_module_is_the_transform():
+    X = _series(9, 3, seed=6)
+    est = DilatedKernelFeatures(n_thresholds=4, dtype="float64", random_state=1).fit(X)
+    module = est.to_module()
+    assert isinstance(module, DilatedKernelPPV)
+    from skset._sets import pack
+    x, mask = pack(X, dtype=torch.float64)
+    np.testing.assert_array_equal(module(x, mask).numpy(), est.transform(X))
+
+
+def test_level_does_not_move_the_inner_responses():
+    """The kernels sum to zero: a constant added to a series moves only the responses whose taps
+    reach beyond it (where zeros are read)."""
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(50, 1))
+    mask = torch.ones(1, 50, dtype=torch.bool)
+    a = kernel_responses(torch.as_tensor(x[None]), mask, 2)
+    b = kernel_responses(torch.as_tensor(x[None] + 5.0), mask, 2)
+    torch.testing.assert_close(a[..., 8:-8], b[..., 8:-8])
+    assert not torch.allclose(a[..., :8], b[..., :8])
+
+
+def test_bad_inputs():
+    est = DilatedKernelFeatures().fit(_series(4))
+    with pytest.raises(ValueError, match="set 1 is empty"):
+        est.transform([np.zeros((3, 1)), np.zeros((0, 1))])
+    with pytest.raises(ValueError, match="set 0 contains NaN"):
+        est.transform([np.full((3, 1), np.nan)])
+    with pytest.raises(ValueError, match="2 features"):
+        est.transform([np.zeros((3, 2))])
+    with pytest.raises(ValueError, match="1-D"):
+        DilatedKernelFeatures().fit([np.zeros(5)])
+
+
+def test_separates_two_frequencies_and_tunes_in_a_grid_search():
+    rng = np.random.default_rng(8)
+    X = [np.sin(np.linspace(0, 12, int(rng.integers(40, 90))) * (1 + i % 2)
+                + rng.uniform(0, 6))[:, None] + 0.1 * rng.normal(size=(1, 1))
+         for i in range(40)]
+    y = np.arange(40) % 2
+    pipe = make_pipeline(DilatedKernelFeatures(random_state=0), StandardScaler(),
+                         RidgeClassifierCV())
+    search = GridSearchCV(pipe, {"dilatedkernelfeatures__n_thresholds": [2, 6]}, cv=2)
+    search.fit(X[:30], y[:30])
+    assert search.score(X[30:], y[30:]) == 1.0
+
+
+def test_partial_fit_fits_on_the_first_chunk_only():
+    X = _series(12, 2, seed=9)
+    est = DilatedKernelFeatures(random_state=0).partial_fit(X[:6])
+    first = est.thresholds_.copy()
+    np.testing.assert_array_equal(est.partial_fit(X[6:]).thresholds_, first)
+    np.testing.assert_array_equal(
+        est.transform(X), DilatedKernelFeatures(random_state=0).fit(X[:6]).transform(X))
+    with pytest.raises(ValueError, match="3 features"):
+        est.partial_fit([np.zeros((4, 3))])
+
+
+def test_a_pipeline_learns_from_chunks():
+    from sklearn.linear_model import SGDClassifier
+    from sklearn.pipeline import Pipeline
+
+    from skset.utils import partial_fit
+
+    rng = np.random.default_rng(10)
+    X = [np.sin(np.linspace(0, 12, int(rng.integers(40, 90))) * (1 + i % 2)
+                + rng.uniform(0, 6))[:, None] for i in range(60)]
+    y = np.arange(60) % 2
+    pipe = Pipeline([("dk", DilatedKernelFeatures(n_thresholds=4, random_state=0)),
+                     ("scale", StandardScaler()), ("clf", SGDClassifier(random_state=0))])
+    for start in range(0, 40, 10):
+        partial_fit(pipe, X[start:start + 10], y[start:start + 10], classes=[0, 1])
+    assert pipe.score(X[40:], y[40:]) >= 0.8  # 0.85: far above chance on 20 test series
