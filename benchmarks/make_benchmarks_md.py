@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TOPICS = ["suite", "dilated_kmers", "japanese_vowels", "sinkhorn_tol", "peers", "otk_transform",
-          "otk_compiled", "weighted_sinkhorn",
+TOPICS = ["suite", "dilated_kmers", "dilated_kernels", "japanese_vowels", "sinkhorn_tol", "peers",
+          "otk_transform", "otk_compiled", "weighted_sinkhorn",
           "set_transformer", "order_test",
           "supervised_otk", "deepsea_shaped", "abc", "st_tasks", "frames", "scale", "partial_fit",
           "robustness", "many_classes", "multilabel", "regression", "threads", "threads_idle", "gpu"]
