@@ -30,6 +30,18 @@ def dilations_for(length: float, max_dilations: int) -> list[int]:
     return sorted({int(2.0 ** e) for e in np.linspace(0.0, top, max_dilations)})
 
 
+def _quantiles(r: torch.Tensor, levels: torch.Tensor) -> torch.Tensor:
+    """``(rows, q)``: the quantiles of each row of ``r`` at ``levels``, interpolated linearly
+    between order statistics (numpy's default; ``torch.quantile`` refuses inputs of more than
+    2**24 values, 84 responses of a series of 200,000 steps)."""
+    ordered = torch.sort(r, dim=1).values
+    pos = levels * (r.shape[1] - 1)
+    lo = pos.floor().long()
+    hi = torch.clamp(lo + 1, max=r.shape[1] - 1)
+    frac = (pos - lo.to(pos.dtype)).to(r.dtype)
+    return ordered[:, lo] + (ordered[:, hi] - ordered[:, lo]) * frac
+
+
 class DilatedKernelFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstimator):
     r"""Series read as sets of time points by fixed dilated kernels, pooled as proportions.
 
@@ -39,7 +51,7 @@ class DilatedKernelFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, S
     each response is compared with thresholds learnt from the training series; the output of a
     set is, for each kernel, dilation and threshold, the proportion of its points whose
     response is above the threshold. That is an element map (a point's indicators) followed by
-    mean pooling, MiniRocket's features (Dempster et al. 2021) written for sets: series of any
+    mean pooling, MiniRocket's features [1]_ written for sets: series of any
     lengths are read as they are, without resampling, and a set of one length pools as many
     points as it has. The kernels (weight 2 on three taps, -1 on six) sum to zero, so they see
     the series' shape around each point and not its level. Put a linear model after it
@@ -71,14 +83,20 @@ class DilatedKernelFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, S
     ----------
     dilations_ : list of int
         The dilations, one block of ``84 * n_thresholds`` features each.
-    thresholds_ : ndarray of shape (len(dilations_), 84, n_thresholds)
-        The thresholds of each kernel at each dilation.
-    channels_ : ndarray of shape (len(dilations_), 84, n_features_in_) or None
+    thresholds_ : ndarray of shape (n_dilations, 84, n_thresholds)
+        The thresholds of each kernel at each dilation (``n_dilations = len(dilations_)``).
+    channels_ : ndarray of shape (n_dilations, 84, n_channels) or None
         0/1: the channels each kernel sums at each dilation (between 1 and nine, drawn at
         random for each kernel and dilation); ``None`` for series of one channel.
     n_features_in_ : int
         Channels of the training series.
     device_, dtype_ : the fitted device and dtype.
+
+    See Also
+    --------
+    skset.nn.DilatedKernelPPV : the same map as a torch module (:meth:`to_module`).
+    NystromFeatures : a Gaussian kernel map of elements or of k-mers, for the OTK pipeline.
+    OTKEmbedding : an embedding that pools by optimal transport instead of the mean.
 
     Notes
     -----
@@ -86,6 +104,11 @@ class DilatedKernelFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, S
     ``StandardScaler`` and ``RidgeClassifierCV`` scores as aeon's ``MiniRocketClassifier``
     on the series of one length, and above it on variable-length series, which MiniRocket reads
     resampled to one length.
+
+    References
+    ----------
+    .. [1] A. Dempster, D. F. Schmidt and G. I. Webb. "MiniRocket: A Very Fast (Almost)
+       Deterministic Transform for Time Series Classification." KDD 2021.
 
     Examples
     --------
@@ -156,7 +179,7 @@ class DilatedKernelFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, S
             x, mask = pack([sets[rng.randint(len(sets))]], device=self.device_, dtype=self.dtype_)
             chan = self._channels(i)
             r = kernel_responses(x, mask, d, chan)[:, 0]                      # (84, n)
-            thresholds.append(torch.quantile(r, levels, dim=1).T)             # (84, q)
+            thresholds.append(_quantiles(r, levels))                          # (84, q)
         self.thresholds_ = to_numpy(torch.stack(thresholds))
         return self
 

@@ -195,3 +195,20 @@ def test_a_pipeline_learns_from_chunks():
     for start in range(0, 40, 10):
         partial_fit(pipe, X[start:start + 10], y[start:start + 10], classes=[0, 1])
     assert pipe.score(X[40:], y[40:]) >= 0.8  # 0.85: far above chance on 20 test series
+
+
+def test_quantiles_are_numpys():
+    from skset.dilated_kernels import _quantiles
+
+    rng = np.random.default_rng(11)
+    levels = np.array([0.0, 0.1, 0.618, 0.99, 1.0])
+    for n in (1, 2, 7, 1000):
+        r = rng.normal(size=(5, n))
+        got = _quantiles(torch.as_tensor(r), torch.as_tensor(levels)).numpy()
+        np.testing.assert_allclose(got, np.quantile(r, levels, axis=1).T, rtol=0, atol=1e-12)
+
+
+def test_a_series_longer_than_torch_quantile_takes():
+    x = np.sin(np.arange(210_000) / 50.0)[:, None]
+    est = DilatedKernelFeatures(n_thresholds=2, max_dilations=2, random_state=0).fit([x])
+    assert est.transform([x]).shape == (1, 2 * 84 * 2)

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from skset import (
     DeepSetsClassifier,
     DeepSetsRegressor,
+    DilatedKernelFeatures,
     NystromFeatures,
     OTKClassifier,
     OTKEmbedding,
@@ -48,6 +49,9 @@ FUZZ = settings(
 NN = dict(hidden_size=8, n_layers=1, max_iter=1, batch_size=8, random_state=0)
 FACTORIES = {
     "NystromFeatures": lambda: NystromFeatures(n_components=4, random_state=0),
+    # several channels: each kernel's random subset of them
+    "DilatedKernelFeatures": lambda: DilatedKernelFeatures(n_thresholds=3, max_dilations=3,
+                                                           random_state=0),
     # dilated k-mers: sets of any size, shorter than the span (3) included, have one k-mer; the
     # anchors learnt from a sample of 8 k-mers (max_samples)
     "NystromFeatures-dilated": lambda: NystromFeatures(n_components=4, window=2, dilation=2,

@@ -69,6 +69,13 @@ def _pairs(out, mask):
     return out[_pair_mask(mask)]
 
 
+def _dilated_kernels(d):
+    """Two dilations, three thresholds per kernel; with several channels, a random subset each."""
+    thresholds = torch.randn(2, 84, 3)
+    channels = None if d == 1 else (torch.rand(2, 84, d) < 0.5).float()
+    return snn.DilatedKernelPPV([1, 2], thresholds, channels)
+
+
 LAYERS = {
     "OTKLayer": (lambda d: snn.OTKLayer(d, 3), "plain", _pooled),
     "OTKLayer-positions": (lambda d: snn.OTKLayer(d, 2, 2, position_sigma=0.5,
@@ -110,6 +117,7 @@ LAYERS = {
     "DeepSets-sized_mean": (lambda d: _sized(snn.DeepSets(d, 8, 2, pooling="sized_mean",
                                                           pool_size=4.5)), "plain", _pooled),
     "PooledLinear": (lambda d: snn.PooledLinear(d, 3), "plain", _pooled),
+    "DilatedKernelPPV": (_dilated_kernels, "plain", _pooled),
     "DeepSets++-mean": (lambda d: snn.DeepSets(d, 8, 1, norm="set", residual="clean",
                                                pooling="mean"), "plain", _pooled),
     "DeepSetsEncoder-layer": (lambda d: snn.DeepSetsEncoder(d, 8, 2, norm="layer",
