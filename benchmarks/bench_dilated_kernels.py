@@ -126,6 +126,35 @@ def run(name, row, seed, n_quantiles, length_rule="median"):
     return 100 * clf.score(otk.transform(B), y_te), time.perf_counter() - t
 
 
+def proxy(name, seed):
+    """What the width rule's proxy (leave-one-out ridge errors of mean-pooled Nystrom features,
+    ``skset._map_selection``) says of the indicator elements (2 thresholds) against the k-mers
+    ``NystromFeatures`` takes: both scored on the same sampled training sets, the paired t of
+    the indicators over the k-mers (positive: the indicators' errors are lower)."""
+    import skset._map_selection as ms
+    from skset._stats import paired_t
+
+    X_tr, _, y_tr, _ = suite_data.load(name)
+    ny = NystromFeatures(random_state=seed).fit(X_tr, y_tr)
+    choice = {"standardize": ny.standardize_, "normalize": ny.normalize_,
+              "keep_norm": ny.keep_norm_, "bandwidth": ny.relative_bandwidth_}
+    rng = np.random.RandomState(seed)
+    sub, sub_y = ms.sample_sets(list(X_tr), y_tr, rng)
+    target = ms._targets("classification", sub_y)
+    dils = dilations(int(np.median([len(x) for x in X_tr])))
+    bias = thresholds(X_tr, dils, 2, rng)
+    ind = [indicators(x, dils, bias).numpy().astype(np.float64) for x in sub]
+    common = dict(n_components=ny.n_components, eigenvalue_floor=ny.eigenvalue_floor, rng=rng,
+                  dtype=torch.float32)
+    w, d = ny.window_, ny.dilation_
+    per = ms.kmers_per_set(len(sub), w, 1, "level_shape", ms.WINDOW_MAX_VALUES)
+    kmers = ms.kmer_errors([ms._sampled_rows(sub, rng, per, w, "level_shape", d)], choice,
+                           target, **common)[0]
+    per = ms.kmers_per_set(len(sub), 1, ind[0].shape[1], "plain", ms.WINDOW_MAX_VALUES)
+    kern = ms.kmer_errors([ms._sampled_rows(ind, rng, per)], choice, target, **common)[0]
+    return f"{w}:{d}", kmers.mean(), kern.mean(), paired_t(kmers, kern, flat=0.0)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--datasets", nargs="*", default=["ACSF1", "WatchMagnitude", "ArrowHead"])
@@ -136,9 +165,19 @@ def main():
     ap.add_argument("--length-rule", choices=["median", "min"], default="median",
                     help="the training length the probe rows' dilations span")
     ap.add_argument("--json-rows", default=None)
+    ap.add_argument("--proxy", action="store_true",
+                    help="print the width rule's proxy for the indicators against the k-mers taken")
     args = ap.parse_args()
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     warnings.filterwarnings("ignore")
+    if args.proxy:
+        print("| data set | seed | k-mers taken | their error | indicators' error | paired t |")
+        print("|---|---|---|---|---|---|")
+        for name in args.datasets:
+            for seed in args.seeds:
+                taken, a, b, t = proxy(name, seed)
+                print(f"| {name} | {seed} | {taken} | {a:.3f} | {b:.3f} | {t:.2f} |", flush=True)
+        return
     print("| data set | row | accuracy (seeds) | seconds a fit |")
     print("|---|---|---|---|")
     for name in args.datasets:
