@@ -89,6 +89,18 @@ class NetworkServing(nn.Module):
         return (pred[:, 0] if self.squeeze else pred), z
 
 
+class TupleOutput(nn.Module):
+    """A module of ``forward(x, mask) -> tensor`` (padding already ignored, as
+    :class:`skset.nn.DilatedKernelPPV` does) served as ``forward(x, mask) -> (tensor,)``."""
+
+    def __init__(self, module: nn.Module):
+        super().__init__()
+        self.module = module
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor):
+        return (self.module(x, mask),)
+
+
 class NystromServing(nn.Module):
     def __init__(self, layer: NystromLayer):
         super().__init__()

@@ -220,6 +220,15 @@ class DilatedKernelFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, S
         chan = None if self.channels_ is None else torch.as_tensor(self.channels_)
         return DilatedKernelPPV(self.dilations_, torch.as_tensor(self.thresholds_), chan)
 
+    _serving_outputs = ("transform",)
+
+    def _serving_module(self, *, sinkhorn_method="log", sinkhorn_iter=None) -> torch.nn.Module:
+        """The module :func:`skset.export.serving_module` returns (``sinkhorn_*`` unused):
+        ``forward(x, mask) -> (transform,)``."""
+        from ._serving import TupleOutput
+
+        return TupleOutput(self.to_module().to(self.dtype_))
+
     def transform(self, X) -> np.ndarray:
         """The proportions of each series' points above each threshold:
         ``(n_sets, 84 * len(dilations_) * n_thresholds)``, ordered by dilation, kernel and

@@ -21,6 +21,7 @@ Outputs (names of the ONNX outputs, in order):
 * :class:`~skset.OTKEmbedding`: ``transform`` ``(B, n_references * n_supports * d)``;
 * :class:`~skset.NystromFeatures`: ``transform`` ``(B, n - window + 1, n_components_)`` and
   ``transform_mask`` ``(B, n - window + 1)``, the real rows of each set.
+* :class:`~skset.DilatedKernelFeatures`: ``transform`` ``(B, n_features_out)``.
 
 OTK's Sinkhorn: the estimators run the exp-domain iterations and redo in the log domain the sets
 whose scalings under- or overflow (a data-dependent branch no graph can hold). The exported graph
@@ -81,7 +82,8 @@ def serving_module(estimator, *, sinkhorn_method: str = "log",
     Parameters
     ----------
     estimator : fitted SetTransformerClassifier, SetTransformerRegressor, DeepSetsClassifier, \
-DeepSetsRegressor, OTKClassifier, OTKRegressor, OTKEmbedding or NystromFeatures
+DeepSetsRegressor, OTKClassifier, OTKRegressor, OTKEmbedding, NystromFeatures or \
+DilatedKernelFeatures
         A copy of its network is taken (the estimator is untouched), in eval mode, on the CPU, in
         the estimator's dtype.
     sinkhorn_method : {"log", "exp"}, default="log"
@@ -105,8 +107,8 @@ DeepSetsRegressor, OTKClassifier, OTKRegressor, OTKEmbedding or NystromFeatures
     builder = getattr(estimator, "_serving_module", None)
     if builder is None:
         raise TypeError(f"{type(estimator).__name__} cannot be exported; supported: the Set "
-                        "Transformer, Deep Sets and supervised OTK estimators, OTKEmbedding and "
-                        "NystromFeatures.")
+                        "Transformer, Deep Sets and supervised OTK estimators, OTKEmbedding, "
+                        "NystromFeatures and DilatedKernelFeatures.")
     module = builder(sinkhorn_method=sinkhorn_method, sinkhorn_iter=sinkhorn_iter)
     return module.cpu().eval().requires_grad_(False)
 

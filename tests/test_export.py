@@ -56,9 +56,12 @@ def _fit(kind, window=1):
                                                  device="cpu"),
         "otk_emb": lambda: skset.OTKEmbedding(n_supports=3, sinkhorn_iter=20, sinkhorn_tol=None,
                                               random_state=0, device="cpu"),
+        # three channels: each kernel sums its own subset of them
+        "dilated": lambda: skset.DilatedKernelFeatures(n_thresholds=3, max_dilations=3,
+                                                       random_state=0, device="cpu"),
     }
     est = ests[kind]()
-    if kind in ("nystrom", "otk_emb"):
+    if kind in ("nystrom", "otk_emb", "dilated"):
         est.fit(X)
     else:
         est.fit(X, y if kind.endswith("reg") else labels)
@@ -91,7 +94,7 @@ def _check_outputs(est, out, X_new):
 
 
 KINDS = ["st_clf", "st_reg", "ds_clf", "ds_scaled", "ds_sized", "ds_reg", "otk_clf", "otk_reg",
-         "nystrom", "otk_emb"]
+         "nystrom", "otk_emb", "dilated"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -102,7 +105,7 @@ def test_onnx_matches_estimator(kind, tmp_path):
     path = sx.export_onnx(est, tmp_path / "model.onnx", dynamo=False)
     out = sx.run_onnx(path, X_new, max_elements=20)
     expected = {"st_clf": 5, "ds_clf": 5, "ds_scaled": 5, "ds_sized": 5, "otk_clf": 5, "nystrom": 1,
-                "otk_emb": 1}.get(kind, 2)
+                "otk_emb": 1, "dilated": 1}.get(kind, 2)
     assert len(out) == expected
     _check_outputs(est, out, X_new)
 
@@ -137,7 +140,8 @@ def test_onnx_legacy_exports_kmers_with_any_set_size(kind, window, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind, window", [("st_clf", 1), ("otk_clf", 3), ("nystrom", 2)])
+@pytest.mark.parametrize("kind, window", [("st_clf", 1), ("otk_clf", 3), ("nystrom", 2),
+                                          ("dilated", 1)])
 def test_onnx_dynamo_matches_estimator(kind, window, tmp_path):
     """The default (torch.export-based) exporter, k-mers included."""
     est, X_new = _fit(kind, window)

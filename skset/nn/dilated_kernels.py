@@ -30,11 +30,12 @@ N_TAPS = 9
 KERNEL_TAPS = tuple(itertools.combinations(range(N_TAPS), 3))
 
 
-def _taps(x: torch.Tensor, dilation: int) -> torch.Tensor:
-    """``(B, C, n, 9)``: the nine taps around each point, zero beyond ``x`` (``(B, C, n)``)."""
-    span = (N_TAPS - 1) * dilation
-    padded = nn.functional.pad(x, (span // 2, span // 2))
-    return padded.unfold(2, span + 1, 1)[..., ::dilation]
+def _taps(x: torch.Tensor, dilation: int) -> list[torch.Tensor]:
+    """The nine taps around each point of ``x`` (``(B, C, n)``), zero beyond it: nine shifted
+    slices ``(B, C, n)`` (slices, not ``unfold``, so that every exporter takes them)."""
+    n = x.shape[-1]
+    padded = nn.functional.pad(x, ((N_TAPS // 2) * dilation, (N_TAPS // 2) * dilation))
+    return [padded[..., j * dilation: j * dilation + n] for j in range(N_TAPS)]
 
 
 def kernel_responses(x: torch.Tensor, mask: torch.Tensor, dilation: int,
@@ -59,27 +60,26 @@ def kernel_responses(x: torch.Tensor, mask: torch.Tensor, dilation: int,
         :class:`DilatedKernelPPV` masks.
     """
     x = torch.where(mask[..., None], x, torch.zeros((), dtype=x.dtype, device=x.device))
-    taps = _taps(x.transpose(1, 2), dilation)                         # (B, C, n, 9)
-    if channels is None or taps.shape[1] == 1:
-        taps = taps.sum(1, keepdim=True)                                # (B, 1, n, 9)
-    else:  # each kernel's channels summed: (B, 84, n, 9)
-        taps = torch.einsum("bcnj,kc->bknj", taps, channels.to(taps.dtype))
-    taps = taps.permute(3, 1, 0, 2).contiguous()                       # (9, 1 or 84, B, n)
+    taps = _taps(x.transpose(1, 2), dilation)                          # 9 x (B, C, n)
+    single = channels is None or x.shape[-1] == 1
+    if single:
+        taps = [t.sum(1) for t in taps]                                  # 9 x (B, n)
+    else:  # each kernel's channels summed: 9 x (84, B, n)
+        taps = [torch.einsum("bcn,kc->kbn", t, channels.to(t.dtype)) for t in taps]
     total = taps[0]
     for j in range(1, N_TAPS):  # the nine taps added in one order at every point
         total = total + taps[j]
-    out = torch.empty((len(KERNEL_TAPS), *taps.shape[2:]), dtype=x.dtype, device=x.device)
-    if taps.shape[1] == 1:  # one channel set: the 36 pair sums shared by the kernels
-        taps = taps[:, 0]
+    if single:  # the 36 pair sums shared by the kernels
         pairs = {}
-        for k, (a, b, c) in enumerate(KERNEL_TAPS):  # 84 kernels, each a pass over the batch
+        rows = []
+        for a, b, c in KERNEL_TAPS:  # 84 kernels, each a pass over the batch
             if (a, b) not in pairs:
                 pairs[a, b] = taps[a] + taps[b]
-            torch.add(pairs[a, b], taps[c], out=out[k])
+            rows.append(pairs[a, b] + taps[c])
     else:
-        for k, (a, b, c) in enumerate(KERNEL_TAPS):
-            torch.add(taps[a, k] + taps[b, k], taps[c, k], out=out[k])
-    return 3 * out - total
+        rows = [taps[a][k] + taps[b][k] + taps[c][k] for k, (a, b, c) in enumerate(KERNEL_TAPS)]
+    # out of place throughout: the exporters (TorchScript's tracer too) take every step
+    return 3 * torch.stack(rows) - total
 
 
 class DilatedKernelPPV(nn.Module):
@@ -118,7 +118,7 @@ class DilatedKernelPPV(nn.Module):
         small = torch.uint8 if ordered.shape[1] < 256 else torch.int32
         below = (r > ordered[:, 0, None, None]).to(small)
         for j in range(1, ordered.shape[1]):
-            below.add_(r > ordered[:, j, None, None])
+            below = below + (r > ordered[:, j, None, None]).to(small)
         return below.long()
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -130,8 +130,9 @@ class DilatedKernelPPV(nn.Module):
             chan = None if self.channels is None else self.channels[i]
             r = kernel_responses(x, mask, d, chan)                           # (84, B, n)
             below = self._thresholds_below(r, self.sorted_thresholds[i])
-            hist = torch.zeros((*r.shape[:2], n_thr + 1), dtype=torch.int32, device=x.device)
-            hist.scatter_add_(2, below, mask[None].expand_as(below).to(torch.int32))
+            hist = torch.zeros((*r.shape[:2], n_thr + 1), dtype=torch.int32,
+                               device=x.device).scatter_add(
+                2, below, mask[None].expand_as(below).to(torch.int32))
             # points above sorted threshold j: those with more than j thresholds below them
             above = hist.flip(-1).cumsum(-1).flip(-1)[..., 1:]               # (84, B, q)
             rank = self.rank[i][:, None].expand(-1, B, -1)
