@@ -101,9 +101,10 @@ class DilatedKernelFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, S
     Notes
     -----
     On the suite's univariate series (``benchmarks/results/dilated_kernels.md``), this map with
-    ``StandardScaler`` and ``RidgeClassifierCV`` scores as aeon's ``MiniRocketClassifier``
-    on the series of one length, and above it on variable-length series, which MiniRocket reads
-    resampled to one length.
+    ``StandardScaler`` and ``RidgeClassifierCV`` scores within 2.7 points of aeon's
+    ``MiniRocketClassifier`` on the series of one length (0.8 under it on average), and 4.8
+    points above it on variable-length recordings, which MiniRocket reads resampled to one
+    length.
 
     References
     ----------
