@@ -3,7 +3,9 @@
 # afterwards on a CPU machine with `persist_gpu_check.py check`), the README's main job on the GPU
 # and on the CPU, the test suite (estimators default to device="auto": the GPU), one Set
 # Transformer training epoch on the GPU and on the CPU, the OTK transform benchmark on the GPU, and
-# whether ABC's labels of an instance change with the rest of X there (part "abc").
+# whether ABC's labels of an instance change with the rest of X there (part "abc"). Not run unless
+# named: "dk", DilatedKernelFeatures + ridge on two long suite series on the GPU and on the CPU
+# (the suite's data from `python benchmarks/suite_data.py --dump DIR` and SKSET_SUITE_DATA=DIR).
 # Each part has its own time limit; logs and results go to $OUT.
 #
 #   OUT=/tmp/gpu bash benchmarks/gpu_check.sh                    # from the repository root
@@ -60,4 +62,12 @@ fi
 if has abc; then
   echo "== ABC labels of an instance alone and among others (device=auto)" | tee -a "$OUT/bench.log"
   timeout "${ABC_S:-120}" $PY benchmarks/bench_abc_invariance.py 2>&1 | tee -a "$OUT/bench.log"
+fi
+if has dk; then
+  for dev in gpu cpu; do
+    echo "== DilatedKernelFeatures + ridge on $dev (fit + predict)" | tee -a "$OUT/bench.log"
+    ( [ $dev = cpu ] && export CUDA_VISIBLE_DEVICES=; cd benchmarks && timeout "${DK_S:-120}" \
+      $PY bench_dilated_kernels.py --datasets ACSF1 WatchMagnitude --seeds 0 --rows skset ) 2>&1 \
+      | tee -a "$OUT/bench.log"
+  done
 fi
