@@ -9,8 +9,8 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import SksetEstimator, set_input_tags
-from ._sets import check_finite_output, check_sets, length_batches, pack
-from ._torch import resolve_dtype, to_numpy
+from ._sets import check_finite_output, check_sets, dtype_name, length_batches, pack
+from ._torch import to_numpy
 from ._validation import POSITIVE_INT, TORCH_PARAMS
 from .nn.dilated_kernels import KERNEL_TAPS, N_TAPS, DilatedKernelPPV, kernel_responses
 
@@ -145,8 +145,9 @@ class DilatedKernelFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, S
         self.random_state = random_state
 
     def _check_X(self, X, fitting=False):
+        # the fitted dtype (``_begin_fit`` sets it before ``fit`` reads the sets)
         return check_sets(X, n_features=None if fitting else self.n_features_in_,
-                          compute_dtype=resolve_dtype(self.dtype)).sets
+                          compute_dtype=self.dtype_).sets
 
     def fit(self, X, y=None):
         """Choose the dilations and the channels of each kernel, and learn the thresholds.
@@ -203,6 +204,7 @@ class DilatedKernelFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, S
         """
         if not hasattr(self, "thresholds_"):
             return self.fit(X, y)
+        self._check_warm_dtype(self.dtype_)
         self._check_X(X)
         return self
 
@@ -242,7 +244,7 @@ class DilatedKernelFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, S
         check_is_fitted(self)
         sets = self._check_X(X)
         module = self.to_module().to(device=self.device_, dtype=self.dtype_)
-        out = np.empty((len(sets), self._n_features_out), dtype=self.dtype)
+        out = np.empty((len(sets), self._n_features_out), dtype=dtype_name(self.dtype_))
         lengths = np.fromiter((s.shape[0] for s in sets), dtype=np.int64, count=len(sets))
         with torch.no_grad():
             for idx in length_batches(lengths, max_elements=self.max_elements,

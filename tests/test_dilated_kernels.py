@@ -178,6 +178,9 @@ def test_partial_fit_fits_on_the_first_chunk_only():
         est.transform(X), DilatedKernelFeatures(random_state=0).fit(X[:6]).transform(X))
     with pytest.raises(ValueError, match="3 features"):
         est.partial_fit([np.zeros((4, 3))])
+    with pytest.raises(ValueError, match="dtype"):  # a later chunk continues the fitted dtype
+        est.set_params(dtype="float64").partial_fit(X[6:])
+    np.testing.assert_array_equal(est.thresholds_, first)
 
 
 def test_a_pipeline_learns_from_chunks():

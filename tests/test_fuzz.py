@@ -254,7 +254,8 @@ def test_fuzz_sinkhorn(B, n, p, log_eps, log_scale, dtype, seed):
 @pytest.mark.filterwarnings("ignore")
 @settings(FUZZ, max_examples=max(N_EXAMPLES // 4, 1))
 @given(data=collections(), name=st.sampled_from(["NystromFeatures", "OTKEmbedding",
-                                                 "OTKEmbedding-q2-pos", "pipeline"]))
+                                                 "OTKEmbedding-q2-pos", "DilatedKernelFeatures",
+                                                 "pipeline"]))
 def test_fuzz_partial_fit(data, name):
     """A later ``partial_fit`` chunk (directly, or through :func:`skset.utils.partial_fit` on a
     Nystrom -> OTK pipeline) gets the same contract as ``transform``: a clear error for NaN/inf

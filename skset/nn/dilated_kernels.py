@@ -30,6 +30,10 @@ N_TAPS = 9
 KERNEL_TAPS = tuple(itertools.combinations(range(N_TAPS), 3))
 
 
+def _zero_padding(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return torch.where(mask[..., None], x, torch.zeros((), dtype=x.dtype, device=x.device))
+
+
 def _taps(x: torch.Tensor, dilation: int) -> list[torch.Tensor]:
     """The nine taps around each point of ``x`` (``(B, C, n)``), zero beyond it: nine shifted
     slices ``(B, C, n)`` (slices, not ``unfold``, so that every exporter takes them)."""
@@ -39,7 +43,8 @@ def _taps(x: torch.Tensor, dilation: int) -> list[torch.Tensor]:
 
 
 def kernel_responses(x: torch.Tensor, mask: torch.Tensor, dilation: int,
-                     channels: torch.Tensor | None = None) -> torch.Tensor:
+                     channels: torch.Tensor | None = None, *,
+                     padding_zero: bool = False) -> torch.Tensor:
     """The 84 kernels' responses at every point of each set.
 
     Parameters
@@ -52,6 +57,8 @@ def kernel_responses(x: torch.Tensor, mask: torch.Tensor, dilation: int,
         Steps between two taps.
     channels : tensor of shape (84, C) or None
         0/1: the channels each kernel sums; ``None`` sums every channel.
+    padding_zero : bool, default=False
+        The caller's padded points are 0 already (an inner call), so they are not zeroed here.
 
     Returns
     -------
@@ -59,7 +66,8 @@ def kernel_responses(x: torch.Tensor, mask: torch.Tensor, dilation: int,
         Responses, kernel first; those of padded points are garbage that
         :class:`DilatedKernelPPV` masks.
     """
-    x = torch.where(mask[..., None], x, torch.zeros((), dtype=x.dtype, device=x.device))
+    if not padding_zero:
+        x = _zero_padding(x, mask)
     taps = _taps(x.transpose(1, 2), dilation)                          # 9 x (B, C, n)
     single = channels is None or x.shape[-1] == 1
     if single:
@@ -125,10 +133,11 @@ class DilatedKernelPPV(nn.Module):
         B = x.shape[0]
         n_thr = self.thresholds.shape[-1]
         counts = mask.sum(1).clamp(min=1).to(x.dtype)[None, :, None]        # (1, B, 1)
+        x = _zero_padding(x, mask)  # once, for every dilation
         out = []
         for i, d in enumerate(self.dilations):  # a few dilations, each a batched pass
             chan = None if self.channels is None else self.channels[i]
-            r = kernel_responses(x, mask, d, chan)                           # (84, B, n)
+            r = kernel_responses(x, mask, d, chan, padding_zero=True)        # (84, B, n)
             below = self._thresholds_below(r, self.sorted_thresholds[i])
             hist = torch.zeros((*r.shape[:2], n_thr + 1), dtype=torch.int32,
                                device=x.device).scatter_add(
