@@ -256,8 +256,8 @@ def check_sets(
                 raise ValueError(
                     f"{name} is a 2-D array of shape {X.shape}; expected a collection of sets: a "
                     "list of (n_i, n_features) arrays, or a 3-D array (n_sets, n, n_features) "
-                    "when all sets have the same size."
-                )
+                    "when all sets have the same size (series of one length, one per row: "
+                    "X[:, :, None]).")
             arr = _as_float_array(X, name, dtype)
             form, sets = "2d", [arr]
         elif X.ndim == 1:

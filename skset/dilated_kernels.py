@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
@@ -166,6 +168,13 @@ class DilatedKernelFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, S
         sets = self._check_X(X, fitting=True)
         self.n_features_in_ = n_channels = sets[0].shape[1]
         lengths = np.array([s.shape[0] for s in sets])
+        if n_channels > 1 and np.median(lengths) < n_channels:
+            warnings.warn(
+                f"{type(self).__name__} reads each set's rows as time points and its columns as "
+                f"channels: the training series have a median of {np.median(lengths):g} time "
+                f"points of {n_channels} channels. An array laid out as (n_series, n_channels, "
+                "n_timepoints) (aeon's, sktime's) is read as series of n_channels steps: pass "
+                "X.transpose(0, 2, 1).", UserWarning, stacklevel=2)
         self.dilations_ = dilations_for(float(np.median(lengths)), self.max_dilations)
         n_kernels = len(KERNEL_TAPS)
         self.channels_ = None

@@ -2,6 +2,8 @@
 series, kernels, dilations and thresholds, invariant to the batch a series is computed in, and
 in scikit-learn's tools."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -215,3 +217,15 @@ def test_a_series_longer_than_torch_quantile_takes():
     x = np.sin(np.arange(210_000) / 50.0)[:, None]
     est = DilatedKernelFeatures(n_thresholds=2, max_dilations=2, random_state=0).fit([x])
     assert est.transform([x]).shape == (1, 2 * 84 * 2)
+
+
+def test_series_laid_out_channels_first_are_flagged():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(6, 12, 40))  # aeon's (n_series, n_channels, n_timepoints)
+    with pytest.warns(UserWarning, match=r"transpose\(0, 2, 1\)"):
+        DilatedKernelFeatures(random_state=0).fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        DilatedKernelFeatures(random_state=0).fit(X.transpose(0, 2, 1))
+    with pytest.raises(ValueError, match=r"X\[:, :, None\]"):
+        DilatedKernelFeatures().fit(X[:, 0])
