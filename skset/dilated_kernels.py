@@ -32,16 +32,24 @@ def dilations_for(length: float, max_dilations: int) -> list[int]:
     return sorted({int(2.0 ** e) for e in np.linspace(0.0, top, max_dilations)})
 
 
-def _quantiles(r: torch.Tensor, levels: torch.Tensor) -> torch.Tensor:
+def _quantiles(r: torch.Tensor, levels: torch.Tensor, lengths: torch.Tensor | None = None
+               ) -> torch.Tensor:
     """``(rows, q)``: the quantiles of each row of ``r`` at ``levels``, interpolated linearly
-    between order statistics (numpy's default; ``torch.quantile`` refuses inputs of more than
-    2**24 values, 84 responses of a series of 200,000 steps)."""
-    ordered = torch.sort(r, dim=1).values
-    pos = levels * (r.shape[1] - 1)
+    between order statistics (numpy's default), over the first ``lengths[i]`` values of row ``i``
+    (all of them without ``lengths``; ``torch.quantile`` refuses inputs of more than 2**24
+    values, 84 responses of a series of 200,000 steps)."""
+    if lengths is None:
+        lengths = torch.full((r.shape[0],), r.shape[1], device=r.device)
+    inside = torch.arange(r.shape[1], device=r.device)[None, :] < lengths[:, None]
+    ordered = torch.sort(torch.where(inside, r, torch.full((), float("inf"), dtype=r.dtype,
+                                                                device=r.device)), dim=1).values
+    last = (lengths - 1)[:, None]
+    pos = levels[None, :] * last.to(levels.dtype)
     lo = pos.floor().long()
-    hi = torch.clamp(lo + 1, max=r.shape[1] - 1)
+    hi = torch.minimum(lo + 1, last)
     frac = (pos - lo.to(pos.dtype)).to(r.dtype)
-    return ordered[:, lo] + (ordered[:, hi] - ordered[:, lo]) * frac
+    low, high = ordered.gather(1, lo), ordered.gather(1, hi)
+    return low + (high - low) * frac
 
 
 class DilatedKernelFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstimator):
@@ -185,14 +193,30 @@ class DilatedKernelFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, S
                 block[rng.choice(n_channels, size=rng.randint(1, most + 1), replace=False)] = 1
         levels = torch.as_tensor((np.arange(1, self.n_thresholds + 1) * _GOLDEN) % 1.0,
                                  dtype=self.dtype_, device=self.device_)
-        thresholds = []
-        for i, d in enumerate(self.dilations_):
-            x, mask = pack([sets[rng.randint(len(sets))]], device=self.device_, dtype=self.dtype_)
-            chan = self._channels(i)
-            r = kernel_responses(x, mask, d, chan)[:, 0]                      # (84, n)
-            thresholds.append(_quantiles(r, levels))                          # (84, q)
-        self.thresholds_ = to_numpy(torch.stack(thresholds))
+        self.thresholds_ = np.stack([
+            to_numpy(self._fit_thresholds(sets, rng.randint(len(sets), size=n_kernels), i, levels))
+            for i in range(len(self.dilations_))])
         return self
+
+    def _fit_thresholds(self, sets, drawn, i, levels) -> torch.Tensor:
+        """``(84, q)``: each kernel's thresholds at dilation ``i``, the quantiles at ``levels`` of
+        its responses over the training series drawn for it (``drawn[k]``, MiniRocket's draw of
+        one series per kernel and dilation). The drawn series are read in batches of similar
+        lengths under ``max_elements`` padded points."""
+        series = np.unique(drawn)
+        column = np.searchsorted(series, drawn)  # each kernel's series among those drawn
+        lengths = np.array([sets[j].shape[0] for j in series])
+        out = torch.empty((len(drawn), len(levels)), dtype=self.dtype_, device=self.device_)
+        for idx in length_batches(lengths, max_elements=self.max_elements):
+            x, mask = pack([sets[j] for j in series[idx]], device=self.device_, dtype=self.dtype_)
+            r = kernel_responses(x, mask, self.dilations_[i], self._channels(i))  # (84, b, n)
+            where = np.full(len(series), -1)
+            where[idx] = np.arange(len(idx))
+            kernels = np.flatnonzero(where[column] >= 0)
+            k_t = torch.as_tensor(kernels, device=self.device_)
+            b_t = torch.as_tensor(where[column[kernels]], device=self.device_)
+            out[k_t] = _quantiles(r[k_t, b_t], levels, mask.sum(1)[b_t])
+        return out
 
     def partial_fit(self, X, y=None):
         """Fit on the first chunk; later chunks are checked and change nothing.

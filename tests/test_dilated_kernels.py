@@ -57,7 +57,9 @@ def test_the_84_kernels():
 
 @pytest.mark.parametrize("channels", [1, 4])
 def test_transform_equals_a_naive_loop(channels):
-    X = _series(8, channels, seed=channels)
+    # series of two points or more: a threshold drawn from a series of one point is that
+    # point's response itself, which the loop, summing in another order, may round past
+    X = _series(8, channels, seed=channels, low=2)
     est = DilatedKernelFeatures(n_thresholds=5, dtype="float64", random_state=0).fit(X)
     expected = np.stack([_naive_features(est, x) for x in X])
     np.testing.assert_array_equal(est.transform(X), expected)
@@ -93,18 +95,21 @@ def test_fitted_attributes():
     assert est.thresholds_.shape == (4, 84, 7)
     assert est.transform(X).shape == (15, 4 * 84 * 7)
     assert len(est.get_feature_names_out()) == 4 * 84 * 7
-    # each dilation's thresholds are quantiles of one training series' responses
+    # each kernel's thresholds at each dilation are the quantiles of its responses over one
+    # training series (MiniRocket's draw: one per kernel and dilation), not all the same one
+    levels = (np.arange(1, 8) * (np.sqrt(5) - 1) / 2) % 1.0
     for i, d in enumerate(est.dilations_):
-        found = False
-        for x in X:
-            r = _naive_responses(x, d)
-            lo, hi = r.min(1, keepdims=True), r.max(1, keepdims=True)
-            inside = ((est.thresholds_[i] >= lo - 1e-4) & (est.thresholds_[i] <= hi + 1e-4)).all()
-            levels = (np.arange(1, 8) * (np.sqrt(5) - 1) / 2) % 1.0
-            if inside and np.allclose(np.quantile(r, levels, axis=1).T, est.thresholds_[i],
-                                      atol=1e-4):
-                found = True
-        assert found
+        quantiles = np.stack([np.quantile(_naive_responses(x, d), levels, axis=1).T for x in X])
+        match = np.isclose(quantiles, est.thresholds_[i][None], atol=1e-4).all(-1)  # (15, 84)
+        assert match.any(0).all()
+        assert len(np.unique(match.argmax(0))) > 5
+
+
+def test_thresholds_do_not_depend_on_the_batch_budget():
+    X = _series(12, 2, seed=6, low=5, high=90)
+    a = DilatedKernelFeatures(random_state=3, dtype="float64").fit(X).thresholds_
+    b = DilatedKernelFeatures(random_state=3, dtype="float64", max_elements=40).fit(X).thresholds_
+    np.testing.assert_array_equal(a, b)
 
 
 def test_channels_drawn_per_kernel_and_dilation():
@@ -211,6 +216,13 @@ def test_quantiles_are_numpys():
         r = rng.normal(size=(5, n))
         got = _quantiles(torch.as_tensor(r), torch.as_tensor(levels)).numpy()
         np.testing.assert_allclose(got, np.quantile(r, levels, axis=1).T, rtol=0, atol=1e-12)
+    # rows of their own lengths, the rest of each row garbage
+    lengths = np.array([1, 2, 7, 30])
+    r = rng.normal(size=(4, 30)) * 1e6
+    got = _quantiles(torch.as_tensor(r), torch.as_tensor(levels), torch.as_tensor(lengths))
+    for row, n in enumerate(lengths):
+        np.testing.assert_allclose(got[row].numpy(), np.quantile(r[row, :n], levels), rtol=0,
+                                   atol=1e-6)
 
 
 def test_a_series_longer_than_torch_quantile_takes():
