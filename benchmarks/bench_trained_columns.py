@@ -15,6 +15,10 @@ and dropout with rate ``P`` (Set Transformer: on each block's feed-forward outpu
 after each ReLU), active in training only, its masks drawn from torch's global generator seeded
 with ``--seed`` before each fit.
 
+``--blend`` also scores the mean of the network's class probabilities and those of raw mean+max
+pooling (the ``raw_meanmax`` row's model), row ``<model>_blend``: a late fusion with the
+baseline the networks are held to.
+
 ``--kmers auto``: in the ``set`` framing, the network reads the k-mers ``NystromFeatures``
 would read, width and dilation chosen from the training labels by its rule (``window_``,
 ``dilation_`` of ``NystromFeatures(random_state=seed)``), coded as level + shape; sets where
@@ -113,20 +117,43 @@ def probe_class(model, averaging=False, dropout=0.0):
     return Probe
 
 
-def fit_rows(model, params, name, X_tr, X_te, y_tr, y_te, seed=0, averaging=False, dropout=0.0):
+def raw_pooling(how):
+    return Pipeline([("scale", StandardScaler()),
+                     ("clf", LogisticRegressionCV(Cs=RAW_CS, cv=3, max_iter=1000))])
+
+
+class Blend:
+    """The mean of two fitted classifiers' probabilities (``--blend``)."""
+
+    def __init__(self, net, pooled, how):
+        self.net, self.pooled, self.how = net, pooled, how
+        self.classes_ = net.classes_
+
+    def predict_proba(self, X):
+        return (self.net.predict_proba(X) + self.pooled.predict_proba(pool_raw(X, self.how))) / 2
+
+    def predict(self, X):
+        return self.classes_[self.predict_proba(X).argmax(1)]
+
+
+def fit_rows(model, params, name, X_tr, X_te, y_tr, y_te, seed=0, averaging=False, dropout=0.0,
+             blend=False):
     """``[(row, score, epochs run)]`` of one data set and framing."""
     if model == "raw":
         out = []
         for how in ("mean", "meanmax"):
-            m = Pipeline([("scale", StandardScaler()),
-                          ("clf", LogisticRegressionCV(Cs=RAW_CS, cv=3, max_iter=1000))])
-            m.fit(pool_raw(X_tr, how), y_tr)
+            m = raw_pooling(how).fit(pool_raw(X_tr, how), y_tr)
             out.append(("raw_" + how, score(m, pool_raw(X_te, how), y_te, name), None))
         return out
     est = probe_class(model, averaging, dropout)
     torch.manual_seed(seed)  # the dropout masks come from torch's global generator
     m = est(random_state=seed, **params).fit(X_tr, y_tr)
-    return [(model, score(m, X_te, y_te, name), int(m.n_iter_))]
+    out = [(model, score(m, X_te, y_te, name), int(m.n_iter_))]
+    if blend:
+        pooled = raw_pooling("meanmax").fit(pool_raw(X_tr, "meanmax"), y_tr)
+        out.append((model + "_blend", score(Blend(m, pooled, "meanmax"), X_te, y_te, name),
+                    int(m.n_iter_)))
+    return out
 
 
 def table(paths):
@@ -143,7 +170,7 @@ def table(paths):
                 if r["row"].startswith("raw_"):  # the better of the two poolings
                     cell["raw"] = max(cell.get("raw", -1.0), 100 * r["score"])
                     continue
-                v = r["variant"]
+                v = r["variant"] + ("_blend" if r["row"].endswith("_blend") else "")
                 if v not in variants:
                     variants.append(v)
                 cell.setdefault(v, {})[r.get("seed", 0)] = 100 * r["score"]
@@ -190,6 +217,9 @@ def main():
     ap.add_argument("--averaging", action="store_true",
                     help="the weights averaged along training (see the module docstring)")
     ap.add_argument("--dropout", type=float, default=0.0, help="dropout rate of the probe")
+    ap.add_argument("--blend", action="store_true",
+                    help="also score the mean of the network's probabilities and raw mean+max "
+                         "pooling's (row <model>_blend)")
     ap.add_argument("--scaling", choices=MODES, default=None,
                     help="another input scaling for the networks (benchmarks/_input_scaling.py)")
     args = ap.parse_args()
@@ -216,7 +246,8 @@ def main():
                     X_tr, X_te = (kmer_level_shape(X, ny.window_, dilation=ny.dilation_)
                                   for X in (X_tr, X_te))
             for row, value, n_iter in fit_rows(args.model, params, name, X_tr, X_te, y_tr, y_te,
-                                               args.seed, args.averaging, args.dropout):
+                                               args.seed, args.averaging, args.dropout,
+                                               args.blend):
                 rec = dict(dataset=name, framing=fr, row=row, variant=args.label, params=params,
                            seed=args.seed, score=value, n_iter=n_iter,
                            time_s=time.perf_counter() - t, kmers=kmers)
