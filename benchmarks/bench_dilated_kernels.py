@@ -8,7 +8,8 @@ map followed by mean pooling: each time point ``t`` is described by the indicato
 thresholds ``b_kdq`` drawn from the training series' own responses, and the mean of that vector
 over the series is the PPV. Rows (``--rows``):
 
-* ``skset``: ``DilatedKernelFeatures`` (defaults), ``StandardScaler``, ``RidgeClassifierCV``;
+* ``skset``: ``DilatedKernelFeatures`` (defaults, or the JSON ``--params``), ``StandardScaler``,
+  ``RidgeClassifierCV``;
 * ``minirocket``: aeon's ``MiniRocketClassifier``, on the series as the suite gives them to it
   (``suite_data.series_for_rocket``: variable-length series resampled to the median length);
 * probes written here, the element map's dilations spanning the median (``--length-rule
@@ -89,7 +90,7 @@ def indicators(series, dils, bias):
     return (r[:, :, None] > bias[None]).reshape(len(r), -1).float()
 
 
-def run(name, row, seed, n_quantiles, length_rule="median"):
+def run(name, row, seed, n_quantiles, length_rule="median", params=None):
     X_tr, X_te, y_tr, y_te = suite_data.load(name)
     rng = np.random.RandomState(seed)
     dils = dilations(int(getattr(np, length_rule)([len(x) for x in X_tr])))
@@ -101,7 +102,8 @@ def run(name, row, seed, n_quantiles, length_rule="median"):
         m = MiniRocketClassifier(random_state=seed).fit(A, y_tr)
         return 100 * m.score(B, y_te), time.perf_counter() - t
     if row == "skset":
-        model = make_pipeline(DilatedKernelFeatures(random_state=seed), StandardScaler(),
+        model = make_pipeline(DilatedKernelFeatures(random_state=seed, **(params or {})),
+                              StandardScaler(),
                               RidgeClassifierCV(alphas=np.logspace(-3, 3, 10))).fit(X_tr, y_tr)
         return 100 * model.score(X_te, y_te), time.perf_counter() - t
     if row == "ppv":
@@ -165,10 +167,13 @@ def main():
     ap.add_argument("--length-rule", choices=["median", "min"], default="median",
                     help="the training length the probe rows' dilations span")
     ap.add_argument("--json-rows", default=None)
+    ap.add_argument("--params", default="{}",
+                    help="JSON parameters of DilatedKernelFeatures for the skset row")
     ap.add_argument("--proxy", action="store_true",
                     help="print the width rule's proxy for the indicators against the k-mers taken")
     args = ap.parse_args()
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    params = json.loads(args.params)
     warnings.filterwarnings("ignore")
     if args.proxy:
         print("| data set | seed | k-mers taken | their error | indicators' error | paired t |")
@@ -182,13 +187,15 @@ def main():
     print("|---|---|---|---|")
     for name in args.datasets:
         for row in args.rows:
-            res = [run(name, row, s, args.quantiles, args.length_rule) for s in args.seeds]
+            res = [run(name, row, s, args.quantiles, args.length_rule, params)
+                   for s in args.seeds]
             if args.json_rows:
                 with open(args.json_rows, "a") as f:
                     for s, (score, sec) in zip(args.seeds, res):
                         f.write(json.dumps({"dataset": name, "row": row, "seed": s,
                                             "quantiles": args.quantiles,
-                                            "length_rule": args.length_rule, "score": score,
+                                            "length_rule": args.length_rule,
+                                            "params": params, "score": score,
                                             "time_s": sec}) + "\n")
             scores = [r[0] for r in res]
             print(f"| {name} | {row} | {np.mean(scores):.1f} "
