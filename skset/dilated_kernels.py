@@ -176,15 +176,15 @@ class DilatedKernelFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, S
         _, rng = self._begin_fit()
         sets = self._check_X(X, fitting=True)
         self.n_features_in_ = n_channels = sets[0].shape[1]
-        lengths = np.array([s.shape[0] for s in sets])
-        if n_channels > 1 and np.median(lengths) < n_channels:
+        median = float(np.median([s.shape[0] for s in sets]))
+        if n_channels > 1 and median < n_channels:
             warnings.warn(
                 f"{type(self).__name__} reads each set's rows as time points and its columns as "
-                f"channels: the training series have a median of {np.median(lengths):g} time "
+                f"channels: the training series have a median of {median:g} time "
                 f"points of {n_channels} channels. An array laid out as (n_series, n_channels, "
                 "n_timepoints) (aeon's, sktime's) is read as series of n_channels steps: pass "
                 "X.transpose(0, 2, 1).", UserWarning, stacklevel=2)
-        self.dilations_ = dilations_for(float(np.median(lengths)), self.max_dilations)
+        self.dilations_ = dilations_for(median, self.max_dilations)
         n_kernels = len(KERNEL_TAPS)
         self.channels_ = None
         if n_channels > 1:
@@ -204,8 +204,7 @@ class DilatedKernelFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, S
         its responses over the training series drawn for it (``drawn[k]``, MiniRocket's draw of
         one series per kernel and dilation). The drawn series are read in batches of similar
         lengths under ``max_elements`` padded points."""
-        series = np.unique(drawn)
-        column = np.searchsorted(series, drawn)  # each kernel's series among those drawn
+        series, column = np.unique(drawn, return_inverse=True)  # column: each kernel's series
         lengths = np.array([sets[j].shape[0] for j in series])
         out = torch.empty((len(drawn), len(levels)), dtype=self.dtype_, device=self.device_)
         for idx in length_batches(lengths, max_elements=self.max_elements):
@@ -223,8 +222,8 @@ class DilatedKernelFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, S
         """Fit on the first chunk; later chunks are checked and change nothing.
 
         The map is fixed once fitted: the thresholds come from training series drawn from the
-        first chunk (as :meth:`fit` draws one series per kernel and dilation), so that a pipeline with this
-        transformer can learn from chunks (``skset.utils.partial_fit``,
+        first chunk (as :meth:`fit` draws one series per kernel and dilation), so that a pipeline
+        with this transformer can learn from chunks (``skset.utils.partial_fit``,
         ``skset.distributed.fit``) and its later steps see one map throughout.
 
         Parameters

@@ -23,15 +23,13 @@ import itertools
 import torch
 from torch import nn
 
+from .attention import _zero_padding  # a select, not a product: NaN * 0 is NaN
+
 __all__ = ["N_TAPS", "KERNEL_TAPS", "DilatedKernelPPV", "kernel_responses"]
 
 N_TAPS = 9
 #: the three taps of weight 2 of each of the 84 kernels (the other six weigh -1)
 KERNEL_TAPS = tuple(itertools.combinations(range(N_TAPS), 3))
-
-
-def _zero_padding(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    return torch.where(mask[..., None], x, torch.zeros((), dtype=x.dtype, device=x.device))
 
 
 def _taps(x: torch.Tensor, dilation: int) -> list[torch.Tensor]:
