@@ -564,7 +564,7 @@ def order_statistic(errors: np.ndarray, shuffled: np.ndarray) -> float:
 def select_window(sets, y, *, kmer_coding: str, fixed: dict, default: dict, n_components: int,
                   eigenvalue_floor: float, rng: np.random.RandomState, dtype=torch.float32,
                   dilate: bool = False, order_test: bool = False, regression: bool = False,
-                  dilation: int = 1):
+                  dilation: int = 1, pairs_alone: bool = True):
     """Choose the k-mer width of ``window="auto"`` from the labels (and, with ``dilate``, the
     dilation of ``dilation="auto"``; else the widths are read ``dilation`` apart, an explicit
     ``dilation``; ``regression``: ``y`` are real targets, see :func:`_task`).
@@ -582,9 +582,14 @@ def select_window(sets, y, *, kmer_coding: str, fixed: dict, default: dict, n_co
     sets above ``MIN_T``), and of the widths that do, the one of lowest mean error is taken:
     k-mers are taken when the data say that order matters.
 
-    With ``dilate`` and a width taken, the dilated k-mers of :func:`dilated_candidates` are
-    scored next on the same sampled sets; one replaces the width only when it beats it by a
-    paired t above ``MIN_T_DILATED`` (the lowest mean error of those that do).
+    With ``dilate``, the dilated k-mers of :func:`dilated_candidates` are scored next on the
+    same sampled sets; one replaces the width taken only when it beats it by a paired t above
+    ``MIN_T_DILATED`` (the lowest mean error of those that do). With ``pairs_alone`` too, they
+    are scored where no width was taken, against single elements, by the same margin, and must
+    then also pass the order test below (with or without ``order_test``): on
+    PickupGestureWiimoteZ's 50 training gestures the contiguous widths beat single elements by
+    t of 0.2-2.8 and the dilated pairs by 4-8, so that whether k-mers were read at all turned on
+    the draw.
 
     With ``order_test`` and k-mers taken, they are kept only when the order of the elements
     means something (:func:`shuffled_kmer_errors`): the k-mers of the sets as given must beat
@@ -633,13 +638,16 @@ def select_window(sets, y, *, kmer_coding: str, fixed: dict, default: dict, n_co
     chosen = min(passing, key=lambda we: we[1].mean()) if passing else scored[0]
     window = chosen[0]
     dilation = step if window > 1 else 1
-    if dilate and window > 1:
+    contiguous = window > 1
+    if dilate and (contiguous or pairs_alone):  # against the width taken, or single elements
         dilated = [(kd, errors_of(*kd)) for kd in dilated_candidates(lengths)]
         scored += dilated
         passing = [we for we in dilated if beats(chosen[1], we[1], MIN_T_DILATED, flat=0.0)]
         if passing:
             window, dilation = min(passing, key=lambda we: we[1].mean())[0]
-    if order_test and window > 1:
+    # dilated k-mers taken where no contiguous width was must also pass the order test: the
+    # widths' own test against single elements was not passed, so order has not been shown
+    if (order_test or not contiguous) and window > 1:
         shuffled = shuffled_kmer_errors(sub_sets, target, window, dilation, kmer_coding, choice,
                                         n_components=n_components,
                                         eigenvalue_floor=eigenvalue_floor, rng=rng, dtype=dtype)

@@ -127,9 +127,9 @@ def test_dilation_auto_is_one_with_an_explicit_window_and_warm_fits_keep_it():
 
 
 def test_the_rule_takes_a_dilated_pair_only_by_a_clear_margin(monkeypatch):
-    """Dilated pairs are scored after the widths, on the same sampled sets, only once a width is
-    taken; one replaces the width only when its paired t over the width's errors is above
-    ``MIN_T_DILATED`` (a t between ``MIN_T`` and it keeps the width), the best of those that do."""
+    """Dilated pairs are scored after the widths, on the same sampled sets; one replaces the
+    width taken only when its paired t over the width's errors is above ``MIN_T_DILATED`` (a t
+    between ``MIN_T`` and it keeps the width), the best of those that do."""
     from skset._stats import paired_t
 
     X = [np.arange(200.0)[:, None] for _ in range(40)]
@@ -164,6 +164,41 @@ def test_the_rule_takes_a_dilated_pair_only_by_a_clear_margin(monkeypatch):
     assert chosen([with_t(4.0), with_t(3.5), *rest])[0] == pairs[0]  # the lowest mean error
     got, scored = chosen([], dilate=False)
     assert got == (5, 1) and scored == widths
+
+
+def _lag16_series(n_sets=60, seed=0):
+    """Series of 34-39 steps whose class is the sign of the link between steps 16 apart: every
+    window of at most ten consecutive steps, and every step alone, has one law in both classes."""
+    rng = np.random.default_rng(seed)
+    y = np.arange(n_sets) % 2
+    X = []
+    for c in y:
+        x = rng.normal(size=int(rng.integers(34, 40)))
+        x[16:] = (1 - 2 * c) * 0.9 * x[:-16] + 0.1 * x[16:]
+        X.append(x[:, None])
+    return X, y
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_dilated_kmers_are_taken_where_no_contiguous_width_passes(seed):
+    """Order that only dilated k-mers see (a link between steps 16 apart; no contiguous width
+    above 10 fits these sets twice): the pairs are scored against single elements and 10-mers
+    of dilation 2 taken, after the order test; the same sets with their steps shuffled keep
+    single elements; the set networks' rule scores pairs only once a contiguous width is
+    taken, and keeps single elements here."""
+    from skset import DeepSetsClassifier
+    from skset.neural_network._network_kmers import choose_kmers
+
+    X, y = _lag16_series(seed=seed)
+    ny = NystromFeatures(random_state=seed).fit(X, y)
+    assert (ny.window_, ny.dilation_) == (10, 2)
+    scored = dict(ny.window_scores_)
+    assert scored[(10, 2)] > max(scored[w] for w in (1, 3, 5, 10)) and "shuffled" in scored
+    assert choose_kmers(DeepSetsClassifier(), X, y, seed) == (1, 1)
+    rng = np.random.default_rng(seed)
+    shuffled = [x[rng.permutation(len(x))] for x in X]
+    assert NystromFeatures(random_state=seed).fit(shuffled, y).window_ == 1
+    assert NystromFeatures(random_state=seed, dilation=1).fit(X, y).window_ == 1  # explicit
 
 
 def test_supervised_otk_reads_dilated_kmers_in_training_and_export():
