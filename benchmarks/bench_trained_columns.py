@@ -136,8 +136,22 @@ class Blend:
         return self.classes_[self.predict_proba(X).argmax(1)]
 
 
+class Ensemble:
+    """The mean of several fitted classifiers' probabilities (``--ensemble``)."""
+
+    def __init__(self, members):
+        self.members = members
+        self.classes_ = members[0].classes_
+
+    def predict_proba(self, X):
+        return sum(m.predict_proba(X) for m in self.members) / len(self.members)
+
+    def predict(self, X):
+        return self.classes_[self.predict_proba(X).argmax(1)]
+
+
 def fit_rows(model, params, name, X_tr, X_te, y_tr, y_te, seed=0, averaging=False, dropout=0.0,
-             blend=False):
+             blend=False, ensemble=1):
     """``[(row, score, epochs run)]`` of one data set and framing."""
     if model == "raw":
         out = []
@@ -152,6 +166,11 @@ def fit_rows(model, params, name, X_tr, X_te, y_tr, y_te, seed=0, averaging=Fals
     if blend:
         pooled = raw_pooling("meanmax").fit(pool_raw(X_tr, "meanmax"), y_tr)
         out.append((model + "_blend", score(Blend(m, pooled, "meanmax"), X_te, y_te, name),
+                    int(m.n_iter_)))
+    if ensemble > 1:  # members 1.. seeded seed + 1000 j; member 0 is the fit above
+        members = [m] + [est(random_state=seed + 1000 * j, **params).fit(X_tr, y_tr)
+                         for j in range(1, ensemble)]
+        out.append((f"{model}_ens{ensemble}", score(Ensemble(members), X_te, y_te, name),
                     int(m.n_iter_)))
     return out
 
@@ -171,6 +190,7 @@ def table(paths):
                     cell["raw"] = max(cell.get("raw", -1.0), 100 * r["score"])
                     continue
                 v = r["variant"] + ("_blend" if r["row"].endswith("_blend") else "")
+                v += "_" + r["row"].rsplit("_", 1)[1] if "_ens" in r["row"] else ""
                 if v not in variants:
                     variants.append(v)
                 cell.setdefault(v, {})[r.get("seed", 0)] = 100 * r["score"]
@@ -220,6 +240,9 @@ def main():
     ap.add_argument("--blend", action="store_true",
                     help="also score the mean of the network's probabilities and raw mean+max "
                          "pooling's (row <model>_blend)")
+    ap.add_argument("--ensemble", type=int, default=1,
+                    help="also score the mean probabilities of this many fits of the network, "
+                         "seeded seed + 1000 j (row <model>_ens<K>)")
     ap.add_argument("--scaling", choices=MODES, default=None,
                     help="another input scaling for the networks (benchmarks/_input_scaling.py)")
     args = ap.parse_args()
@@ -247,7 +270,7 @@ def main():
                                   for X in (X_tr, X_te))
             for row, value, n_iter in fit_rows(args.model, params, name, X_tr, X_te, y_tr, y_te,
                                                args.seed, args.averaging, args.dropout,
-                                               args.blend):
+                                               args.blend, args.ensemble):
                 rec = dict(dataset=name, framing=fr, row=row, variant=args.label, params=params,
                            seed=args.seed, score=value, n_iter=n_iter,
                            time_s=time.perf_counter() - t, kmers=kmers)
