@@ -7,9 +7,7 @@ deviation along a random direction). ``NystromFeatures(window="auto", random_sta
 fitted on each; the proxy's per-set errors of every candidate width are read as the rule computes
 them, and both rules are applied to them: the width of lowest mean error if it beats single
 elements by more than noise (before 2026-11-26), and the width of lowest mean error among those
-that beat single elements by more than noise (2026-11-26); the fitted ``window_`` is the
-estimator's own, since 2026-11-28 with the order test (the k-mers must also beat those of the
-same sets with their elements shuffled).
+that beat single elements by more than noise (since).
 
     cd benchmarks
     OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=1 python bench_window_rule.py --bags 400
@@ -41,7 +39,7 @@ def draw(seed):
 
 
 def rules(X, y, seed):
-    """(the rule before, the width test since, the fitted ``window_``) on one fit."""
+    """(the rule before, the rule since) on the errors of one fit."""
     errs, orig = [], ms.pooled_map_errors
 
     def spy(*a, **k):
@@ -59,8 +57,8 @@ def rules(X, y, seed):
     before = widths[best] if best and beats(errs[0], errs[best], ms.MIN_T, flat=0.0) else 1
     passing = [i for i in range(1, len(widths)) if beats(errs[0], errs[i], ms.MIN_T, flat=0.0)]
     since = widths[min(passing, key=lambda i: errs[i].mean())] if passing else 1
-    assert nys.window_ == 1 or since > 1 or nys.dilation_ > 1  # k-mers only past a test
-    return before, since, nys.window_
+    assert since == nys.window_ or nys.dilation_ > 1  # or a dilated pair past the order test
+    return before, since
 
 
 def main():
@@ -68,18 +66,15 @@ def main():
     ap.add_argument("--bags", type=int, default=400)
     args = ap.parse_args()
     warnings.filterwarnings("ignore")
-    t0, before, since, fitted = time.perf_counter(), [], [], []
+    t0, before, since = time.perf_counter(), [], []
     for seed in range(args.bags):
-        b, s, f = rules(*draw(seed), seed)
+        b, s = rules(*draw(seed), seed)
         before.append(b)
         since.append(s)
-        fitted.append(f)
-    before, since, fitted = np.array(before), np.array(since), np.array(fitted)
+    before, since = np.array(before), np.array(since)
     print(f"{args.bags} unordered bags ({time.perf_counter() - t0:.0f} s): k-mers taken on "
-          f"{int((before > 1).sum())} with the rule before, {int((since > 1).sum())} by the "
-          f"width test since, {int((fitted > 1).sum())} by the fitted estimator (the order "
-          f"test after the width test); draws where the first two differ: "
-          f"{np.flatnonzero(before != since).tolist()}")
+          f"{int((before > 1).sum())} with the rule before, {int((since > 1).sum())} with the "
+          f"rule since; draws where they differ: {np.flatnonzero(before != since).tolist()}")
 
 
 if __name__ == "__main__":

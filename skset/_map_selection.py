@@ -592,13 +592,11 @@ def select_window(sets, y, *, kmer_coding: str, fixed: dict, default: dict, n_co
     the draw.
 
     With ``order_test`` and k-mers taken, they are kept only when the order of the elements
-    means something (:func:`shuffled_kmer_errors`, under ``DEFAULT_CHOICE`` with ``fixed``'s
-    explicit values, whatever ``default``): the k-mers of the sets as given must beat
+    means something (:func:`shuffled_kmer_errors`): the k-mers of the sets as given must beat
     the k-mers of shuffled copies of the same sets by an :func:`order_statistic` above
-    ``MIN_T_ORDER``; else ``window`` and ``dilation`` are 1 (``NystromFeatures`` and the set
-    networks pass it: k-mers of sets whose order is arbitrary would make a set's features
-    depend on the order of its rows; on labelled bags of i.i.d. elements the width test alone
-    took k-mers on 43 of 400 draws, with the order test on 2).
+    ``MIN_T_ORDER``; else ``window`` and ``dilation`` are 1 (the set networks' rule: they are
+    permutation invariant by design, and k-mers of sets whose order is arbitrary throw that
+    away).
 
     Returns
     -------
@@ -650,11 +648,7 @@ def select_window(sets, y, *, kmer_coding: str, fixed: dict, default: dict, n_co
     # dilated k-mers taken where no contiguous width was must also pass the order test: the
     # widths' own test against single elements was not passed, so order has not been shown
     if (order_test or not contiguous) and window > 1:
-        # under the default map whatever the incumbent: one test of the data's order for every
-        # estimator (under the paper's map PickupGestureWiimoteZ's 5:16 failed it at seed 1)
-        plain = {k: DEFAULT_CHOICE[k] if fixed.get(k, "auto") == "auto" else fixed[k]
-                 for k in DEFAULT_CHOICE}
-        shuffled = shuffled_kmer_errors(sub_sets, target, window, dilation, kmer_coding, plain,
+        shuffled = shuffled_kmer_errors(sub_sets, target, window, dilation, kmer_coding, choice,
                                         n_components=n_components,
                                         eigenvalue_floor=eigenvalue_floor, rng=rng, dtype=dtype)
         scored.append(("shuffled", shuffled[1].mean(0)))

@@ -114,8 +114,7 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         refuses training sets shorter than an explicit ``window``; a fitted map reads a shorter
         set as one k-mer, its last element repeated). ``"auto"``:
         ``window_`` chosen in ``fit`` among 1 and the widths 3, 5, 10, 20 that every training set
-        holds twice, k-mers only where they predict the labels better by more than noise and
-        better than the k-mers of the same sets with their elements shuffled (order matters; 1
+        holds twice, k-mers only where they predict the labels better by more than noise (1
         without labels, for a 2-D pool); see the :ref:`nystrom` guide.
     dilation : int or "auto", default="auto"
         With ``window > 1``: the k-mer's elements are ``dilation`` steps apart, ``x_i, x_{i +
@@ -123,10 +122,10 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         dilation + 1`` steps with ``window`` elements; a set shorter than that span has one
         k-mer, its last element repeated (with contiguous k-mers, ``dilation=1``, only once
         fitted: ``fit`` refuses training sets shorter than an explicit ``window``). ``"auto"``:
-        with ``window="auto"``, ``window_`` and ``dilation_`` may become one of the pairs 10:2,
-        10:4, 10:8, 10:16, 5:8, 5:16, 5:32, 3:16 (width:dilation) whose span is at most 2/3 of
-        the median training length, where it predicts the labels better than the width taken (or
-        single elements) by a clear margin (a paired t above 3); 1 otherwise, and with an explicit
+        with ``window="auto"``, once k-mers are taken, ``window_`` and ``dilation_`` may become
+        one of the pairs 10:2, 10:4, 10:8, 10:16, 5:8, 5:16, 5:32, 3:16 (width:dilation) whose
+        span is at most 2/3 of the median training length, where it predicts the labels better
+        than the width by a clear margin (a paired t above 3); 1 otherwise, and with an explicit
         ``window`` (an explicit dilation with ``window="auto"``: widths scored with it).
     kmer_coding : {"level_shape", "plain"}, default="level_shape"
         With ``window > 1``, how a k-mer is written before the standardisation and the map.
@@ -210,9 +209,9 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         The k-mer dilation used: ``dilation``, or the one chosen for ``"auto"``.
     window_scores_ : list of (int or (int, int) or "shuffled", float) or None
         The widths (and ``(width, dilation)`` pairs) scored by ``window="auto"`` (minus the
-        leave-one-out squared error of pooled features; higher is better), then, where k-mers
-        passed, ``"shuffled"``: the order test's k-mers of shuffled copies of the sets; ``None``
-        when nothing was chosen from labels.
+        leave-one-out squared error of pooled features; higher is better), then, where a pair
+        beat single elements with no width taken, ``"shuffled"``: the order test's k-mers of
+        shuffled copies of the sets; ``None`` when nothing was chosen from labels.
     selection_scores_ : list of (dict, float) or None
         The candidates scored by ``"auto"`` (parameters, minus the leave-one-out squared error of
         pooled features; higher is better), ``None`` when nothing was chosen from labels.
@@ -337,7 +336,7 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
                 coll.sets, y, kmer_coding=self.kmer_coding, default=incumbent,
                 fixed={k: getattr(self, k) for k in DEFAULT_CHOICE}, rng=rng,
                 n_components=self.n_components, eigenvalue_floor=self.eigenvalue_floor,
-                dtype=self.dtype_, dilate=self.dilation == "auto", dilation=step, order_test=True)
+                dtype=self.dtype_, dilate=self.dilation == "auto", dilation=step)
             if self.dilation == "auto" or self.window_ == 1:  # single elements: no dilation
                 self.dilation_ = dilation
 
