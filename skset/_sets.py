@@ -25,8 +25,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ._torch import to_numpy
-
 __all__ = [
     "SetCollection",
     "check_sets",
@@ -46,6 +44,7 @@ __all__ = [
     "kmer_width",
     "check_element_weights",
     "pack_weights",
+    "to_numpy",
 ]
 
 _FLOAT_DTYPES = (np.float64, np.float32)
@@ -84,6 +83,14 @@ class SetCollection:
             out[:] = outputs
             return out
         return list(outputs)
+
+
+def to_numpy(t: torch.Tensor) -> np.ndarray:
+    """``t`` as a numpy array on the CPU (bfloat16 and torch's other small floats as float32)."""
+    t = t.detach().cpu()
+    if t.is_floating_point() and t.dtype not in (torch.float16, torch.float32, torch.float64):
+        t = t.float()
+    return t.numpy()
 
 
 def _describe(x) -> str:
@@ -142,9 +149,8 @@ def max_abs_value(compute_dtype) -> float:
 
 
 def _plainly_finite(arr: np.ndarray, limit: float | None) -> bool:
-    """A sufficient test that a C-contiguous float array is finite and within ``limit`` in
-    magnitude: its sum of squares (one BLAS dot) is finite and at most ``limit ** 2``. ``False``
-    means "check element-wise" (:func:`_check_one` decides), never "invalid"."""
+    """A sufficient test that a C-contiguous float array is finite and within ``limit``: its sum
+    of squares (one BLAS dot) is finite and at most ``limit ** 2``; ``False``: check each value."""
     if not arr.flags.c_contiguous or arr.size == 0:
         return False
     flat = arr.reshape(-1)
@@ -661,30 +667,24 @@ def code_kmers(steps: np.ndarray, coding: str) -> np.ndarray:
 
 
 def kmer_dilation(estimator) -> int:
-    """The k-mer dilation an estimator (or module) reads, as :func:`kmer_width` reads the width:
-    its fitted ``dilation_``, else its ``dilation``; 1 for ``"auto"`` not yet resolved, for
-    models saved before dilated k-mers and for estimators without k-mers."""
+    """The k-mer dilation an estimator (or module) reads, as :func:`kmer_width` reads the width
+    (1 also for models saved before dilated k-mers)."""
     d = getattr(estimator, "dilation_", None) or getattr(estimator, "dilation", 1)
     return int(d) if isinstance(d, (int, np.integer)) else 1
 
 
 def kmer_width(estimator) -> int:
-    """The k-mer width an estimator (or module) reads: its fitted ``window_``, else its
-    ``window`` (models saved before ``window_`` existed); 1 for ``"auto"`` not yet resolved and
-    for estimators without k-mers."""
+    """The k-mer width an estimator (or module) reads: its fitted ``window_``, else its ``window``
+    (older models); 1 for ``"auto"`` not yet resolved and for estimators without k-mers."""
     w = getattr(estimator, "window_", None) or getattr(estimator, "window", 1)
     return int(w) if isinstance(w, (int, np.integer)) else 1
 
 
 def check_finite_output(out, name: str, dtype, cause: str | None = None) -> None:
-    """Raise a clear ``ValueError`` when an estimator's output holds NaN or infinity.
-
-    Inputs are checked for NaN/infinity and magnitude up front; this is the safety net for an
-    overflow inside the computation, so that no NaN is ever returned silently. The message names
-    the compute ``dtype`` actually used (and suggests float64 only from float32); ``cause`` (a
-    sentence naming the likely culprit and its remedy, e.g. an exp-domain Sinkhorn) replaces the
-    generic advice about large inputs.
-    """
+    """Raise a clear ``ValueError`` when an estimator's output holds NaN or infinity: the safety
+    net for an overflow inside the computation (inputs are checked up front). The message names
+    the compute ``dtype`` (float64 suggested only from float32); ``cause`` (the likely culprit and
+    its remedy, e.g. an exp-domain Sinkhorn) replaces the generic advice about large inputs."""
     # a sum is finite when every term is (one reduction, no boolean copy); only a non-finite sum,
     # which huge finite values could also give, is checked element by element
     if isinstance(out, torch.Tensor):

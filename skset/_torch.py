@@ -17,7 +17,6 @@ __all__ = [
     "seed_from_random_state",
     "random_streams",
     "make_generator",
-    "to_numpy",
     "map_on_threads",
     "CPU_CHUNK_PAIRS",
 ]
@@ -81,15 +80,6 @@ def make_generator(seed: int, device: torch.device | str = "cpu") -> torch.Gener
     g = torch.Generator(device=device)
     g.manual_seed(int(seed))
     return g
-
-
-def to_numpy(t: torch.Tensor) -> np.ndarray:
-    """``t`` as a numpy array on the CPU; numpy has no bfloat16 (nor torch's other small
-    floats): those as float32, which holds them exactly."""
-    t = t.detach().cpu()
-    if t.is_floating_point() and t.dtype not in (torch.float16, torch.float32, torch.float64):
-        t = t.float()
-    return t.numpy()
 
 
 def map_on_threads(fn, items, device: torch.device | str = "cpu") -> list:

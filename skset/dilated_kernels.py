@@ -11,8 +11,7 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import SksetEstimator, set_input_tags
-from ._sets import check_finite_output, check_sets, dtype_name, length_batches, pack
-from ._torch import to_numpy
+from ._sets import check_finite_output, check_sets, dtype_name, length_batches, pack, to_numpy
 from ._validation import POSITIVE_INT, TORCH_PARAMS
 from .nn.dilated_kernels import KERNEL_TAPS, N_TAPS, DilatedKernelPPV, kernel_responses
 

@@ -32,13 +32,11 @@ from ._sets import (
     check_sets,
     kmer_index,
     kmer_windows,
+    to_numpy,
 )
 from ._streaming import PARTIAL_FIT_WEIGHTS_DOC, center_counts, minibatch_kmeans_step, step_rng, weight_scale
 from ._threads import SCOPE_FRAMES, one_thread
-from ._torch import (
-    resolve_dtype,
-    to_numpy,
-)
+from ._torch import resolve_dtype
 from ._validation import POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, Integer, Real, check_sample_weight
 from ._weighting import (
     element_masses,

@@ -30,6 +30,9 @@ FORBIDDEN = (
     "skset._persist",
     "skset.utils",
     "skset.datasets",
+    "skset._torch",  # imports scikit-learn (check_random_state)
+    "skset._validation",
+    "skset._base",
 )
 
 

@@ -12,10 +12,18 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._base import SksetEstimator, set_input_tags
 from .._config import get_config
-from .._sets import check_choice_labels, check_finite_output, check_sets, length_batches, pack, pack_weights
+from .._sets import (
+    check_choice_labels,
+    check_finite_output,
+    check_sets,
+    length_batches,
+    pack,
+    pack_weights,
+    to_numpy,
+)
 from .._streaming import PARTIAL_FIT_WEIGHTS_DOC, weight_scale
 from .._threads import SCOPE_FRAMES
-from .._torch import map_on_threads, resolve_dtype, split_for_threads, to_numpy
+from .._torch import map_on_threads, resolve_dtype, split_for_threads
 from .._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, check_sample_weight
 from .._weighting import count_distinct, drop_zero_weight, element_masses
 from ..nn.otk import POSITION_MODES, OTKLayer, _zeroed_embed, embedding_output, otk_plans

@@ -15,9 +15,10 @@ import numpy as np
 import torch
 from sklearn.cluster import KMeans
 
+from .._sets import to_numpy
 from .._streaming import center_counts, minibatch_kmeans_step, running_mean, step_rng, weight_scale
 from .._threads import one_thread
-from .._torch import map_on_threads, to_numpy
+from .._torch import map_on_threads
 from .._validation import check_sample_weight
 from .._weighting import (
     count_distinct,

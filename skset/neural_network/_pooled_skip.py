@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .._torch import to_numpy
+from .._sets import to_numpy
 from .._weighting import weighted_mean_std
 from ._heads import fit_logistic_head, fit_multilabel_logistic_head, fit_ridge_head, ridge_loo_alpha
 
