@@ -180,18 +180,27 @@ def _lag16_series(n_sets=60, seed=0):
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_dilated_kmers_are_taken_where_no_contiguous_width_passes(seed):
+def test_dilated_kmers_are_taken_where_no_contiguous_width_passes(seed, monkeypatch):
     """Order that only dilated k-mers see (a link between steps 16 apart; no contiguous width
     above 10 fits these sets twice): the pairs are scored against single elements and 10-mers
-    of dilation 2 taken, after the order test; the same sets with their steps shuffled keep
-    single elements; the set networks' rule scores pairs only once a contiguous width is
-    taken, and keeps single elements here."""
+    of dilation 2 taken, after the order test (on ``ORDER_SHUFFLES_PAIRS`` shuffled copies);
+    the same sets with their steps shuffled keep single elements; the set networks' rule
+    scores pairs only once a contiguous width is taken, and keeps single elements here."""
+    import skset._map_selection as ms
     from skset import DeepSetsClassifier
     from skset.neural_network._network_kmers import choose_kmers
 
+    copies, test = [], ms.shuffled_kmer_errors
+
+    def spy(*args, **kwargs):
+        out = test(*args, **kwargs)
+        copies.append(len(out[1]))
+        return out
+
+    monkeypatch.setattr(ms, "shuffled_kmer_errors", spy)
     X, y = _lag16_series(seed=seed)
     ny = NystromFeatures(random_state=seed).fit(X, y)
-    assert (ny.window_, ny.dilation_) == (10, 2)
+    assert (ny.window_, ny.dilation_) == (10, 2) and copies == [ms.ORDER_SHUFFLES_PAIRS] != [5]
     scored = dict(ny.window_scores_)
     assert scored[(10, 2)] > max(scored[w] for w in (1, 3, 5, 10)) and "shuffled" in scored
     assert choose_kmers(DeepSetsClassifier(), X, y, seed) == (1, 1)
