@@ -387,9 +387,9 @@ def _check_object_labels(y: np.ndarray, name: str) -> None:
     kinds = {"str" if isinstance(v, (str, bytes, np.str_)) else "number"
              if isinstance(v, (int, float, np.number, bool, np.bool_)) else type(v).__name__
              for v in flat}
-    if len(kinds) > 1:
-        raise TypeError(f"{name} mixes label types {sorted(kinds)}; every label must be of one "
-                        "kind (all strings, or all numbers).")
+    if len(kinds) > 1 or not kinds <= {"str", "number"}:
+        raise TypeError(f"{name} {'mixes label types' if len(kinds) > 1 else 'holds labels of type'} "
+                        f"{sorted(kinds)}; every label must be of one kind (all strings, or all numbers).")
     if "number" in kinds and not np.isfinite(np.asarray(flat, dtype=float)).all():
         raise ValueError(f"{name} contains NaN or infinity.")
 

@@ -217,3 +217,25 @@ def test_labels_complex_ragged_or_missing_are_named():
         check_set_labels([[1], [1, 2], [1]], 3, multi_output=True)
     with pytest.raises(ValueError, match="y contains None"):  # not "mixes label types"
         check_set_labels(np.array([1, None], dtype=object), 2)
+
+
+CLASSIFIERS = SUPERVISED[:3]
+
+
+@pytest.mark.parametrize("est", CLASSIFIERS, ids=_ids(CLASSIFIERS))
+def test_classifier_labels_continuous_ragged_or_not_scalars_are_named(est):
+    """Real-valued targets given to a classifier, a ragged ``y`` and labels that are lists or
+    dicts each get a message naming ``y``, before any training; whole-number floats are
+    classes."""
+    X, y_cls, y_reg = _data(12)
+    kind = type(est).__name__.replace("Classifier", "Regressor")
+    with pytest.raises(ValueError, match=f"y holds continuous values.*use {kind}"):
+        clone(est).fit(X, y_reg)
+    with pytest.raises(ValueError, match="y is ragged"):
+        clone(est).fit(X, [[1], [1, 2]] * 6)
+    for labels, kind in (([[1], [1, 2]] * 6, "list"), ([{"a": 1}, {"b": 2}] * 6, "dict")):
+        y = np.empty(12, dtype=object)
+        y[:] = labels
+        with pytest.raises(TypeError, match=f"y holds labels of type \\['{kind}'\\]"):
+            clone(est).fit(X, y)
+    assert clone(est).fit(X, y_cls.astype(float)).classes_.tolist() == [0.0, 1.0]

@@ -69,11 +69,20 @@ def encode_class_targets(y, n_sets: int, first_fit: bool, classes=None, *, name:
         raise ValueError(f"{name} was fitted on multi-label targets (an indicator matrix of "
                          f"{len(fitted_classes)} labels); y here is not one (warm_start=True or "
                          "partial_fit).")
-    if np.ndim(y) == 2 and np.shape(y)[1] > 1:
+    try:
+        shape = np.shape(y)
+    except ValueError:  # ragged: check_set_labels names it
+        shape = check_set_labels(y, n_sets).shape
+    if len(shape) == 2 and shape[1] > 1:
         raise ValueError(f"y has shape {np.shape(y)}; expected ({n_sets},) class labels, or a "
                          f"multi-label indicator matrix ({n_sets}, n_labels) of 0 and 1 only "
                          "(multi-output targets of other values are not supported).")
     y = check_set_labels(y, n_sets)
+    if y.dtype.kind == "f" and not np.array_equal(y, np.round(y)):
+        regressor = name.replace("Classifier", "Regressor")
+        raise ValueError(f"y holds continuous values (e.g. {float(y[y != np.round(y)][0]):g}), not class "
+                         f"labels; {name} needs classes (numbers or strings)"
+                         + (f": use {regressor} for real targets." if regressor != name else "."))
     if first_fit and classes is not None:
         classes = np.unique(np.asarray(classes))
         unknown = np.setdiff1d(np.unique(y), classes)
