@@ -521,8 +521,10 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
             n_distinct = len(first)
             k = min(self.n_components, n_distinct)
         if k < self.n_components:
+            sphere = " on the sphere (normalize)" if self.normalize_ else ""
             warnings.warn(f"n_components={self.n_components} is larger than the number of distinct "
-                          f"training elements ({n_distinct}); using {k} anchors.", UserWarning,
+                          f"training elements as the map reads them{sphere} ({n_distinct}); using "
+                          f"{k} anchors.", UserWarning,
                           stacklevel=3 + SCOPE_FRAMES)  # through fit
         if self.anchors == "kmeans" and k < elems.shape[0]:
             km = KMeans(n_clusters=k, n_init=1, random_state=rng.randint(2**31 - 1))
