@@ -8,6 +8,8 @@ as given beat the k-mers of the same sets with their elements shuffled
     python benchmarks/bench_order_test.py --table results/order_test.jsonl
     python benchmarks/bench_order_test.py --null    # the statistic on exchangeable sets
 
+``--copies N`` runs the test on ``N`` shuffled copies instead of ``ORDER_SHUFFLES``.
+
 Rows: the real-data suite in the ``set`` framing (the elements as given) and the ``seq`` framing
 (the series and DNA sets as k-mers of ``KINDS[name]["window"]``, in their order), unique
 counting and max regression (``bench_st_tasks.py``'s data), and the regression rows of
@@ -147,7 +149,10 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--table")
     ap.add_argument("--null", action="store_true", help="the statistic on exchangeable sets")
+    ap.add_argument("--copies", type=int, default=ms.ORDER_SHUFFLES,
+                    help="shuffled copies of the networks' test (ORDER_SHUFFLES)")
     args = ap.parse_args()
+    ms.ORDER_SHUFFLES = args.copies  # read by select_window at each call
     if args.null:
         null()
         return
