@@ -34,6 +34,7 @@ import json  # noqa: E402
 import warnings  # noqa: E402
 
 import numpy as np  # noqa: E402
+from bench_window_choices import chosen  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.model_selection import StratifiedKFold  # noqa: E402
 from sklearn.pipeline import Pipeline  # noqa: E402
@@ -45,32 +46,25 @@ from skset._map_selection import DEFAULT_CHOICE  # noqa: E402
 from skset.neural_network._otk import PAPER_MAP  # noqa: E402
 
 COPIES = 19
+ORDER_STATISTIC, SELECT_WINDOW = ms.order_statistic, ka.select_window
 _seen = []
 
 
 def _recording_statistic(errors, shuffled):
     """The statistic on the first 5, 10 and all copies, recorded; the k-mers always kept."""
-    _seen.append([float(ms.order_statistic.__wrapped__(errors, shuffled[:k]))
-                  for k in (5, 10, len(shuffled))])
+    _seen.append([float(ORDER_STATISTIC(errors, shuffled[:k])) for k in (5, 10, len(shuffled))])
     return np.inf
 
 
 def _with_order_test(*args, **kwargs):
-    kwargs["order_test"] = True
-    return _with_order_test.__wrapped__(*args, **kwargs)
+    return SELECT_WINDOW(*args, **{**kwargs, "order_test": True})
 
 
 def choice_and_statistics(X, y, seed, incumbent):
     """``"window:dilation"`` of the width rule of ``NystromFeatures(random_state=seed)`` and the
     order statistics of its k-mers (``None`` where it keeps single elements)."""
-    ny = NystromFeatures(random_state=seed)
-    seed, _ = ny._begin_fit()
-    ny.window_, ny.dilation_ = 1, 1
-    data = ny._training_elements(X, None, None, fitting=True)
     _seen.clear()
-    ny._choose_window(data.coll, ny._check_y(y, data.coll),
-                      np.random.RandomState((seed + 2) % 2**32), incumbent)
-    return f"{ny.window_}:{ny.dilation_}", (_seen[-1] if _seen else None)
+    return chosen(X, y, seed, incumbent), (_seen[-1] if _seen else None)
 
 
 def draws(source):
@@ -83,9 +77,7 @@ def draws(source):
 
 def order(args):
     ms.ORDER_SHUFFLES = COPIES
-    _recording_statistic.__wrapped__ = ms.order_statistic
     ms.order_statistic = _recording_statistic
-    _with_order_test.__wrapped__ = ka.select_window
     ka.select_window = _with_order_test
     if args.order == "suite":
         from suite_data import load

@@ -543,8 +543,8 @@ def shuffled_kmer_errors(sets, target, window: int, dilation: int, kmer_coding: 
                             copies + 1)
     groups = [_sampled_rows(sets, rng, per_set, window, kmer_coding, dilation)]
     for _ in range(copies):
-        copies = [s[rng.permutation(len(s))] for s in sets]
-        groups.append(_sampled_rows(copies, rng, per_set, window, kmer_coding, dilation))
+        shuffled = [s[rng.permutation(len(s))] for s in sets]
+        groups.append(_sampled_rows(shuffled, rng, per_set, window, kmer_coding, dilation))
     errors = kmer_errors(groups, choice, target, n_components=n_components,
                          eigenvalue_floor=eigenvalue_floor, rng=rng, dtype=dtype)
     return errors[0], np.stack(errors[1:])

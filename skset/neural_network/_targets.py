@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from sklearn.utils.multiclass import type_of_target
 
 from .._sets import check_set_labels, dtype_name, max_abs_value
 from .._weighting import weighted_mean_std
@@ -74,14 +75,15 @@ def encode_class_targets(y, n_sets: int, first_fit: bool, classes=None, *, name:
     except ValueError:  # ragged: check_set_labels names it
         shape = check_set_labels(y, n_sets).shape
     if len(shape) == 2 and shape[1] > 1:
-        raise ValueError(f"y has shape {np.shape(y)}; expected ({n_sets},) class labels, or a "
+        raise ValueError(f"y has shape {shape}; expected ({n_sets},) class labels, or a "
                          f"multi-label indicator matrix ({n_sets}, n_labels) of 0 and 1 only "
                          "(multi-output targets of other values are not supported).")
     y = check_set_labels(y, n_sets)
-    if y.dtype.kind == "f" and not np.array_equal(y, np.round(y)):
+    if type_of_target(y) == "continuous":  # scikit-learn's test: floats not all whole
+        real = np.asarray(y, dtype=float)
         regressor = name.replace("Classifier", "Regressor")
-        raise ValueError(f"y holds continuous values (e.g. {float(y[y != np.round(y)][0]):g}), not class "
-                         f"labels; {name} needs classes (numbers or strings)"
+        raise ValueError(f"y holds continuous values (e.g. {real[real != np.round(real)][0]:g}), not "
+                         f"class labels; {name} needs classes (numbers or strings)"
                          + (f": use {regressor} for real targets." if regressor != name else "."))
     if first_fit and classes is not None:
         classes = np.unique(np.asarray(classes))
