@@ -30,8 +30,9 @@ CPU_CHUNK_PAIRS = 1 << 18
 def resolve_device(device) -> torch.device:
     """Turn ``"auto"``/``"cpu"``/``"cuda"``/``"cuda:1"``/``torch.device`` into a ``torch.device``.
 
-    ``"auto"`` picks CUDA when it is available, else the CPU. Asking for CUDA on a machine without
-    it raises a ``ValueError`` (rather than a torch error deep inside ``fit``).
+    ``"auto"`` picks CUDA when it is available, else the CPU. Asking for CUDA (or another
+    backend) on a machine without it, or for torch's ``"meta"`` device (shapes without values),
+    raises a ``ValueError`` (rather than a torch error deep inside ``fit``).
     """
     if device is None or (isinstance(device, str) and device == "auto"):
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -44,6 +45,14 @@ def resolve_device(device) -> torch.device:
                          "device='auto' or 'cpu'.")
     if dev.type == "mps" and not torch.backends.mps.is_available():
         raise ValueError(f"device={device!r} was requested but MPS is not available.")
+    if dev.type == "meta":  # tensors of shapes without values: nothing to fit or transform
+        raise ValueError(f"device={device!r} holds no values (torch's meta tensors carry shapes "
+                         "only); use device='auto', 'cpu', 'cuda' or 'mps'.")
+    if dev.type not in ("cpu", "cuda", "mps"):  # another backend (xpu, ...): its own check
+        backend = getattr(torch, dev.type, None)
+        if not getattr(backend, "is_available", lambda: False)():
+            raise ValueError(f"device={device!r} was requested but torch has no available "
+                             f"{dev.type!r} backend here; use device='auto' or 'cpu'.")
     return dev
 
 

@@ -234,6 +234,23 @@ def test_cuda_request_without_cuda():
         DeepSetsRegressor(max_iter=1, device="cuda").fit(X, yr)
 
 
+@pytest.mark.parametrize("device", ["meta", "xpu", torch.device("meta")])
+def test_device_without_values_or_backend_is_named(device):
+    """torch's meta device (no values) and a backend torch lacks here get a ValueError naming the
+    device, from every kind of estimator's fit (the meta device was accepted by
+    ``NystromFeatures.fit`` and failed in ``OTKEmbedding.fit`` with torch's own error)."""
+    from skset import DilatedKernelFeatures, NystromFeatures, OTKEmbedding
+
+    if str(device) == "xpu" and getattr(torch, "xpu", None) is not None and torch.xpu.is_available():
+        pytest.skip("this machine has an xpu backend")
+    X, y, _ = _data()
+    for est in (NystromFeatures(device=device), OTKEmbedding(device=device),
+                DilatedKernelFeatures(device=device),
+                DeepSetsClassifier(max_iter=1, device=device)):
+        with pytest.raises(ValueError, match=r"device=.*(no values|no available)"):
+            est.fit(X, y)
+
+
 def test_inputs_not_modified_and_forms():
     X, y, _ = _data()
     copies = [x.copy() for x in X]
