@@ -331,8 +331,9 @@ def check_sets(
     return SetCollection(out, form)
 
 
-def check_set_labels(y, n_sets: int, *, name: str = "y", multi_output: bool = False) -> np.ndarray:
-    """Check that ``y`` holds one target per set (or one row per set when ``multi_output``)."""
+def check_set_labels(y, n_sets: int, *, name="y", multi_output=False, pool=False) -> np.ndarray:
+    """Check that ``y`` holds one target per set (or one row per set when ``multi_output``;
+    ``pool``: ``X`` is one 2-D pool of ``n_sets`` elements, one target per row)."""
     if y is None:
         raise ValueError(f"{name} is None; this estimator needs one target per set.")
     if isinstance(y, torch.Tensor):
@@ -352,8 +353,9 @@ def check_set_labels(y, n_sets: int, *, name: str = "y", multi_output: bool = Fa
         raise ValueError(f"{name} has shape {y.shape}; expected ({n_sets},)"
                          + (f" or ({n_sets}, n_outputs)" if multi_output else "") + ".")
     if y.shape[0] != n_sets:
-        raise ValueError(f"{name} has {y.shape[0]} entries but X holds {n_sets} sets; give one "
-                         "target per set.")
+        held = f"{n_sets} rows (a 2-D X is one pool of elements)" if pool else f"{n_sets} sets"
+        raise ValueError(f"{name} has {y.shape[0]} entries but X holds {held}; give one target "
+                         f"per {'row' if pool else 'set'}.")
     if y.dtype.kind in "fc" and not np.isfinite(y).all():
         raise ValueError(f"{name} contains NaN or infinity.")
     if y.dtype == object:
@@ -374,7 +376,7 @@ def check_choice_labels(y, sets, *, pool: bool = False):
             np.ndim(t) == 1 and len(t) == len(s) for t, s in zip(y, sets)) and any(
             len(s) != 1 for s in sets):
         return y
-    y = check_set_labels(y, len(sets[0]) if pool else len(sets), multi_output=True)
+    y = check_set_labels(y, len(sets[0]) if pool else len(sets), multi_output=True, pool=pool)
     return y[:, 0] if getattr(y, "ndim", 1) == 2 and y.shape[1] == 1 else y
 
 
@@ -503,17 +505,14 @@ def iter_packed(
     """
     if cost is None:
         cost = np.fromiter((s.shape[0] for s in sets), dtype=np.int64, count=len(sets))
-    if not sort:
-        padding_tolerance = None
     for idx in length_batches(cost, max_elements=max_elements, max_sets=max_sets, sort=sort,
-                              padding_tolerance=padding_tolerance):
+                              padding_tolerance=padding_tolerance if sort else None):
         X, M = pack([sets[i] for i in idx], device=device, dtype=dtype)
         yield idx, X, M
 
 
-def check_element_weights(
-    element_weight, lengths: Sequence[int], *, name: str = "element_weight"
-) -> list[np.ndarray] | None:
+def check_element_weights(element_weight, lengths: Sequence[int], *,
+                          name: str = "element_weight") -> list[np.ndarray] | None:
     """Validate per-element masses: one 1-D array per set, matching the set lengths.
 
     ``element_weight`` is ``None``, a list (or 1-D object array) of 1-D arrays, or a 2-D array

@@ -501,7 +501,8 @@ def test_d8_valid_y_forms_still_fit():
     assert est.fit(X, list(y)).selection_scores_ is not None
     pool = np.concatenate(X)
     est.fit(pool, np.arange(len(pool)) % 2)
-    with pytest.raises(ValueError, match="entries but X holds"):
+    with pytest.raises(ValueError, match=rf"{len(y)} entries but X holds {len(pool)} rows \(a 2-D X "
+                       r"is one pool of elements\); give one target per row"):
         est.fit(pool, y)
 
 
