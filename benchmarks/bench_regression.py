@@ -19,6 +19,17 @@ Every row is a small regression problem (50-200 training sets) scored by test RM
   scaled so that each projection has unit variance over the training sets; the signal is then
   standardised on the training sets and the noise is Gaussian.
 
+* real series with real targets, the two time-series extrinsic regression sets aeon's wheel
+  ships (``aeon.datasets``; the archive's train/test split, each series the set of its time
+  points): ``Covid3Month`` (a country's daily Covid-19 cases over three months, univariate, 84
+  days, 140 / 61 series; the target, the death rate at the end of the period) and
+  ``CardanoSentiment`` (24 hours of Cardano's price and volume, 2 channels, 74 / 33 series; the
+  target, the sentiment of the day's posts about it). On these rows the pipeline is fitted with
+  the targets (the map, the k-mer width and the positions chosen from them, as in a
+  ``Pipeline`` fitted on ``(X, y)``), and two series models run beside: aeon's
+  ``MiniRocketRegressor`` (``minirocket``, the field's first try) and
+  ``DilatedKernelFeatures -> StandardScaler -> RidgeCV`` (``dilated-kernels``, the same grid).
+
 Each row runs several seeds (the seed draws the target's noise, the split where there is one,
 and the models' ``random_state``). Columns: the training mean; pooled-feature ridge (mean or
 mean+max pooling of the raw elements, ``StandardScaler``, ``RidgeCV`` over
@@ -48,11 +59,14 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import numpy as np  # noqa: E402
 
 ALPHAS = np.logspace(-3, 5, 17)
+SERIES_ROWS = ["Covid3Month", "CardanoSentiment"]  # real targets (aeon's bundled TSER sets)
 ROWS = ["maxreg", "normalvar", "mi",
         *[f"{d}-snr{s}" for d in ("JapaneseVowels", "GunPoint10mer", "MNISTBags")
-          for s in ("0", "0.25", "1")]]
+          for s in ("0", "0.25", "1")], *SERIES_ROWS]
+#: the series models, run on SERIES_ROWS only
+SERIES_MODELS = ["minirocket", "dilated-kernels"]
 MODELS = ["mean", "ridge-mean", "ridge-meanmax", "pipeline", "pipeline-ridgecv-default",
-          "OTKRegressor", "SetTransformerRegressor", "DeepSetsRegressor"]
+          "OTKRegressor", "SetTransformerRegressor", "DeepSetsRegressor", *SERIES_MODELS]
 #: variants of a default model (not run unless named in --models)
 VARIANTS = {"OTKRegressor-no-validation": ("OTKRegressor", {"early_stopping": False}),
             "OTKRegressor-validation": ("OTKRegressor", {"early_stopping": "auto"}),
@@ -60,7 +74,7 @@ VARIANTS = {"OTKRegressor-no-validation": ("OTKRegressor", {"early_stopping": Fa
             "OTKRegressor-level-shape": ("OTKRegressor", {"kmer_coding": "level_shape"}),
             "DeepSetsRegressor-sized-mean": ("DeepSetsRegressor", {"pooling": "sized_mean"})}
 TRAINED = ["pipeline", "pipeline-ridgecv-default", "OTKRegressor", "SetTransformerRegressor",
-           "DeepSetsRegressor"]
+           "DeepSetsRegressor", "dilated-kernels"]
 
 
 # -- data ------------------------------------------------------------------------------------------
@@ -134,7 +148,22 @@ def _real_row(name, snr, seed, quick):
     return [X[i] for i in tr], y[tr], [X[i] for i in te], y[te]
 
 
+def _series_row(name):
+    """The archive's train and test series of an aeon TSER set as sets of time points ``(n, C)``."""
+    from aeon import datasets
+
+    load = {"Covid3Month": datasets.load_covid_3month,
+            "CardanoSentiment": datasets.load_cardano_sentiment}[name]
+    out = []
+    for split in ("train", "test"):
+        X, y = load(split=split)
+        out += [[np.ascontiguousarray(x.T, dtype=np.float64) for x in X], np.asarray(y, float)]
+    return out
+
+
 def row_data(row, seed, quick):
+    if row in SERIES_ROWS:
+        return _series_row(row)
     n_tr = 60 if quick else 200
     n_te = 200 if quick else 1000
     if row == "maxreg":
@@ -162,14 +191,24 @@ def _pool(X, how):
     return m if how == "mean" else np.hstack([m, np.stack([x.max(0) for x in X])])
 
 
-def run_model(name, X, y, Xt, seed):
-    """Test predictions of model ``name`` (dict name -> predictions for the pipeline pair)."""
+def run_model(name, X, y, Xt, seed, labels=False):
+    """Test predictions of model ``name`` (dict name -> predictions for the pipeline pair;
+    ``labels``: the pipeline's embedding is fitted with ``y``)."""
     from sklearn.linear_model import RidgeCV
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
     import skset
 
+    if name == "minirocket":  # equal-length series: (n, C, length)
+        from aeon.regression.convolution_based import MiniRocketRegressor
+
+        to3d = lambda S: np.stack([x.T for x in S])  # noqa: E731
+        return {name: MiniRocketRegressor(random_state=seed).fit(to3d(X), y).predict(to3d(Xt))}
+    if name == "dilated-kernels":
+        m = make_pipeline(skset.DilatedKernelFeatures(random_state=seed), StandardScaler(),
+                          RidgeCV(alphas=ALPHAS)).fit(X, y)
+        return {name: m.predict(Xt)}
     if name == "mean":
         return {name: np.full(len(Xt), y.mean())}
     if name.startswith("ridge-"):
@@ -178,7 +217,7 @@ def run_model(name, X, y, Xt, seed):
         return {name: m.predict(_pool(Xt, how))}
     if name == "pipeline":
         emb = make_pipeline(skset.NystromFeatures(random_state=seed),
-                            skset.OTKEmbedding(random_state=seed)).fit(X)
+                            skset.OTKEmbedding(random_state=seed)).fit(X, y if labels else None)
         Z, Zt = emb.transform(X), emb.transform(Xt)
         return {"pipeline": RidgeCV(alphas=ALPHAS).fit(Z, y).predict(Zt),
                 "pipeline-ridgecv-default": RidgeCV().fit(Z, y).predict(Zt)}
@@ -187,7 +226,7 @@ def run_model(name, X, y, Xt, seed):
     return {name: est.fit(X, y).predict(Xt)}
 
 
-def run(rows, seeds, models, quick, threads):
+def run(rows, seeds, models, quick, threads, asinh=False):
     import torch
 
     torch.set_num_threads(threads)
@@ -196,11 +235,15 @@ def run(rows, seeds, models, quick, threads):
     for row in rows:
         for seed in seeds:
             X, y, Xt, yt = row_data(row, seed, quick)
+            if asinh:  # every element's features through arcsinh (heavy-tailed counts)
+                X, Xt = [np.arcsinh(x) for x in X], [np.arcsinh(x) for x in Xt]
             for name in models:
                 if name == "pipeline-ridgecv-default":
                     continue  # made with "pipeline"
+                if (name in SERIES_MODELS) != (row in SERIES_ROWS) and name in SERIES_MODELS:
+                    continue  # the series models read series only
                 t = time.perf_counter()
-                preds = run_model(name, X, y, Xt, seed)
+                preds = run_model(name, X, y, Xt, seed, labels=row in SERIES_ROWS)
                 secs = time.perf_counter() - t
                 for key, p in preds.items():
                     rmse = float(np.sqrt(np.mean((np.asarray(p).reshape(yt.shape) - yt) ** 2)))
@@ -286,8 +329,9 @@ def _load_results(paths, seeds=None):
         # a run goes through the models in MODELS' order: a row's seed is complete when its
         # last model finished (DeepSetsRegressor in every run of the default models; a variant
         # in a run of the mean and that variant)
+        last = {r: SERIES_MODELS[-1] if r in SERIES_ROWS else "DeepSetsRegressor" for r in ROWS}
         done = {(r["row"], r["seed"]) for r in part
-                if r["model"] == MODELS[-1] or r["model"] in VARIANTS}
+                if r["model"] == last[r["row"]] or r["model"] in VARIANTS}
         if path.endswith(".json"):  # a finished run
             done = {(r["row"], r["seed"]) for r in part}
         res += [r for r in part if (r["row"], r["seed"]) in done]
@@ -321,6 +365,8 @@ def main():
     ap.add_argument("--models", nargs="+", default=MODELS, choices=MODELS + list(VARIANTS))
     ap.add_argument("--seeds", type=int, nargs="+", default=None)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--asinh", action="store_true",
+                    help="give the models arcsinh of every feature (heavy-tailed inputs)")
     ap.add_argument("--out", default=None, help="write the results (JSON) here")
     ap.add_argument("--src", default=None, help="import skset from this directory")
     ap.add_argument("--merge", nargs="+", default=None, metavar="JSON",
@@ -346,7 +392,7 @@ def main():
     print(f"skset from {os.path.dirname(skset.__file__)}; rows {args.rows}; seeds {seeds}; "
           f"threads {args.threads}", flush=True)
     t0 = time.perf_counter()
-    results = run(args.rows, seeds, args.models, args.quick, args.threads)
+    results = run(args.rows, seeds, args.models, args.quick, args.threads, args.asinh)
     before = None
     if args.before:
         tmp = (args.out or "regression") + ".before.json"

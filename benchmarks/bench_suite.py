@@ -320,7 +320,8 @@ class Framing:
         if row == "otk_clf":  # the k-mer width and the positions it used
             return {row: (value, seconds, {**self.otk_clf_over, "window": int(model.window_),
                                            "dilation": int(getattr(model, "dilation_", 1)),
-                                           "position_sigma": model.position_sigma_})}
+                                           "position_sigma": model.position_sigma_,
+                                           "start_scores": getattr(model, "start_scores_", None)})}
         return {row: (value, seconds)}
 
     def _otk_clf(self, seed):
