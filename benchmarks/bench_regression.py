@@ -72,7 +72,11 @@ VARIANTS = {"OTKRegressor-no-validation": ("OTKRegressor", {"early_stopping": Fa
             "OTKRegressor-validation": ("OTKRegressor", {"early_stopping": "auto"}),
             "OTKRegressor-window-auto": ("OTKRegressor", {"window": "auto"}),
             "OTKRegressor-level-shape": ("OTKRegressor", {"kmer_coding": "level_shape"}),
-            "DeepSetsRegressor-sized-mean": ("DeepSetsRegressor", {"pooling": "sized_mean"})}
+            "DeepSetsRegressor-sized-mean": ("DeepSetsRegressor", {"pooling": "sized_mean"}),
+            # the head's penalty at the lowest leave-one-out error (run_model patches the rule)
+            "OTKRegressor-lowest-loo": ("OTKRegressor", {}),
+            "OTKRegressor-alpha1": ("OTKRegressor", {"alpha": 1.0}),
+            "OTKRegressor-alpha10": ("OTKRegressor", {"alpha": 10.0})}
 TRAINED = ["pipeline", "pipeline-ridgecv-default", "OTKRegressor", "SetTransformerRegressor",
            "DeepSetsRegressor", "dilated-kernels"]
 
@@ -221,6 +225,15 @@ def run_model(name, X, y, Xt, seed, labels=False):
         Z, Zt = emb.transform(X), emb.transform(Xt)
         return {"pipeline": RidgeCV(alphas=ALPHAS).fit(Z, y).predict(Zt),
                 "pipeline-ridgecv-default": RidgeCV().fit(Z, y).predict(Zt)}
+    if name == "OTKRegressor-lowest-loo":  # alpha="auto" without the one-standard-error rule
+        import functools
+        from unittest import mock
+
+        from skset.neural_network import _otk
+
+        lowest = functools.partial(_otk.ridge_loo_alpha, one_se=False)
+        with mock.patch.object(_otk, "ridge_loo_alpha", lowest):
+            return {name: skset.OTKRegressor(random_state=seed).fit(X, y).predict(Xt)}
     cls, kw = VARIANTS.get(name, (name, {}))
     est = getattr(skset, cls)(random_state=seed, **kw)
     return {name: est.fit(X, y).predict(Xt)}
