@@ -253,7 +253,7 @@ def run(rows, seeds, models, quick, threads, asinh=False):
             for name in models:
                 if name == "pipeline-ridgecv-default":
                     continue  # made with "pipeline"
-                if (name in SERIES_MODELS) != (row in SERIES_ROWS) and name in SERIES_MODELS:
+                if name in SERIES_MODELS and row not in SERIES_ROWS:
                     continue  # the series models read series only
                 t = time.perf_counter()
                 preds = run_model(name, X, y, Xt, seed, labels=row in SERIES_ROWS)
