@@ -437,9 +437,10 @@ n_labels) multi-label indicators for classifiers)
                              f"fitted on {self.n_features_in_} features ({how}).")
         sw = check_sample_weight(sample_weight, len(coll.sets), type(self).__name__, "sets")
         side = self._check_side_data(side, coll.sets)
-        sets = self._prepare_sets(coll.sets, fitting=not warm, sample_weight=sw, y=y, seed=seed)
-        targets, n_outputs = self._encode_targets(y, len(sets), first_fit=not warm,
+        # the targets are checked before the sets are prepared (a k-mer choice reads y)
+        targets, n_outputs = self._encode_targets(y, len(coll.sets), first_fit=not warm,
                                                   sample_weight=sw, classes=classes)
+        sets = self._prepare_sets(coll.sets, fitting=not warm, sample_weight=sw, y=y, seed=seed)
         n = len(sets)
         # sets of weight 0 take no part (as if removed): the split and the batches see the others
         pool = np.arange(n) if sw is None else np.flatnonzero(sw > 0)

@@ -70,10 +70,7 @@ def choose_kmers(est, sets, y, seed: int, sample_weight=None) -> tuple[int, int]
     not, and a ``(n_sets, 1)`` target is one output."""
     window = 1 if est.window == "auto" else int(est.window)
     dilation = 1 if est.dilation == "auto" else int(est.dilation)
-    try:
-        y = None if y is None else np.asarray(y)
-    except ValueError:  # ragged: nothing to choose from; the fit's check of y names it
-        y = None
+    y = None if y is None else np.asarray(y)
     if y is not None and y.ndim == 2 and y.shape[1] == 1:
         y = y[:, 0]
     if sample_weight is not None:

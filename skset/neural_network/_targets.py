@@ -72,8 +72,9 @@ def encode_class_targets(y, n_sets: int, first_fit: bool, classes=None, *, name:
                          "partial_fit).")
     try:
         shape = np.shape(y)
-    except ValueError:  # ragged: check_set_labels names it
-        shape = check_set_labels(y, n_sets).shape
+    except ValueError:  # ragged
+        check_set_labels(y, n_sets)  # raises, naming y as ragged
+        raise
     if len(shape) == 2 and shape[1] > 1:
         raise ValueError(f"y has shape {shape}; expected ({n_sets},) class labels, or a "
                          f"multi-label indicator matrix ({n_sets}, n_labels) of 0 and 1 only "
