@@ -265,14 +265,19 @@ def _spoken_digits(kmer=None, seed=0):
     return [seqs[i] for i in tr], [seqs[i] for i in te], y[tr], y[te]
 
 
+def _watch_split(subjects, seed=0):
+    """Whether each recording (of wearer ``subjects``) is a test recording: a third of the
+    wearers drawn with ``seed``."""
+    rng = np.random.RandomState(seed)
+    wearers = np.unique(subjects)
+    return np.isin(subjects, rng.choice(wearers, len(wearers) // 3, replace=False))
+
+
 def _watch(view, seed=0, width=20):
     from seglearn.datasets import load_watch
 
     d = load_watch()
-    subjects = np.unique(d["subject"])
-    rng = np.random.RandomState(seed)
-    test_subjects = rng.choice(subjects, len(subjects) // 3, replace=False)
-    is_test = np.isin(d["subject"], test_subjects)
+    is_test = _watch_split(np.asarray(d["subject"]), seed)
     sets = []
     for x in d["X"]:
         x = np.asarray(x, dtype=np.float64)
@@ -293,11 +298,8 @@ def watch_groups(part="train", seed=0):
     ``part`` ("train" or "test"), in the order ``load`` gives the recordings."""
     from seglearn.datasets import load_watch
 
-    d = load_watch()
-    subjects = np.asarray(d["subject"])
-    rng = np.random.RandomState(seed)
-    is_test = np.isin(subjects, rng.choice(np.unique(subjects), len(np.unique(subjects)) // 3,
-                                           replace=False))
+    subjects = np.asarray(load_watch()["subject"])
+    is_test = _watch_split(subjects, seed)
     return subjects[is_test if part == "test" else ~is_test]
 
 
