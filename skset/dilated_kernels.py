@@ -12,7 +12,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._base import SksetEstimator, set_input_tags
 from ._sets import check_finite_output, check_sets, dtype_name, length_batches, pack, to_numpy
-from ._validation import POSITIVE_INT, TORCH_PARAMS
+from ._stats import weighted_median
+from ._validation import POSITIVE_INT, TORCH_PARAMS, check_sample_weight
 from .nn.dilated_kernels import KERNEL_TAPS, N_TAPS, DilatedKernelPPV, kernel_responses
 
 __all__ = ["DilatedKernelFeatures"]
@@ -159,7 +160,7 @@ class DilatedKernelFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, S
         return check_sets(X, n_features=None if fitting else self.n_features_in_,
                           compute_dtype=self.dtype_).sets
 
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, sample_weight=None):
         """Choose the dilations and the channels of each kernel, and learn the thresholds.
 
         Parameters
@@ -167,6 +168,10 @@ class DilatedKernelFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, S
         X : collection of sets (list of (n_i, d) arrays, 1-D object array or 3-D array)
             The training series, each a set of time points in order.
         y : ignored
+        sample_weight : array-like of shape (n_sets,) or None, default=None
+            Each series' chance of being drawn for a kernel's thresholds is proportional to its
+            weight (a series of weight 0 is never drawn), and the median length that sets the
+            dilations is the weighted median. Equal weights fit exactly as ``None``.
 
         Returns
         -------
@@ -175,7 +180,11 @@ class DilatedKernelFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, S
         _, rng = self._begin_fit()
         sets = self._check_X(X, fitting=True)
         self.n_features_in_ = n_channels = sets[0].shape[1]
-        median = float(np.median([s.shape[0] for s in sets]))
+        lengths = np.array([s.shape[0] for s in sets], dtype=np.float64)
+        sw = check_sample_weight(sample_weight, len(sets), type(self).__name__, "sets")
+        if sw is not None and np.all(sw == 1.0):
+            sw = None  # equal weights: the unweighted fit, draw for draw
+        median = float(np.median(lengths) if sw is None else weighted_median(lengths, sw))
         if n_channels > 1 and median < n_channels:
             warnings.warn(
                 f"{type(self).__name__} reads each set's rows as time points and its columns as "
@@ -193,9 +202,13 @@ class DilatedKernelFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, S
                 block[rng.choice(n_channels, size=rng.randint(1, most + 1), replace=False)] = 1
         levels = torch.as_tensor((np.arange(1, self.n_thresholds + 1) * _GOLDEN) % 1.0,
                                  dtype=self.dtype_, device=self.device_)
-        self.thresholds_ = np.stack([
-            to_numpy(self._fit_thresholds(sets, rng.randint(len(sets), size=n_kernels), i, levels))
-            for i in range(len(self.dilations_))])
+        def draw():  # the series each kernel's thresholds come from, at one dilation
+            if sw is None:
+                return rng.randint(len(sets), size=n_kernels)
+            return rng.choice(len(sets), size=n_kernels, p=sw / sw.sum())
+
+        self.thresholds_ = np.stack([to_numpy(self._fit_thresholds(sets, draw(), i, levels))
+                                     for i in range(len(self.dilations_))])
         return self
 
     def _fit_thresholds(self, sets, drawn, i, levels) -> torch.Tensor:
@@ -217,7 +230,7 @@ class DilatedKernelFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, S
             out[k_t] = _quantiles(r[k_t, b_t], levels, mask.sum(1)[b_t])
         return out
 
-    def partial_fit(self, X, y=None):
+    def partial_fit(self, X, y=None, sample_weight=None):
         """Fit on the first chunk; later chunks are checked and change nothing.
 
         The map is fixed once fitted: the thresholds come from training series drawn from the
@@ -229,15 +242,18 @@ class DilatedKernelFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, S
         ----------
         X : collection of sets
         y : ignored
+        sample_weight : array-like of shape (n_sets,) or None, default=None
+            The first chunk's weights, as in :meth:`fit`; a later chunk's are checked.
 
         Returns
         -------
         self
         """
         if not hasattr(self, "thresholds_"):
-            return self.fit(X, y)
+            return self.fit(X, y, sample_weight=sample_weight)
         self._check_warm_dtype(self.dtype_)
-        self._check_X(X)
+        sets = self._check_X(X)
+        check_sample_weight(sample_weight, len(sets), type(self).__name__, "sets")
         return self
 
     def _channels(self, i):

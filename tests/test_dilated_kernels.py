@@ -241,3 +241,53 @@ def test_series_laid_out_channels_first_are_flagged():
         DilatedKernelFeatures(random_state=0).fit(X.transpose(0, 2, 1))
     with pytest.raises(ValueError, match=r"X\[:, :, None\]"):
         DilatedKernelFeatures().fit(X[:, 0])
+
+
+def test_sample_weight_draws_the_threshold_series():
+    X = _series(12, 2, seed=11, low=20, high=80)
+    plain = DilatedKernelFeatures(n_thresholds=3, random_state=0).fit(X)
+    for w in (np.ones(12), np.full(12, 3.5)):  # equal weights: the unweighted fit, draw for draw
+        same = DilatedKernelFeatures(n_thresholds=3, random_state=0).fit(X, sample_weight=w)
+        np.testing.assert_array_equal(same.thresholds_, plain.thresholds_)
+        np.testing.assert_array_equal(same.channels_, plain.channels_)
+    # weight on one series only: every kernel's thresholds are quantiles of that series' responses
+    w = np.zeros(12)
+    w[4] = 2.0
+    only = DilatedKernelFeatures(n_thresholds=3, random_state=0).fit(X, sample_weight=w)
+    alone = DilatedKernelFeatures(n_thresholds=3, random_state=0).fit([X[4]] * 12)
+    assert only.dilations_ == dilations_for(len(X[4]), 8)  # the weighted median length
+    np.testing.assert_allclose(only.thresholds_, alone.thresholds_, rtol=1e-6, atol=1e-6)
+    # zero weights are never drawn: each kernel's thresholds come from a series of weight 1
+    X = _series(12, 1, seed=14, low=40, high=41)  # one length: the same dilations in every fit
+    w = np.r_[np.ones(6), np.zeros(6)]
+    kept = DilatedKernelFeatures(n_thresholds=3, random_state=0).fit(X, sample_weight=w)
+    responses = [DilatedKernelFeatures(n_thresholds=3, random_state=0).fit([x] * 12).thresholds_
+                 for x in X]
+    for i in range(len(kept.dilations_)):
+        for k in range(len(KERNEL_TAPS)):
+            source = [j for j in range(12) if np.allclose(responses[j][i, k], kept.thresholds_[i, k],
+                                                          rtol=1e-6, atol=1e-6)]
+            assert source and min(source) < 6, (i, k)
+
+
+@pytest.mark.parametrize("w, match", [(np.ones(5), "sample_weight"),
+                                      (-np.ones(12), "sample_weight"),
+                                      (np.zeros(12), "sample_weight")])
+def test_bad_sample_weight_is_named(w, match):
+    X = _series(12, seed=12)
+    with pytest.raises(ValueError, match=match):
+        DilatedKernelFeatures(random_state=0).fit(X, sample_weight=w)
+    est = DilatedKernelFeatures(random_state=0).partial_fit(X)
+    with pytest.raises(ValueError, match=match):  # a later chunk's weights are checked too
+        est.partial_fit(X, sample_weight=w)
+
+
+def test_pipeline_routes_sample_weight():
+    X = _series(20, seed=13, low=30, high=60)
+    y = np.arange(20) % 2
+    w = np.r_[np.ones(10), np.zeros(10)]
+    pipe = make_pipeline(DilatedKernelFeatures(n_thresholds=3, random_state=0), StandardScaler(),
+                         RidgeClassifierCV())
+    pipe.fit(X, y, dilatedkernelfeatures__sample_weight=w)
+    direct = DilatedKernelFeatures(n_thresholds=3, random_state=0).fit(X, sample_weight=w)
+    np.testing.assert_array_equal(pipe[0].thresholds_, direct.thresholds_)
