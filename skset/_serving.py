@@ -53,8 +53,9 @@ class NetworkServing(nn.Module):
 
     def __init__(self, net: nn.Module, head: nn.Module, mean, scale, *, classifier: bool,
                  y_mean=None, y_scale=None, squeeze: bool = False, multilabel: bool = False,
-                 front: nn.Module | None = None):
+                 binary: bool = False, front: nn.Module | None = None):
         super().__init__()
+        self.binary = bool(binary)  # two classes: decision_function is the score of the second
         self.front = front
         self.net = net
         self.head = head
@@ -84,7 +85,8 @@ class NetworkServing(nn.Module):
         if self.classifier and self.multilabel:  # one sigmoid per label; predict: logit > 0
             return out, torch.sigmoid(out), (out > 0).to(torch.int64), z
         if self.classifier:
-            return out, torch.softmax(out, dim=1), out.argmax(dim=1), z
+            decision = out[:, 1] - out[:, 0] if self.binary else out
+            return decision, torch.softmax(out, dim=1), out.argmax(dim=1), z
         pred = out * self.y_scale + self.y_mean
         return (pred[:, 0] if self.squeeze else pred), z
 
@@ -129,8 +131,10 @@ def network_serving(estimator, net, head, mean, scale) -> NetworkServing:
     """The :class:`NetworkServing` of a fitted classifier or regressor."""
     front = getattr(estimator, "_serving_front", lambda: None)()
     if hasattr(estimator, "classes_"):
+        multilabel = getattr(estimator, "_multilabel", False)
         return NetworkServing(net, head, mean, scale, classifier=True, front=front,
-                              multilabel=getattr(estimator, "_multilabel", False))
+                              multilabel=multilabel,
+                              binary=not multilabel and len(estimator.classes_) == 2)
     return NetworkServing(net, head, mean, scale, classifier=False, y_mean=estimator.y_mean_,
                            y_scale=estimator.y_scale_, squeeze=estimator._y_ndim == 1,
                            front=front)

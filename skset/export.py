@@ -11,7 +11,8 @@ onnxruntime on a list of sets. The module also goes through :func:`torch.export.
 
 Outputs (names of the ONNX outputs, in order):
 
-* classifiers (Set Transformer, Deep Sets, supervised OTK): ``decision_function`` ``(B, C)``,
+* classifiers (Set Transformer, Deep Sets, supervised OTK): ``decision_function`` ``(B, C)``
+  (``(B,)`` with two classes, the score of ``classes_[1]``, as the estimator's),
   ``predict_proba`` ``(B, C)``, ``predict_index`` ``(B,)`` (int64, the label is
   ``classes_[predict_index]``) and ``transform`` ``(B, n_features_out)``; fitted on multi-label
   targets: ``decision_function`` ``(B, L)``, ``predict_proba`` ``(B, L)`` (the sigmoid of each

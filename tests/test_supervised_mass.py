@@ -176,7 +176,8 @@ def test_kmer_mass_is_the_window_mean_in_module_and_initialisation(dilation):
         feats, Mk = net.nystrom(Xp, M)
         z = net.otk(feats, Mk, torch.where(Mk, Wk, 0.0)).flatten(1) - net.center
         z = z * (z.shape[1] ** 0.5 / z.norm(dim=1, keepdim=True))
-        manual = net.head(z).numpy()
+        logits = net.head(z).numpy()
+    manual = logits[:, 1] - logits[:, 0]  # two classes: the score of classes_[1]
     np.testing.assert_allclose(model.decision_function(X, element_weight=ew), manual,
                                rtol=1e-9, atol=1e-10)
     # the unsupervised initialisation: OTKEmbedding fitted with the k-mer masses (its centring

@@ -236,7 +236,9 @@ def test_predict_proba_and_string_labels(motif_data):
     assert set(pred) <= {"first", "second"}
     np.testing.assert_array_equal(pred, clf.classes_[proba.argmax(1)])
     assert 0.0 <= clf.score(X, labels) <= 1.0
-    assert clf.decision_function(X).shape == (len(X), 2)
+    dec = clf.decision_function(X)  # scikit-learn's binary shape: the score of classes_[1]
+    assert dec.shape == (len(X),)
+    np.testing.assert_array_equal(pred, clf.classes_[(dec > 0).astype(int)])
     emb = clf.transform(X)
     assert emb.shape == (len(X), 3 * 8) and emb.dtype == np.float32
     assert len(clf.get_feature_names_out()) == emb.shape[1]

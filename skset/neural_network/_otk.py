@@ -495,8 +495,10 @@ class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
                                     sample_weight=sample_weight))
 
     decision_function.__doc__ = _with_element_weight(
-        """The network's logits, ``(n_sets, n_classes)`` (multi-label: ``(n_sets, n_labels)``,
-        one logit per label).""")
+        """The network's logits, ``(n_sets, n_classes)``; with two classes, scikit-learn's
+        ``(n_sets,)``, the score of ``classes_[1]`` (its logit minus that of ``classes_[0]``,
+        positive where it is predicted); multi-label: ``(n_sets, n_labels)``, one logit per
+        label.""")
     predict_proba.__doc__ = _with_element_weight(
         """Class probabilities, ``(n_sets, n_classes)``, rows summing to 1 (multi-label:
         ``(n_sets, n_labels)``, the probability of each label, the sigmoid of its logit).""")

@@ -89,8 +89,10 @@ class SetClassifierMixin(ClassifierMixin):
         return float((weight * correct).sum() / weight.sum())
 
     def decision_function(self, X) -> np.ndarray:
-        """The network's logits, ``(n_sets, n_classes)`` (multi-label: ``(n_sets, n_labels)``,
-        one logit per label)."""
+        """The network's logits, ``(n_sets, n_classes)``; with two classes, scikit-learn's
+        ``(n_sets,)``, the score of ``classes_[1]`` (its logit minus that of ``classes_[0]``,
+        positive where it is predicted); multi-label: ``(n_sets, n_labels)``, one logit per
+        label."""
         return self._decision_function(X)
 
     def predict_proba(self, X) -> np.ndarray:
@@ -105,7 +107,10 @@ class SetClassifierMixin(ClassifierMixin):
 
     # the bodies, with the per-set side data of an estimator that takes some
     def _decision_function(self, X, side=None) -> np.ndarray:
-        return self._raw_outputs(*self._predict_inputs(X, side)).cpu().numpy()
+        out = self._raw_outputs(*self._predict_inputs(X, side))
+        if out.shape[1] == 2 and not self._is_multilabel:
+            out = out[:, 1] - out[:, 0]  # scikit-learn's binary decision_function
+        return out.cpu().numpy()
 
     def _predict_proba(self, X, side=None) -> np.ndarray:
         logits = self._raw_outputs(*self._predict_inputs(X, side)).double()
