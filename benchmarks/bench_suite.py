@@ -18,10 +18,11 @@ PickupGestureWiimoteZ  univariate    1     50     50     29-361    archive's
 MNISTBags50/200/500    bag           784   50-500 1000   3-16      disjoint digit pools, AUC
 SpokenDigits           multivariate  13    2000   1000   6-92      seeded stratified 2/3-1/3
 SpokenDigits8mer       bag           104   2000   1000   1-85      the same, 8-mers of frames
-WatchWindows           bag           120   98     42     47-130    by subject (10 / 5)
-WatchMagnitude         univariate    1     98     42     947-2618  by subject (10 / 5)
+WatchWindows           bag           120   98     42     47-130    by subject (7 / 3)
+WatchMagnitude         univariate    1     98     42     947-2618  by subject (7 / 3)
 GeneFamilies           dna           4     700    700    8-1500    seeded stratified sample
 DigitPatches           bag           157   500    1000   7-33      seeded stratified sample
+DigitPoints            points        2     500    1000   23-233    DigitPatches' split
 =====================  ============  ====  =====  =====  ========  ===========================
 
 (Details, sources and the subsampling in ``suite_data.py``: GeneFamilies is a stratified
@@ -60,6 +61,11 @@ Rows per data set and framing, each selected by ``--rows`` (default ``cheap``: t
   resampled (linear interpolation per channel) to the median training length otherwise
   (SpokenDigits: 13 channels x 17 frames; WatchMagnitude: 1,769 steps), and for WatchWindows on
   the 6-channel recordings the windows are cut from (resampled to 1,769 steps);
+* ``kmer_spectrum``: for DNA (``KINDS[name]["kind"] == "dna"``), the sequence practitioner's
+  first try, once per data set: each sequence's k-mer counts (scikit-learn's ``CountVectorizer``
+  on the bases as letters) as frequencies + ``StandardScaler(with_mean=False)`` +
+  ``LogisticRegression(max_iter=2000)``, k chosen in 3 ... 8 by 5-fold ``GridSearchCV`` on the
+  training sequences (deterministic: one run, its k recorded);
 * ``otk_grid``: the ``otk`` pipeline under ``GridSearchCV`` (3-fold, first seed only) over
   ``epsilon``, ``n_supports`` and ``C``; also gives ``mean_grid`` (mean pooling, C tuned);
 * ``otk_clf``, ``set_transformer``, ``deep_sets`` (not cheap): ``OTKClassifier()`` (given the
@@ -116,9 +122,10 @@ from skset import NystromFeatures, OTKEmbedding  # noqa: E402
 from skset._sets import kmer_windows  # noqa: E402
 
 # every row, in the order a data set runs them (cheap first: a time budget cuts the tail)
-ROWS = ("raw_mean", "raw_meanmax", "otk", "mean", "otk_fixed", "minirocket", "otk_grid",
-        "deep_sets", "otk_clf", "set_transformer")
-CHEAP = ("raw_mean", "raw_meanmax", "otk", "mean", "otk_fixed", "minirocket", "otk_grid")
+ROWS = ("raw_mean", "raw_meanmax", "otk", "mean", "otk_fixed", "minirocket", "kmer_spectrum",
+        "otk_grid", "deep_sets", "otk_clf", "set_transformer")
+CHEAP = ("raw_mean", "raw_meanmax", "otk", "mean", "otk_fixed", "minirocket", "kmer_spectrum",
+         "otk_grid")
 ONE_RUN = ("raw_mean", "raw_meanmax", "otk_grid")  # deterministic, or one seed to keep it short
 
 # the element map before issue 23 (one fixed choice), for the side-by-side rows
@@ -343,6 +350,23 @@ def run_minirocket(name, seed):
     return {"minirocket": (score(m, X_te, y_te, name), time.perf_counter() - t)}
 
 
+def run_kmer_spectrum(name):
+    """The ``kmer_spectrum`` row (module docstring): ``{"kmer_spectrum": (score, s, {"k": k})}``."""
+    from sklearn.feature_extraction.text import CountVectorizer
+    from sklearn.preprocessing import Normalizer
+
+    X_tr, X_te, y_tr, y_te = load(name)
+    letters = lambda X: ["".join(np.array(list("ACGT"))[x.argmax(1)]) for x in X]  # noqa: E731
+    t = time.perf_counter()
+    model = GridSearchCV(
+        Pipeline([("kmers", CountVectorizer(analyzer="char", lowercase=False)),
+                  ("freq", Normalizer(norm="l1")), ("scale", StandardScaler(with_mean=False)),
+                  ("clf", LogisticRegression(max_iter=2000))]),
+        {"kmers__ngram_range": [(k, k) for k in range(3, 9)]}, cv=5).fit(letters(X_tr), y_tr)
+    return {"kmer_spectrum": (score(model, letters(X_te), y_te, name), time.perf_counter() - t,
+                              {"k": model.best_params_["kmers__ngram_range"][0]})}
+
+
 class Budget:
     """Seconds per data set and framing (``None``: no limit). A started fit always finishes;
     units of work that would start after the budget is spent are skipped and listed."""
@@ -447,13 +471,14 @@ def table(paths):
 
     lines = ["| data set | kind | framing | d | median n | spread | OTK, defaults | OTK, fixed map "
              "(before) | OTK, grid | Nystrom mean | raw mean | raw mean+max | OTKClassifier | "
-             "Set Transformer | Deep Sets | MiniRocket | map chosen (seed 0) |", "|" + "---|" * 17]
+             "Set Transformer | Deep Sets | MiniRocket | k-mer spectrum | map chosen (seed 0) |",
+             "|" + "---|" * 18]
     gaps = []
     for name in DATASETS:
         if name not in merged:
             continue
         res = merged[name]
-        rocket = fmt(res.get("minirocket"))
+        rocket, spectrum = fmt(res.get("minirocket")), fmt(res.get("kmer_spectrum"))
         for kind in ("set", "seq", "pos"):
             r = res.get(kind)
             if r is None or (kind == "seq" and r == res.get("set")):
@@ -473,7 +498,7 @@ def table(paths):
                 f"{fmt(r.get('otk_fixed'))} | {gtxt} | {fmt(r.get('mean'))} | "
                 f"{fmt(r.get('raw_mean'))} | {fmt(r.get('raw_meanmax'))} | "
                 f"{fmt(r.get('otk_clf'))} | {fmt(r.get('set_transformer'))} | "
-                f"{fmt(r.get('deep_sets'))} | {rocket} | "
+                f"{fmt(r.get('deep_sets'))} | {rocket} | {spectrum} | "
                 f"{short(otk['best_params']) if otk.get('best_params') else ''} |")
             if not otk:
                 continue
@@ -618,6 +643,13 @@ def main():
                 print(f"{name:22s} {kind:4s} {line}"
                       + (f"  skipped: {' '.join(skipped)}" if skipped else ""), flush=True)
                 save()  # after every framing: a partial run keeps what it measured
+            if "kmer_spectrum" in rows_wanted and KINDS[name]["kind"] == "dna":
+                spectrum, _ = run_units(name, "series", [("kmer_spectrum", args.seeds[0])],
+                                        Budget(None), log, lambda row, s, n=name: run_kmer_spectrum(n))
+                res["kmer_spectrum"] = summarise(spectrum["kmer_spectrum"])
+                print(f"{name:22s} kmer_spectrum {res['kmer_spectrum']['mean']:.4f} "
+                      f"(k={res['kmer_spectrum']['best_params']['k']})", flush=True)
+                save()
             if "minirocket" in rows_wanted and KINDS[name]["series"]:
                 budget = Budget(args.time_budget)
                 rocket, skipped = run_units(name, "series", [("minirocket", s) for s in args.seeds],
