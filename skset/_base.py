@@ -12,11 +12,14 @@ stays at 8 classes in its method resolution order):
   device when it is available here (otherwise on the CPU, with a warning): a model fitted on a
   GPU loads on a CPU-only machine;
 * :meth:`_begin_fit`, the start of every ``fit`` of a torch-backed estimator: parameters checked,
-  ``device_`` and ``dtype_`` resolved, random streams drawn.
+  ``device_`` and ``dtype_`` resolved, random streams drawn;
+* the fits (``fit``, ``partial_fit``, ``fit_transform``, ``fit_predict``) run with autograd on,
+  also when called inside ``torch.no_grad()`` or ``torch.inference_mode()``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 
 import numpy as np
@@ -39,6 +42,18 @@ def set_input_tags(tags, dtype: str | None = None, *, pool: bool = False):
     if dtype is not None:
         tags.transformer_tags.preserves_dtype = [dtype]
     return tags
+
+
+_TRAINING_METHODS = frozenset({"fit", "partial_fit", "fit_transform", "fit_predict"})
+
+
+@contextlib.contextmanager
+def _gradients_on():
+    """Autograd on for a fit, whatever the caller's mode: a fit called inside ``torch.no_grad()``
+    or ``torch.inference_mode()`` trains as anywhere else (the tensors it keeps are ordinary
+    ones)."""
+    with torch.inference_mode(False), torch.enable_grad():
+        yield
 
 
 class SksetEstimator(BaseEstimator):
@@ -69,7 +84,8 @@ class SksetEstimator(BaseEstimator):
         for name in SCOPED_METHODS:
             method = cls.__dict__.get(name)
             if callable(method) and not getattr(method, "_skset_scoped", False):
-                setattr(cls, name, scoped(method))
+                setattr(cls, name, scoped(method, _gradients_on if name in _TRAINING_METHODS
+                                          else None))
 
     def _thread_work(self, method: str, X) -> float | None:
         """The size of a call for the thread policy: elements x width of ``X`` (the sets'

@@ -44,21 +44,21 @@ def _check_pool(X, y):
     return X, y, by_class
 
 
-def _check_cluster_range(n_clusters, n_classes: int, n_elements: int):
+def _check_cluster_range(n_clusters, n_classes: int, n_elements: int, name: str = "n_clusters"):
     if isinstance(n_clusters, numbers.Integral) and not isinstance(n_clusters, bool):
         lo = hi = int(n_clusters)
     else:
         try:
             lo, hi = (int(v) for v in n_clusters)
         except (TypeError, ValueError):
-            raise ValueError(f"n_clusters must be an int or a (min, max) pair, got "
+            raise ValueError(f"{name} must be an int or a (min, max) pair, got "
                              f"{n_clusters!r}.") from None
     if not 1 <= lo <= hi:
-        raise ValueError(f"n_clusters range must satisfy 1 <= min <= max, got {n_clusters!r}.")
+        raise ValueError(f"{name} range must satisfy 1 <= min <= max, got {n_clusters!r}.")
     if hi > n_classes:
-        raise ValueError(f"n_clusters up to {hi} needs at least {hi} classes in the pool, which "
+        raise ValueError(f"{name} up to {hi} needs at least {hi} classes in the pool, which "
                          f"has {n_classes}.")
     if hi > n_elements:
-        raise ValueError(f"n_clusters up to {hi} cannot fit in instances of {n_elements} "
+        raise ValueError(f"{name} up to {hi} cannot fit in instances of {n_elements} "
                          "elements.")
     return lo, hi

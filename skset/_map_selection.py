@@ -244,6 +244,8 @@ def standardized_loo_errors(features: np.ndarray, target: np.ndarray) -> np.ndar
     """The proxy's errors on features ``(n, p)``: each column divided by its deviation (a
     constant one, to rounding of the features' magnitude, stays), then the leave-one-out ridge
     errors of :func:`loo_ridge_errors`; infinite errors when a value is not finite."""
+    if not np.all(np.isfinite(features)):  # before the eigendecomposition, which raises on them
+        return np.full(len(features), np.inf)
     sd = features.std(0)
     features = features / np.where(constant_below(sd, np.abs(features).max(initial=0.0)), 1.0, sd)
     errors = loo_ridge_errors(features, target)

@@ -164,8 +164,7 @@ def _check_one(arr: np.ndarray, where: str, min_elements: int,
         raise ValueError(
             f"{where} is 1-D with shape {arr.shape}; each set must be a 2-D array (n_elements, "
             "n_features). Use x.reshape(-1, 1) for a set of scalars or x.reshape(1, -1) for a set "
-            "holding one vector."
-        )
+            "holding one vector.")
     if arr.ndim != 2:
         raise ValueError(f"{where} has {arr.ndim} dimensions; expected a 2-D array (n_elements, "
                          "n_features).")
@@ -266,9 +265,10 @@ def check_sets(
                     "X[:, :, None]).")
             arr = _as_float_array(X, name, dtype)
             form, sets = "2d", [arr]
-        elif X.ndim == 1:
-            raise ValueError(f"{name} is a 1-D array of shape {X.shape}; expected a collection "
-                             "of sets (a list of 2-D arrays or a 3-D array).")
+        elif X.ndim == 1:  # scikit-learn's checks look for "Reshape your data" where a pool fits
+            pool = ", or a pool: Reshape your data to (n_elements, n_features)" if allow_pool else ""
+            raise ValueError(f"{name} is a 1-D array of shape {X.shape}; expected a collection of "
+                             f"sets (a list of 2-D arrays or a 3-D array){pool}.")
         else:
             raise ValueError(f"{name} has {X.ndim} dimensions (shape {X.shape}); expected a "
                              "collection of sets: a list of 2-D arrays or a 3-D array.")
@@ -307,11 +307,10 @@ def check_sets(
             out.append(s)
             continue
         where = f"{name}: the pool of elements" if form == "2d" else f"{name}: set {i}"
-        if form in ("list", "object") and np.isscalar(s):
-            raise ValueError(
-                f"{where} is a scalar; expected a 2-D array (n_elements, n_features). A flat list "
-                "of numbers is not a collection of sets."
-            )
+        if form in ("list", "object") and (s is None or np.isscalar(s)):
+            raise ValueError(f"{where} is None; expected a 2-D array (n_elements, n_features)." if s is None
+                             else f"{where} is a scalar; expected a 2-D array (n_elements, n_features). "
+                             "A flat list of numbers is not a collection of sets.")
         arr = _check_one(_as_float_array(s, where, dtype), where, min_elements, limit,
                          compute_dtype)
         if d0 is None:
@@ -352,6 +351,8 @@ def check_set_labels(y, n_sets: int, *, name="y", multi_output=False, pool=False
     if y.ndim > (2 if multi_output else 1):
         raise ValueError(f"{name} has shape {y.shape}; expected ({n_sets},)"
                          + (f" or ({n_sets}, n_outputs)" if multi_output else "") + ".")
+    if y.ndim == 2 and y.shape[1] == 0:
+        raise ValueError(f"{name} has shape {y.shape}: no target columns.")
     if y.shape[0] != n_sets:
         held = f"{n_sets} rows (a 2-D X is one pool of elements)" if pool else f"{n_sets} sets"
         raise ValueError(f"{name} has {y.shape[0]} entries but X holds {held}; give one target "

@@ -37,7 +37,7 @@ import os
 import sys
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import torch
 
@@ -307,19 +307,23 @@ def set_work_size(X, width: int | None = None) -> float | None:
     return float(elements) * max(int(features), int(width or 0))
 
 
-def scoped(method):
-    """``method`` (of an estimator) run inside :func:`call_scope` with the work of its input."""
+def scoped(method, context=None):
+    """``method`` (of an estimator) run inside :func:`call_scope` with the work of its input, and
+    inside ``context()`` too when given (the caller's other policy for the method, in the same
+    frame: the ``stacklevel`` of the warnings raised through it stays ``SCOPE_FRAMES``)."""
+    extra = nullcontext if context is None else context
 
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
         if getattr(_state, "inside", False):
-            return method(self, *args, **kwargs)
+            with extra():
+                return method(self, *args, **kwargs)
         X = args[0] if args else kwargs.get("X")
         try:
             work = self._thread_work(method.__name__, X)
         except Exception:  # an invalid input: the method raises its own error
             work = None
-        with call_scope(work):
+        with call_scope(work), extra():
             return method(self, *args, **kwargs)
 
     wrapper._skset_scoped = True

@@ -26,14 +26,7 @@ from ._map_selection import (
     unit_rows,
 )
 from ._nystrom_rows import map_rows
-from ._sets import (
-    check_choice_labels,
-    check_kmer_lengths,
-    check_sets,
-    kmer_index,
-    kmer_windows,
-    to_numpy,
-)
+from ._sets import check_choice_labels, check_kmer_lengths, check_sets, kmer_index, kmer_windows, to_numpy
 from ._streaming import PARTIAL_FIT_WEIGHTS_DOC, center_counts, minibatch_kmeans_step, step_rng, weight_scale
 from ._threads import SCOPE_FRAMES, one_thread
 from ._torch import resolve_dtype
@@ -78,7 +71,7 @@ class _TrainingElements:
 
 
 class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
-                      SksetEstimator):
+                      SksetEstimator, auto_wrap_output_keys=None):  # set-valued output
     r"""Nystrom approximation of a Gaussian kernel, applied to every element (or k-mer) of sets.
 
     Each element :math:`x` (after per-feature standardisation, optional k-mer concatenation and
@@ -354,9 +347,7 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
                 X = np.asarray(X, dtype=float)
             except ValueError:
                 pass  # ragged: check_sets names the offending set
-        if (isinstance(X, np.ndarray) and X.ndim in (1, 2) and X.dtype != object) or (
-            isinstance(X, np.ndarray) and X.ndim == 2
-        ) or hasattr(X, "iloc"):
+        if (isinstance(X, np.ndarray) and X.ndim == 2) or hasattr(X, "iloc"):  # a pool
             arr = validate_data(self, X, reset=fitting, dtype=[np.float64, np.float32],
                                 ensure_min_samples=self._min_elements if fitting else 1)
             coll = check_sets(arr, allow_pool=True,
@@ -365,7 +356,7 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
                               n_features=None if fitting else self.n_features_in_)
         else:
             coll = check_sets(X, n_features=None if fitting else self.n_features_in_,
-                              compute_dtype=self.dtype)
+                              compute_dtype=self.dtype, allow_pool=getattr(X, "ndim", 0) == 1)
             if fitting:
                 self.n_features_in_ = coll.n_features
                 if hasattr(self, "feature_names_in_"):
@@ -523,8 +514,9 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         if k < self.n_components:
             sphere = " on the sphere (normalize)" if self.normalize_ else ""
             warnings.warn(f"n_components={self.n_components} is larger than the number of distinct "
-                          f"training elements as the map reads them{sphere} ({n_distinct}); using "
-                          f"{k} anchors.", UserWarning,
+                          f"training elements as the map reads them{sphere} ({n_distinct}"
+                          + (f" in the {len(elems)} drawn: max_samples={self.max_samples}"
+                             if len(elems) < len(raw) else "") + f"); using {k} anchors.", UserWarning,
                           stacklevel=3 + SCOPE_FRAMES)  # through fit
         if self.anchors == "kmeans" and k < elems.shape[0]:
             km = KMeans(n_clusters=k, n_init=1, random_state=rng.randint(2**31 - 1))
@@ -635,6 +627,8 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         norm = torch.as_tensor(self.normalization_, dtype=tdtype, device=dev)
 
         flat = sets[0] if len(sets) == 1 else np.concatenate(sets, axis=0)
+        if not (flat.flags.c_contiguous and flat.flags.writeable):
+            flat = np.array(flat, order="C")  # torch reads neither negative strides nor read-only
         x = torch.as_tensor(flat, dtype=tdtype, device=dev)
         idx = None
         if window > 1:  # plain k-mers: the rows of each window, gathered chunk by chunk
@@ -654,6 +648,11 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
             return out.reshape(len(n_out), int(n_out[0]), out.shape[1])
         ends = np.cumsum(n_out).tolist()  # one view per set (np.split costs 15 us a set)
         return coll.wrap([out[a:b] for a, b in zip([0, *ends[:-1]], ends)])
+
+    def set_output(self, *, transform=None):
+        """Accepted and ignored, for pipelines' ``set_output``: the output is one array per set,
+        which no data frame holds (the steps after this one take the setting)."""
+        return self
 
     def __sklearn_tags__(self):
         return set_input_tags(super().__sklearn_tags__(), self.dtype, pool=True)

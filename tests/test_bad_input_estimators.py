@@ -239,3 +239,19 @@ def test_classifier_labels_continuous_ragged_or_not_scalars_are_named(est):
         with pytest.raises(TypeError, match=f"y holds labels of type \\['{kind}'\\]"):
             clone(est).fit(X, y)
     assert clone(est).fit(X, y_cls.astype(float)).classes_.tolist() == [0.0, 1.0]
+
+
+@pytest.mark.parametrize("est", REGRESSORS, ids=_ids(REGRESSORS))
+def test_targets_without_columns_are_named(est):
+    X, _, _ = _data()
+    with pytest.raises(ValueError, match=r"y has shape \(8, 0\): no target columns"):
+        clone(est).fit(X, np.zeros((8, 0)))
+
+
+@pytest.mark.parametrize("est", WEIGHTED, ids=_ids(WEIGHTED))
+def test_a_none_set_and_a_flat_x_are_named(est):  # a 1-D X is neither a pool nor sets
+    X, yc, yr = _data()
+    with pytest.raises(ValueError, match=r"set 3 is None; expected a 2-D array"):
+        clone(est).fit(X[:3] + [None] + X[4:], _target(est, yc, yr))
+    with pytest.raises(ValueError, match=r"X is a 1-D array of shape \(8,\); expected a collection"):
+        clone(est).fit(np.arange(8.0), _target(est, yc, yr))

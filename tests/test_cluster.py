@@ -1100,3 +1100,21 @@ def test_abc_refits_and_warm_starts_keep_their_records_straight():
         m.predict([X2[0] * 1e40])
     with pytest.raises(ValueError, match="variance overflows"):
         _tiny_abc().fit([x * 1e200 for x in X2], y2)
+
+
+def test_abc_min_clusters_above_max_clusters():
+    X2, y2 = make_circles_instances(30, 20, n_circles=2, random_state=1)
+    with pytest.raises(ValueError, match=r"min_clusters=3 is above max_clusters=2"):
+        _tiny_abc(min_clusters=3, max_clusters=2).fit(X2, y2)
+    # the bound learnt from training instances of 2 clusters never undercuts a larger min_clusters
+    m = _tiny_abc(min_clusters=3).fit(X2, y2)
+    assert m.max_clusters_ == 2 and m._max_k() == 3
+    X4, _ = make_circles_instances(4, 30, n_circles=4, random_state=3)
+    assert all(len(np.unique(lab)) == 3 for lab in m.predict(X4))
+
+
+def test_abc_pool_cluster_range_errors_name_instance_n_clusters():
+    rng = np.random.default_rng(0)
+    pool, classes = rng.normal(size=(60, 2)), np.arange(60) % 3
+    with pytest.raises(ValueError, match=r"instance_n_clusters up to 6 needs at least 6 classes"):
+        _tiny_abc(instance_n_clusters=(2, 6), instance_size=20).fit(pool, classes)

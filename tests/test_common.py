@@ -420,3 +420,16 @@ def test_abc_model_selection_tools():
     assert [lab.shape for lab in labels] == [(len(x),) for x in X]
     fixed = search.best_estimator_.predict(X, n_clusters=3)  # predict's keyword goes to ABC
     assert all(len(np.unique(lab)) == 3 for lab in fixed)
+
+
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
+@pytest.mark.parametrize("est", ALL, ids=ALL_IDS)
+def test_fit_inside_no_grad_or_inference_mode_trains_as_outside(est, mode):
+    """A fit called inside ``torch.no_grad()`` or ``torch.inference_mode()`` (a user's
+    inference block, a notebook cell) trains as outside it, and the fitted model predicts there."""
+    fitted, data, outputs = _fitted_with_outputs(est)
+    with getattr(torch, mode)():
+        inside = clone(est).fit(*data)
+        got = outputs(inside)
+    for u, v in zip(got, outputs(fitted), strict=True):
+        np.testing.assert_array_equal(u, v)

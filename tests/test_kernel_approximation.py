@@ -1,3 +1,5 @@
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -669,3 +671,69 @@ def test_fit_without_listing_distinct_rows_takes_the_same_anchors(monkeypatch):
     with pytest.warns(UserWarning, match="number of distinct training elements"):
         nf = NystromFeatures(n_components=10, random_state=0).fit(few)
     assert nf.n_components_ == 6
+
+
+def test_set_output_pandas_leaves_the_sets_and_frames_the_pipeline():
+    import sklearn
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from skset import OTKEmbedding
+
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(int(rng.integers(3, 8)), 3)) for _ in range(20)]
+    plain = NystromFeatures(n_components=8, random_state=0).fit(X)
+    nys = NystromFeatures(n_components=8, random_state=0).set_output(transform="pandas").fit(X)
+    for a, b in zip(nys.transform(X), plain.transform(X)):  # one array per set, unchanged
+        np.testing.assert_array_equal(a, b)
+    pipe = make_pipeline(NystromFeatures(n_components=8, random_state=0),
+                         OTKEmbedding(n_supports=3, random_state=0), StandardScaler())
+    out = pipe.set_output(transform="pandas").fit(X).transform(X)
+    assert out.shape == (20, 24) and list(out.columns) == list(pipe.get_feature_names_out())
+    with sklearn.config_context(transform_output="pandas"):  # the global setting too
+        framed = make_pipeline(NystromFeatures(n_components=8, random_state=0),
+                               OTKEmbedding(n_supports=3, random_state=0)).fit(X).transform(X)
+    arrays = make_pipeline(NystromFeatures(n_components=8, random_state=0),
+                           OTKEmbedding(n_supports=3, random_state=0)).fit(X).transform(X)
+    np.testing.assert_array_equal(framed.to_numpy(), arrays)
+
+
+def test_reversed_and_read_only_single_arrays_map_as_their_copies():
+    rng = np.random.default_rng(1)
+    P = rng.normal(size=(60, 3))
+    nys = NystromFeatures(n_components=8, random_state=0).fit(P)
+    for view in (P[::-1], P[:, ::-1]):
+        np.testing.assert_array_equal(nys.transform(view), nys.transform(view.copy()))
+    x = rng.normal(size=(9, 3))
+    sets = NystromFeatures(n_components=8, random_state=0).fit([x, x + 1])
+    np.testing.assert_array_equal(sets.transform([x[::-1]])[0], sets.transform([x[::-1].copy()])[0])
+    locked = x.copy()
+    locked.flags.writeable = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch's "not writable" warning
+        np.testing.assert_array_equal(sets.transform([locked])[0], sets.transform([x])[0])
+
+
+def test_too_few_anchors_warning_names_max_samples_when_it_binds():
+    rng = np.random.default_rng(2)
+    X = [rng.normal(size=(9, 2)) for _ in range(20)]  # 180 distinct elements
+    with pytest.warns(UserWarning, match=r"\(3 in the 3 drawn: max_samples=3\); using 3 anchors"):
+        NystromFeatures(n_components=8, max_samples=3, random_state=0).fit(X)
+    with pytest.warns(UserWarning, match=r"reads them \(2\); using 2 anchors"):  # no draw binds
+        NystromFeatures(n_components=8, random_state=0).fit([np.array([[0.0, 1.0], [1.0, 0.0]])])
+
+
+@pytest.mark.parametrize("scale", [1e-20, 1e-30])
+def test_tiny_values_with_targets_choose_a_map_in_float32(scale):
+    """A candidate map whose pooled proxy features are not finite (float32 on values near 1e-20)
+    loses the choice instead of crashing the eigendecomposition of the leave-one-out proxy."""
+    from skset import OTKRegressor
+
+    rng = np.random.default_rng(3)
+    X = [rng.normal(size=(int(rng.integers(3, 7)), 3)) * scale for _ in range(24)]
+    y = rng.normal(size=24)
+    for target in (y, (y > 0).astype(int)):
+        nys = NystromFeatures(n_components=8, random_state=0).fit(X, target)
+        assert all(np.all(np.isfinite(f)) for f in nys.transform(X))
+    reg = OTKRegressor(n_components=8, max_iter=3, random_state=0).fit(X, y)
+    assert np.all(np.isfinite(reg.predict(X)))

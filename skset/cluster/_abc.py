@@ -191,9 +191,10 @@ class ABCClusterer(KernelTraining, KernelSelection, KernelInference, BaseNeuralE
         is used.
     max_clusters : int or None, default=None
         Largest number of clusters the k rule may return at prediction. ``None``: the largest
-        number of clusters of a training instance (``max_clusters_``): the kernel has not learned
-        to separate more, and a finite bound keeps the k rule from running away on sharp
-        kernels. Set it when new instances may hold more clusters than the training ones.
+        number of clusters of a training instance (``max_clusters_``, or ``min_clusters`` where
+        that is larger): the kernel has not learned to separate more, and a finite bound keeps
+        the k rule from running away on sharp kernels. Set it when new instances may hold more
+        clusters than the training ones.
     n_init : int, default=10
         k-means restarts at prediction.
     assign_labels : {"kmeans", "sklearn"}, default="kmeans"
@@ -401,6 +402,9 @@ class ABCClusterer(KernelTraining, KernelSelection, KernelInference, BaseNeuralE
         if self.hidden_size % self.n_heads:
             raise self._param_error(f"hidden_size={self.hidden_size} must be divisible by "
                                     f"n_heads={self.n_heads}.")
+        if self.max_clusters is not None and self.min_clusters > self.max_clusters:
+            raise self._param_error(f"min_clusters={self.min_clusters} is above "
+                                    f"max_clusters={self.max_clusters}.")
 
     # ------------------------------------------------------------------ fitting
     def _model_params(self) -> dict:

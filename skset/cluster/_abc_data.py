@@ -111,7 +111,8 @@ def check_training_data(X, y, *, instance_size: int, instance_n_clusters) -> Tra
     if is_pool(X, y):
         Xp = check_sets(X, name="X", allow_pool=True, min_elements=2).sets[0]
         classes, y_idx = check_pool_labels(y, len(Xp))
-        k_range = _instances._check_cluster_range(instance_n_clusters, len(classes), instance_size)
+        k_range = _instances._check_cluster_range(instance_n_clusters, len(classes), instance_size,
+                                                  "instance_n_clusters")
         return TrainingData([Xp], [y_idx], Xp.shape[1], classes, k_range)
     coll = check_sets(X, name="X", min_elements=2)
     return TrainingData(coll.sets, check_instance_labels(y, coll.sets), coll.n_features)

@@ -204,10 +204,12 @@ class KernelSelection:
     ``kernel_scores_``, ``eigen_threshold_``, ``validation_k_right_``)."""
 
     def _max_k(self):
-        """The bound of the eigengap: ``max_clusters``, or the largest training k."""
+        """The bound of the eigengap: ``max_clusters``, or the largest training k (at least
+        ``min_clusters``: a learnt bound never undercuts the one given)."""
         if self.max_clusters is not None:
             return int(self.max_clusters)
-        return getattr(self, "max_clusters_", None)  # None for models fitted before it existed
+        learnt = getattr(self, "max_clusters_", None)  # None for models fitted before it existed
+        return None if learnt is None else max(int(learnt), int(self.min_clusters))
 
     def _min_k(self):
         """The lower bound of ``k``: ``min_clusters``."""
