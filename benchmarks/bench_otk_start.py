@@ -39,7 +39,6 @@ import torch  # noqa: E402
 from _records import emit  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.metrics import log_loss, roc_auc_score  # noqa: E402
-from sklearn.model_selection import StratifiedKFold  # noqa: E402
 from suite_data import KINDS, load  # noqa: E402
 
 from skset import OTKClassifier  # noqa: E402
@@ -212,12 +211,7 @@ def _set_adam_eps(eps):
 def _pipeline_incumbent(est, paper, pipeline, y, sample_weight, masses):
     """``choose_start`` with the roles swapped: the pipeline's start is kept unless the paper's
     out-of-fold hits beat it by a paired t above ``START_MIN_T``."""
-    y = np.asarray(y)
-    k = min(_otk_start.START_FOLDS, int(np.unique(y, return_counts=True)[1].min()))
-    folds = list(StratifiedKFold(k, shuffle=True, random_state=paper[3].random_state)
-                 .split(np.zeros(len(y)), y))
-    hits = [_otk_start.fold_hits(parts, y, folds, float(est.alpha), sample_weight, masses)
-            for parts in (paper, pipeline)]
+    hits = _otk_start.start_hits(est, paper, pipeline, y, sample_weight, masses)
     chosen = "paper" if beats(hits[0], hits[1], _otk_start.START_MIN_T) else "pipeline"
     est.start_scores_ = {"paper": float(hits[0].mean()), "pipeline": float(hits[1].mean()),
                          "chosen": chosen}

@@ -24,7 +24,8 @@ from .._stats import beats
 from .._weighting import kmer_weights
 from ._heads import fit_logistic_head
 
-__all__ = ["START_FOLDS", "START_MIN_T", "choose_start", "map_choice", "start_rule_applies"]
+__all__ = ["START_FOLDS", "START_MIN_T", "choose_start", "map_choice", "start_hits",
+           "start_rule_applies"]
 
 START_FOLDS, START_MIN_T = 5, 2.0
 
@@ -53,12 +54,7 @@ def choose_start(est, paper, pipeline, y, sample_weight, masses):
     """The initial parts ``(nystrom, window, features, embedding)`` of the paper's start unless
     the pipeline's classify the training sets better by more than noise; sets
     ``est.start_scores_``."""
-    y = np.asarray(y)
-    k = min(START_FOLDS, int(np.unique(y, return_counts=True)[1].min()))
-    folds = list(StratifiedKFold(k, shuffle=True, random_state=paper[3].random_state)
-                 .split(np.zeros(len(y)), y))
-    hits = [fold_hits(parts, y, folds, float(est.alpha), sample_weight, masses)
-            for parts in (paper, pipeline)]
+    hits = start_hits(est, paper, pipeline, y, sample_weight, masses)
     chosen = "pipeline" if beats(hits[1], hits[0], START_MIN_T) else "paper"
     est.start_scores_ = {"paper": float(hits[0].mean()), "pipeline": float(hits[1].mean()),
                          "chosen": chosen}
@@ -66,6 +62,17 @@ def choose_start(est, paper, pipeline, y, sample_weight, masses):
         print(f"{type(est).__name__}: the {chosen}'s element map (cross-validated accuracy of "
               f"the initial head: paper's {hits[0].mean():.3f}, pipeline's {hits[1].mean():.3f})")
     return pipeline if chosen == "pipeline" else paper
+
+
+def start_hits(est, paper, pipeline, y, sample_weight=None, masses=None) -> list[np.ndarray]:
+    """The out-of-fold hits of both starts (:func:`fold_hits`, ``START_FOLDS`` stratified folds
+    drawn from the paper's embedding's ``random_state``): ``[paper's, pipeline's]``."""
+    y = np.asarray(y)
+    k = min(START_FOLDS, int(np.unique(y, return_counts=True)[1].min()))
+    folds = list(StratifiedKFold(k, shuffle=True, random_state=paper[3].random_state)
+                 .split(np.zeros(len(y)), y))
+    return [fold_hits(parts, y, folds, float(est.alpha), sample_weight, masses)
+            for parts in (paper, pipeline)]
 
 
 def fold_hits(parts, y, folds, alpha: float, sample_weight=None, masses=None) -> np.ndarray:
