@@ -14,7 +14,9 @@ stays at 8 classes in its method resolution order):
 * :meth:`_begin_fit`, the start of every ``fit`` of a torch-backed estimator: parameters checked,
   ``device_`` and ``dtype_`` resolved, random streams drawn;
 * the fits (``fit``, ``partial_fit``, ``fit_transform``, ``fit_predict``) run with autograd on,
-  also when called inside ``torch.no_grad()`` or ``torch.inference_mode()``.
+  also when called inside ``torch.no_grad()`` or ``torch.inference_mode()``;
+* :meth:`_check_columns`: sets given as data frames keep their column names
+  (``feature_names_in_``), and sets of other columns are refused.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator
 
+from ._frames import set_columns
 from ._threads import SCOPED_METHODS, TRAINING_WORK_FACTOR, scoped, set_work_size
 from ._torch import _to_cpu, _to_device, random_streams, resolve_device, resolve_dtype
 from ._validation import InvalidParameterError, check_params
@@ -86,6 +89,20 @@ class SksetEstimator(BaseEstimator):
             if callable(method) and not getattr(method, "_skset_scoped", False):
                 setattr(cls, name, scoped(method, _gradients_on if name in _TRAINING_METHODS
                                           else None))
+
+    def _check_columns(self, X, fitting: bool) -> None:
+        """Sets given as data frames (a list of pandas or polars frames): on a fit, their column
+        names become ``feature_names_in_`` (removed when the sets have none); a later call
+        refuses sets of other columns (:func:`skset._frames.set_columns`)."""
+        if not isinstance(X, (list, tuple)):
+            names = None  # arrays: read by position
+        else:
+            names = set_columns(list(X), "X", None if fitting
+                                else getattr(self, "feature_names_in_", None))
+        if fitting and names is not None:
+            self.feature_names_in_ = names
+        elif fitting:
+            self.__dict__.pop("feature_names_in_", None)
 
     def _thread_work(self, method: str, X) -> float | None:
         """The size of a call for the thread policy: elements x width of ``X`` (the sets'

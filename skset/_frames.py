@@ -18,7 +18,24 @@ from typing import Any
 import narwhals.stable.v2 as nw
 import numpy as np
 
-__all__ = ["sets_from_frame", "frame_from_sets"]
+__all__ = ["sets_from_frame", "frame_from_sets", "set_columns"]
+
+
+def set_columns(sets: list, name: str = "X", fitted=None) -> np.ndarray | None:
+    """The column names of sets given as data frames (pandas, polars: every set a frame), or
+    None. Sets whose columns differ, or differ from ``fitted`` (the names seen in ``fit``), raise
+    a ``ValueError`` naming the set: their values would be read by position, silently wrong."""
+    if not sets or not all(hasattr(s, "columns") and hasattr(s, "shape") for s in sets):
+        return None
+    names = [[str(c) for c in s.columns] for s in sets]
+    for i, cols in enumerate(names):
+        if cols != names[0]:
+            raise ValueError(f"{name}: set {i} has the columns {cols} but set 0 has {names[0]}; "
+                             "give every set the same columns in the same order.")
+    if fitted is not None and names[0] != [str(c) for c in fitted]:
+        raise ValueError(f"{name}: the sets have the columns {names[0]} but the estimator was "
+                         f"fitted on {list(fitted)}; give them in that order.")
+    return np.asarray(names[0], dtype=object)
 
 
 def _to_frame(frame, name: str = "frame") -> nw.DataFrame:

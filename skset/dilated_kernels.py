@@ -157,8 +157,10 @@ class DilatedKernelFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, S
 
     def _check_X(self, X, fitting=False):
         # the fitted dtype (``_begin_fit`` sets it before ``fit`` reads the sets)
-        return check_sets(X, n_features=None if fitting else self.n_features_in_,
-                          compute_dtype=self.dtype_).sets
+        coll = check_sets(X, n_features=None if fitting else self.n_features_in_,
+                          compute_dtype=self.dtype_)
+        self._check_columns(X, fitting)
+        return coll.sets
 
     def fit(self, X, y=None, sample_weight=None):
         """Choose the dilations and the channels of each kernel, and learn the thresholds.

@@ -357,10 +357,9 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         else:
             coll = check_sets(X, n_features=None if fitting else self.n_features_in_,
                               compute_dtype=self.dtype, allow_pool=getattr(X, "ndim", 0) == 1)
+            self._check_columns(X, fitting)
             if fitting:
                 self.n_features_in_ = coll.n_features
-                if hasattr(self, "feature_names_in_"):
-                    del self.feature_names_in_
         if fitting:  # a fitted map reads a shorter set as one k-mer (kmer_index)
             check_kmer_lengths(coll.lengths, self._width, dilation=self._dilation)
         return coll

@@ -433,3 +433,23 @@ def test_fit_inside_no_grad_or_inference_mode_trains_as_outside(est, mode):
         got = outputs(inside)
     for u, v in zip(got, outputs(fitted), strict=True):
         np.testing.assert_array_equal(u, v)
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_sets_as_data_frames_keep_their_columns(est):
+    """Sets given as pandas frames: ``feature_names_in_`` records their columns; sets whose
+    columns differ (from each other, or from the fit's) are refused, naming the set, rather than
+    read by position; arrays of the same values give the same outputs."""
+    pd = pytest.importorskip("pandas")
+    X, y = _data()
+    frames = [pd.DataFrame(x, columns=["a", "b", "c"]) for x in X]
+    fitted = _fit(est, frames, y)
+    assert list(fitted.feature_names_in_) == ["a", "b", "c"]
+    np.testing.assert_array_equal(_out(fitted, frames), _out(_fit(est, X, y), X))
+    np.testing.assert_array_equal(_out(fitted, X), _out(fitted, frames))  # arrays: no names
+    reordered = [f[["c", "a", "b"]] for f in frames]
+    with pytest.raises(ValueError, match=r"fitted on \['a', 'b', 'c'\]"):
+        _out(fitted, reordered)
+    with pytest.raises(ValueError, match=r"set 1 has the columns \['c', 'a', 'b'\] but set 0"):
+        _fit(est, [frames[0], *reordered[1:]], y)
+    assert not hasattr(_fit(est, X, y), "feature_names_in_")

@@ -282,6 +282,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
     def _check_X(self, X, fitting=False):
         coll = check_sets(X, n_features=None if fitting else self.n_features_in_,
                           compute_dtype=self._tdtype)
+        self._check_columns(X, fitting)
         return coll.sets
 
     @property

@@ -431,6 +431,8 @@ n_labels) multi-label indicators for classifiers)
         # one k-mer, as predict does: only a first fit refuses sets shorter than a given window
         coll = check_sets(X, min_elements=1 if warm else self._min_elements,
                           compute_dtype=self.dtype_)
+        if warm:
+            self._check_columns(X, fitting=False)
         if warm and coll.n_features != self.n_features_in_:
             how = "partial_fit" if incremental else "warm_start=True"
             raise ValueError(f"X has {coll.n_features} features, but {type(self).__name__} was "
@@ -464,6 +466,7 @@ n_labels) multi-label indicators for classifiers)
             else None, side=side, incremental=incremental)
         if not warm:
             self.n_features_in_ = coll.n_features
+            self._check_columns(X, fitting=True)
             self.module_ = self._init_module(data, n_outputs, seed, rng).to(
                 device=self.device_, dtype=self.dtype_)
             self._model_params_ = self._model_params()
@@ -598,6 +601,7 @@ n_labels) multi-label indicators for classifiers)
         check_is_fitted(self, "module_")
         # any set of one element or more: one shorter than the k-mers is read as one k-mer
         sets = check_sets(X, n_features=self.n_features_in_, compute_dtype=self.dtype_).sets
+        self._check_columns(X, fitting=False)
         side = self._check_side_data(side, sets)
         return self._prepare_sets(sets, fitting=False), side
 
