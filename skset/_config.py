@@ -7,6 +7,7 @@ runs batches on worker threads, which must see the caller's setting), so a
 
 from __future__ import annotations
 
+import numbers
 import os
 import threading
 from contextlib import contextmanager
@@ -23,6 +24,8 @@ def _check_n_threads(value, source="n_threads"):
         return "auto"
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value.strip())
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):  # numpy's too
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{source} must be 'auto' or a positive integer, got {value!r}")
     return int(value)
@@ -104,7 +107,8 @@ def set_config(compile=None, n_threads=None) -> None:
           ``NystromFeatures`` and ``OTKEmbedding`` are bit-identical whatever the number of
           threads, the training of neural networks is not.
         * an int ``k``: torch runs skset's calls on ``k`` threads whatever their size and the
-          load; the pools outside skset's calls are left alone.
+          load, inside :func:`skset.utils.limit_threads` too (an explicit count wins over its
+          limit); the pools outside skset's calls are left alone.
 
         Default ``"auto"``, or the value of the environment variable ``SKSET_NUM_THREADS`` at
         import. Measured in ``benchmarks/results/threads.md``.

@@ -278,8 +278,10 @@ def limit_threads(n_threads: int = 1):
 
     The previous limits are restored on exit (also when the block raises). Use it around the work
     of each parallel worker so that ``n_workers * n_threads`` stays within the cores. Inside the
-    block skset's calls follow their thread policy (``skset.set_config(n_threads=...)``) with at
-    most ``n_threads`` torch threads, and do not adapt to the machine's load.
+    block skset's calls follow their thread policy and do not adapt to the machine's load: with
+    ``skset.set_config(n_threads="auto")`` (the default) they use at most ``n_threads`` torch
+    threads; an explicit ``set_config(n_threads=k)`` wins over the limit (``k`` threads), so
+    leave it ``"auto"`` in parallel workers.
 
     Parameters
     ----------

@@ -364,3 +364,10 @@ def test_small_training_under_auto_is_the_one_thread_training(two_threads):
     with skset.config_context(n_threads=1):
         one = fit()
     np.testing.assert_array_equal(auto, one)
+
+
+def test_set_config_takes_numpy_integers():
+    with skset.config_context(n_threads=np.int64(2)):
+        assert skset.get_config()["n_threads"] == 2 and type(skset.get_config()["n_threads"]) is int
+    with pytest.raises(ValueError, match="positive integer"):
+        skset.set_config(n_threads=np.int64(0))

@@ -612,7 +612,9 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
                 f"{type(self).__name__} stops Sinkhorn at sinkhorn_tol={tol:g} (at most "
                 f"sinkhorn_iter={self.sinkhorn_iter}); an exported graph runs a fixed count: pass "
                 "sinkhorn_iter= (e.g. 100; the outputs then differ from transform by about the "
-                "tolerance), or fit with sinkhorn_tol=None.")
+                "tolerance), or fit with sinkhorn_tol=None and a sinkhorn_iter of a few hundred "
+                "at most (each iteration is unrolled in the graph: 800 take about 20 s to export, "
+                f"the default {self.sinkhorn_iter} far longer).")
         layer = self.to_module()
         set_sinkhorn(layer, sinkhorn_method, sinkhorn_iter)
         # transform subtracts mean_ (zeros with center=False)
