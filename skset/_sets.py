@@ -308,9 +308,9 @@ def check_sets(
             continue
         where = f"{name}: the pool of elements" if form == "2d" else f"{name}: set {i}"
         if form in ("list", "object") and (s is None or np.isscalar(s)):
-            raise ValueError(f"{where} is None; expected a 2-D array (n_elements, n_features)." if s is None
-                             else f"{where} is a scalar; expected a 2-D array (n_elements, n_features). "
-                             "A flat list of numbers is not a collection of sets.")
+            what, hint = ("None", "") if s is None else (
+                "a scalar", " A flat list of numbers is not a collection of sets.")
+            raise ValueError(f"{where} is {what}; expected a 2-D array (n_elements, n_features).{hint}")
         arr = _check_one(_as_float_array(s, where, dtype), where, min_elements, limit,
                          compute_dtype)
         if d0 is None:

@@ -431,8 +431,7 @@ n_labels) multi-label indicators for classifiers)
         # one k-mer, as predict does: only a first fit refuses sets shorter than a given window
         coll = check_sets(X, min_elements=1 if warm else self._min_elements,
                           compute_dtype=self.dtype_)
-        if warm:
-            self._check_columns(X, fitting=False)
+        self._check_columns(X, fitting=not warm)
         if warm and coll.n_features != self.n_features_in_:
             how = "partial_fit" if incremental else "warm_start=True"
             raise ValueError(f"X has {coll.n_features} features, but {type(self).__name__} was "
@@ -466,7 +465,6 @@ n_labels) multi-label indicators for classifiers)
             else None, side=side, incremental=incremental)
         if not warm:
             self.n_features_in_ = coll.n_features
-            self._check_columns(X, fitting=True)
             self.module_ = self._init_module(data, n_outputs, seed, rng).to(
                 device=self.device_, dtype=self.dtype_)
             self._model_params_ = self._model_params()

@@ -494,17 +494,10 @@ class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
         return float(accuracy_score(y, self.predict(X, element_weight),
                                     sample_weight=sample_weight))
 
-    decision_function.__doc__ = _with_element_weight(
-        """The network's logits, ``(n_sets, n_classes)``; with two classes, scikit-learn's
-        ``(n_sets,)``, the score of ``classes_[1]`` (its logit minus that of ``classes_[0]``,
-        positive where it is predicted); multi-label: ``(n_sets, n_labels)``, one logit per
-        label.""")
-    predict_proba.__doc__ = _with_element_weight(
-        """Class probabilities, ``(n_sets, n_classes)``, rows summing to 1 (multi-label:
-        ``(n_sets, n_labels)``, the probability of each label, the sigmoid of its logit).""")
-    predict.__doc__ = _with_element_weight(
-        """The most probable class of each set (multi-label: the indicator matrix ``(n_sets,
-        n_labels)`` of the labels of probability above 0.5, in the dtype of the ``y`` fitted).""")
+    # the set classifiers' texts, with the element masses' parameter
+    decision_function.__doc__ = _with_element_weight(SetClassifierMixin.decision_function.__doc__)
+    predict_proba.__doc__ = _with_element_weight(SetClassifierMixin.predict_proba.__doc__)
+    predict.__doc__ = _with_element_weight(SetClassifierMixin.predict.__doc__)
 
 
 OTKClassifier.__doc__ = compose_doc(
