@@ -37,6 +37,7 @@ from skset import (
     ABCClusterer,
     DeepSetsClassifier,
     DeepSetsRegressor,
+    DilatedKernelFeatures,
     EigengapSpectralClustering,
     NystromFeatures,
     OTKClassifier,
@@ -74,6 +75,8 @@ ESTIMATORS = {
     "DeepSetsRegressor": DeepSetsRegressor(norm="set", residual="clean", **NN),
     "OTKClassifier": OTKClassifier(**OTK),
     "OTKRegressor": OTKRegressor(**OTK),
+    "DilatedKernelFeatures": DilatedKernelFeatures(n_thresholds=3, max_dilations=2, random_state=0,
+                                                   device="cpu"),
 }
 _FITTED = {}
 
@@ -83,13 +86,13 @@ def _y(name, X):
     if "Regressor" in name:
         return y + np.array([float(x.mean()) for x in X])
     # NystromFeatures gets labels too: its "auto" element map is chosen from them
-    return None if name == "OTKEmbedding" else y
+    return None if name in ("OTKEmbedding", "DilatedKernelFeatures") else y
 
 
 def _out(est, X):
     if isinstance(est, NystromFeatures):  # per-element features, pooled by mean per set
         return np.stack([f.mean(0) for f in est.transform(X)])
-    if isinstance(est, OTKEmbedding):
+    if isinstance(est, (OTKEmbedding, DilatedKernelFeatures)):
         return est.transform(X)
     if hasattr(est, "predict_proba"):
         return est.predict_proba(X)
@@ -144,15 +147,17 @@ def test_fuzz_sample_weight_rescaled(name, n_sets, zeros, log_ratio, factor, see
        n_sets=st.integers(1, 5), equal=st.booleans(), seed=st.integers(0, 2**31 - 1),
        log_scale=st.sampled_from([-3, 0, 0, 2]))
 def test_fuzz_permutation_and_forms(name, d, n_sets, equal, seed, log_scale):
-    """Permuted elements, permuted sets, the 3-D / object forms and integer data: same outputs."""
+    """Permuted elements (not for a series reader), permuted sets, the 3-D / object forms and
+    integer data: same outputs."""
     est = _fitted(name, d)
     rng = np.random.default_rng(seed)
     sizes = [int(rng.integers(1, 25))] * n_sets if equal else rng.integers(1, 25, n_sets)
     X = [np.round(rng.normal(size=(int(n), d)) * 10.0 ** log_scale, 1) for n in sizes]
     ref = _out(est, X)
     tol = dict(rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(ref).max())))
-    perm = [x[rng.permutation(len(x))] for x in X]
-    np.testing.assert_allclose(_out(est, perm), ref, **tol, err_msg="within-set permutation")
+    if name != "DilatedKernelFeatures":  # it reads each set's rows as a series, in order
+        perm = [x[rng.permutation(len(x))] for x in X]
+        np.testing.assert_allclose(_out(est, perm), ref, **tol, err_msg="within-set permutation")
     order = rng.permutation(n_sets)
     np.testing.assert_allclose(_out(est, [X[i] for i in order]), ref[order], **tol,
                                err_msg="order of the sets")
