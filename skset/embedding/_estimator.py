@@ -613,8 +613,8 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
                 f"sinkhorn_iter={self.sinkhorn_iter}); an exported graph runs a fixed count: pass "
                 "sinkhorn_iter= (e.g. 100; the outputs then differ from transform by about the "
                 "tolerance), or fit with sinkhorn_tol=None and a sinkhorn_iter of a few hundred "
-                "at most (each iteration is unrolled in the graph: 800 take about 20 s to export, "
-                f"the default {self.sinkhorn_iter} far longer).")
+                "at most (each iteration is unrolled in the graph, so the export's time grows with "
+                f"the count: the default {self.sinkhorn_iter} takes many minutes).")
         layer = self.to_module()
         set_sinkhorn(layer, sinkhorn_method, sinkhorn_iter)
         # transform subtracts mean_ (zeros with center=False)
