@@ -211,3 +211,37 @@ def test_otk_regressor_alpha_float_is_kept():
         est = OTKRegressor(alpha=0.5, early_stopping=False, max_iter=2, random_state=0,
                            device="cpu", n_components=8, n_supports=3).fit(X, y)
     assert est.alpha_ == 0.5
+
+
+@pytest.mark.parametrize("cls", REGRESSORS)
+def test_warm_start_does_not_compound_the_output_shrinkage(cls, monkeypatch):
+    # the shrinkage scales the output for prediction only: a warm fit, or partial_fit, trains
+    # from the network as training left it. With a factor of 0 (every prediction the training
+    # mean) a warm fit that does not move the weights must give back the unshrunk network.
+    from skset.neural_network import _tasks
+
+    X, y, Xt, _ = _problem(True, n_train=40, n_test=6)
+    kw = dict(random_state=0, device="cpu", dtype="float64", max_iter=3, early_stopping=True,
+              warm_start=True)
+    if cls is OTKRegressor:  # adam: the alternating solver refits the head in closed form
+        kw.update(n_components=8, n_supports=3, solver="adam")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        monkeypatch.setattr(_tasks, "validated_shrinkage", lambda *a, **k: 0.5)
+        est = cls(**kw).fit(X, y)
+        assert est.output_shrinkage_ == 0.5
+        raw = est.y_mean_[0] + (est.predict(Xt) - est.y_mean_[0]) / 0.5
+        assert np.ptp(raw) > 0.1
+        est.set_params(max_iter=1, learning_rate_init=1e-300)  # warm fits that train nothing
+        monkeypatch.setattr(_tasks, "validated_shrinkage", lambda *a, **k: 0.0)
+        est.fit(X, y)
+        np.testing.assert_allclose(est.predict(Xt), est.y_mean_[0], rtol=1e-12)
+        monkeypatch.setattr(_tasks, "validated_shrinkage", lambda *a, **k: 1.0)
+        est.fit(X, y)
+        np.testing.assert_allclose(est.predict(Xt), raw, rtol=1e-9)
+        # partial_fit (no validation split) trains from the unshrunk network too
+        monkeypatch.setattr(_tasks, "validated_shrinkage", lambda *a, **k: 0.5)
+        est.fit(X, y)
+        est.partial_fit(X, y)
+        assert est.output_shrinkage_ == 1.0
+        np.testing.assert_allclose(est.predict(Xt), raw, rtol=1e-9)

@@ -468,6 +468,8 @@ n_labels) multi-label indicators for classifiers)
             self.module_ = self._init_module(data, n_outputs, seed, rng).to(
                 device=self.device_, dtype=self.dtype_)
             self._model_params_ = self._model_params()
+        else:
+            self._before_warm_training()
 
         gen = make_generator(seed + self.n_iter_)
         dev, dt, Y = self.device_, self.dtype_, data.targets
@@ -541,6 +543,10 @@ n_labels) multi-label indicators for classifiers)
     def _after_training(self, data: FitData) -> None:
         """Work after training (``data.validation``: the validation split, None without one;
         with one, the best epoch is restored); default none."""
+
+    def _before_warm_training(self) -> None:
+        """Work before a warm start or ``partial_fit`` trains the fitted network again (undo
+        what :meth:`_after_training` applied for prediction only); default none."""
 
     @property
     def _n_outputs_fitted(self) -> int:

@@ -665,7 +665,8 @@ OTKRegressor.__doc__ = compose_doc(
         The head's penalty (``alpha``, or the one ``"auto"`` chose; ``inf``: the mean).
     output_shrinkage_ : float
         The factor the output layer was scaled by after a fit with a validation split (1.0
-        without one).""",
+        without one). It scales the predictions only: a warm start or ``partial_fit`` trains
+        from the output as training left it.""",
     _DOC_ATTRS,
     """
     See Also

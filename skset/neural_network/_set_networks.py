@@ -127,7 +127,8 @@ _REGRESSION_ATTRS = """    y_mean_, y_scale_ : ndarray of shape (n_outputs,)
         The target standardisation (weighted by ``sample_weight``).
     output_shrinkage_ : float
         The factor the output layer was scaled by after a fit with a validation split (1.0
-        without one).
+        without one). It scales the predictions only: a warm start or ``partial_fit`` trains
+        from the output as training left it.
 """
 
 _AUTO_PARAMS = {"batch_size": [POSITIVE_INT, "auto"], "n_iter_no_change": [POSITIVE_INT, "auto"]}

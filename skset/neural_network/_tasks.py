@@ -187,23 +187,44 @@ class SetRegressorMixin(RegressorMixin):
         """The last linear layer of the network (what the output shrinkage scales)."""
         return module.decoder[-1]
 
+    def _shrunk_layers(self) -> list:
+        """The layers the output shrinkage scales: the network's last layer and, where there is
+        one, the pooled skip's."""
+        skip = getattr(self.module_, "skip", None)
+        return [self._output_layer(self.module_)] + ([] if skip is None else [skip.linear])
+
     def _after_training(self, data):
         self.output_shrinkage_ = 1.0
+        self._unshrunk_output = None
         if data.validation is None:
             return
         val_sets, Y_va = data.subset(data.validation)
         out = self._predict_batches(val_sets, lambda m, X_, M_, *S_: m(X_, M_, *S_),
                                     side=data.side_of(data.validation))
         c = validated_shrinkage(out, Y_va, data.weights_of(data.validation))
-        # the whole output: the network's last layer and, where there is one, the pooled skip's
-        skip = getattr(self.module_, "skip", None)
-        layers = [self._output_layer(self.module_)] + ([] if skip is None else [skip.linear])
+        layers = self._shrunk_layers()
+        # the trained values, which a warm start or partial_fit trains from (a factor of 0
+        # could not be undone by division)
+        self._unshrunk_output = [[p.detach().clone() for p in layer.parameters()]
+                                 for layer in layers]
         with torch.no_grad():
             for layer in layers:
-                layer.weight.mul_(c)
-                if layer.bias is not None:
-                    layer.bias.mul_(c)
+                for p in layer.parameters():
+                    p.mul_(c)
         self.output_shrinkage_ = c
+
+    def _before_warm_training(self):
+        """Train from the network as training left it, not from its shrunk output: otherwise each
+        warm fit would shrink the output again, by factors that compound."""
+        saved = getattr(self, "_unshrunk_output", None)
+        if saved is None:
+            return
+        with torch.no_grad():
+            for layer, values in zip(self._shrunk_layers(), saved):
+                for p, v in zip(layer.parameters(), values):
+                    p.copy_(v.to(device=p.device, dtype=p.dtype))
+        self._unshrunk_output = None
+        self.output_shrinkage_ = 1.0
 
     def _encode_targets(self, y, n_sets, first_fit, sample_weight=None, classes=None):
         """``(standardised targets, n_outputs)`` of ``y``; a first fit sets ``y_mean_``,
