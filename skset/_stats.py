@@ -19,11 +19,20 @@ __all__ = ["beats", "paired_t", "weighted_median"]
 
 
 def weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
-    """The smallest value with at least half the total weight at or below it."""
+    """``np.median`` of each value repeated as often as its weight says: the mean of the smallest
+    value with at least half the total weight at or below it and the smallest with more than
+    half. Integer weights give the median of the repeated values exactly, equal weights
+    ``np.median(values)``; cumulative weights within 1e-9 of half the total count as half, so
+    that weights equal up to rounding give the unweighted median too."""
     order = np.argsort(values, kind="stable")
     weights = np.asarray(weights, dtype=np.float64)
     cum = np.cumsum(weights[order] / weights.max())  # scale-free: no under/overflow
-    return float(values[order][np.searchsorted(cum, 0.5 * cum[-1])])
+    half, tol = 0.5 * cum[-1], 1e-9 * cum[-1]
+    last = len(cum) - 1
+    lower = min(int(np.searchsorted(cum, half - tol, side="left")), last)
+    upper = min(int(np.searchsorted(cum, half + tol, side="right")), last)
+    ordered = values[order]
+    return float(ordered[lower]) if lower == upper else float((ordered[lower] + ordered[upper]) / 2)
 
 
 def paired_t(a: np.ndarray, b: np.ndarray, *, flat: float = 1e-12) -> float:

@@ -13,6 +13,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._base import SksetEstimator, set_input_tags
 from ._sets import check_finite_output, check_sets, dtype_name, length_batches, pack, to_numpy
 from ._stats import weighted_median
+from ._threads import SCOPE_FRAMES
 from ._validation import POSITIVE_INT, TORCH_PARAMS, check_sample_weight
 from .nn.dilated_kernels import KERNEL_TAPS, N_TAPS, DilatedKernelPPV, kernel_responses
 
@@ -29,7 +30,8 @@ def dilations_for(length: float, max_dilations: int) -> list[int]:
     """Up to ``max_dilations`` dilations spaced exponentially from 1 to the largest whose nine
     taps span ``length`` steps (duplicates after rounding down dropped)."""
     top = np.log2(max((length - 1) / (N_TAPS - 1), 1.0))
-    return sorted({int(2.0 ** e) for e in np.linspace(0.0, top, max_dilations)})
+    # 2 ** log2(5) is 4.999...: round down with a margin, or the largest dilation is lost
+    return sorted({int(2.0 ** e + 1e-9) for e in np.linspace(0.0, top, max_dilations)})
 
 
 def _quantiles(r: torch.Tensor, levels: torch.Tensor, lengths: torch.Tensor | None = None
@@ -63,8 +65,10 @@ class DilatedKernelFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, S
     response is above the threshold. That is an element map (a point's indicators) followed by
     mean pooling, MiniRocket's features [1]_ written for sets: series of any
     lengths are read as they are, without resampling, and a set of one length pools as many
-    points as it has. The kernels (weight 2 on three taps, -1 on six) sum to zero, so they see
-    the series' shape around each point and not its level. Put a linear model after it
+    points as it has. The kernels (weight 2 on three taps, -1 on six) sum to zero, so inside a
+    series they see its shape around each point and not its level; within ``4 d`` steps of
+    either end, where taps fall beyond the series and read zero, the level counts too (at the
+    larger dilations of a short series, that is most points). Put a linear model after it
     (``StandardScaler`` and ``RidgeClassifierCV`` or ``LogisticRegression``); see
     :mod:`skset.nn.dilated_kernels` for the maths.
 
@@ -193,12 +197,13 @@ class DilatedKernelFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, S
                 f"channels: the training series have a median of {median:g} time "
                 f"points of {n_channels} channels. An array laid out as (n_series, n_channels, "
                 "n_timepoints) (aeon's, sktime's) is read as series of n_channels steps: pass "
-                "X.transpose(0, 2, 1).", UserWarning, stacklevel=2)
+                "X.transpose(0, 2, 1).", UserWarning, stacklevel=2 + SCOPE_FRAMES)
         self.dilations_ = dilations_for(median, self.max_dilations)
         n_kernels = len(KERNEL_TAPS)
         self.channels_ = None
         if n_channels > 1:
-            self.channels_ = np.zeros((len(self.dilations_), n_kernels, n_channels), self.dtype)
+            self.channels_ = np.zeros((len(self.dilations_), n_kernels, n_channels),
+                                      dtype_name(self.dtype_))
             most = min(n_channels, MAX_KERNEL_CHANNELS)
             for block in self.channels_.reshape(-1, n_channels):
                 block[rng.choice(n_channels, size=rng.randint(1, most + 1), replace=False)] = 1

@@ -127,6 +127,29 @@ def test_dilations_span_the_median_length():
     assert max(dilations_for(1460, 8)) * 8 <= 1459
     X = _series(5, 1, low=3, high=4) + _series(6, 1, seed=1, low=500, high=501)
     assert DilatedKernelFeatures().fit(X).dilations_[-1] == dilations_for(500, 8)[-1]
+    # the largest dilation is always the one whose taps span the length (2 ** log2(5) rounds
+    # to 4.999...: lengths 41, 73, 81, ... lost it)
+    assert dilations_for(41, 8)[-1] == 5
+    assert all(max(dilations_for(n, 8)) == (n - 1) // 8 for n in range(9, 3000))
+
+
+def test_nearly_equal_weights_choose_the_unweighted_dilations():
+    # the weighted median of the lengths is np.median's at equal weights, up to rounding
+    X = _series(2, 1, low=17, high=18) + _series(2, 1, seed=1, low=41, high=42)
+    none = DilatedKernelFeatures(random_state=0).fit(X).dilations_
+    for w in ([1, 1, 1, 1 + 1e-12], [1 + 1e-12, 1, 1, 1], [0.5] * 4):
+        assert DilatedKernelFeatures(random_state=0).fit(X, sample_weight=w).dilations_ == none
+    # integer weights are copies: the median of the repeated lengths
+    twice = DilatedKernelFeatures(random_state=0).fit(X + X[:1], sample_weight=None).dilations_
+    assert DilatedKernelFeatures(random_state=0).fit(
+        X, sample_weight=[2, 1, 1, 1]).dilations_ == twice
+
+
+def test_several_channels_in_float64():
+    X = _series(4, 3, low=30, high=31)
+    for dtype in (torch.float64, "float64"):
+        est = DilatedKernelFeatures(dtype=dtype, random_state=0).fit(X)
+        assert est.channels_.dtype == np.float64 and est.transform(X).dtype == np.float64
 
 
 def test_the_module_is_the_transform():
@@ -234,8 +257,9 @@ def test_a_series_longer_than_torch_quantile_takes():
 def test_series_laid_out_channels_first_are_flagged():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(6, 12, 40))  # aeon's (n_series, n_channels, n_timepoints)
-    with pytest.warns(UserWarning, match=r"transpose\(0, 2, 1\)"):
+    with pytest.warns(UserWarning, match=r"transpose\(0, 2, 1\)") as record:
         DilatedKernelFeatures(random_state=0).fit(X)
+    assert record[0].filename == __file__  # the warning points at the user's call
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         DilatedKernelFeatures(random_state=0).fit(X.transpose(0, 2, 1))

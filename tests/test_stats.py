@@ -9,15 +9,27 @@ from skset._stats import beats, paired_t, weighted_median
 
 @pytest.mark.parametrize("seed", range(5))
 def test_weighted_median_is_the_median_of_the_repeated_values(seed):
-    # integer weights: the weighted median is the lower median of each value repeated w times
+    # integer weights: the weighted median is np.median of each value repeated w times
     rng = np.random.RandomState(seed)
     values = rng.normal(size=rng.randint(1, 40))
     weights = rng.randint(1, 6, size=len(values))
-    repeated = np.sort(np.repeat(values, weights))
-    assert weighted_median(values, weights) == repeated[(len(repeated) - 1) // 2]
+    assert weighted_median(values, weights) == np.median(np.repeat(values, weights))
     # the scale of the weights does not matter, down to tiny and up to huge
     for s in (1e-300, 1e300):
         assert weighted_median(values, weights * s) == weighted_median(values, weights)
+    # equal weights, exactly or up to rounding, give np.median (even counts: the middle two's mean)
+    for n in (1, 2, 3, 4, 10, 11):
+        v = rng.normal(size=n)
+        assert weighted_median(v, np.full(n, 0.3)) == np.median(v)
+        w = np.ones(n)
+        w[-1] += 1e-12
+        assert weighted_median(v, w) == np.median(v)
+
+
+def test_weighted_median_of_one_dominant_weight_and_of_ties():
+    assert weighted_median(np.array([17.0, 41.0]), np.array([1.0, 1.0])) == 29.0
+    assert weighted_median(np.array([17.0, 41.0]), np.array([1.0, 1.2])) == 41.0
+    assert weighted_median(np.array([3.0, 1.0, 2.0]), np.array([0.1, 5.0, 0.1])) == 1.0
 
 
 @pytest.mark.parametrize("n", [2, 3, 16, 200])

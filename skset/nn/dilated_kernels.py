@@ -3,8 +3,9 @@ r"""Fixed dilated kernels read over a set of time points, pooled as proportions 
 A series is the set of its time points. Each point :math:`t` is described by the responses of
 84 fixed kernels of nine taps around it, at dilation :math:`d` (the taps
 :math:`x_{t-4d}, \dots, x_t, \dots, x_{t+4d}`, zero beyond the series): weight 2 on three of
-the nine taps, -1 on the other six, so that each kernel sums to zero and sees shape, not level
-(the kernels of MiniRocket, Dempster et al. 2021). The response of kernel :math:`k`,
+the nine taps, -1 on the other six, so that each kernel sums to zero and sees shape, not level,
+wherever its taps fall inside the series (within :math:`4d` steps of an end the zeros beyond it
+make the level count) (the kernels of MiniRocket, Dempster et al. 2021). The response of kernel :math:`k`,
 
 .. math:: c_{kd}(t) = 3 \sum_{j \in S_k} x_{t + (j-4)d} - \sum_{j=0}^{8} x_{t + (j-4)d},
 
