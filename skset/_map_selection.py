@@ -326,7 +326,7 @@ def sample_sets(sets, y, rng):
 
 def select_element_map(sets, y, *, mean, scale, window: int, n_components: int, fixed: dict,
                        eigenvalue_floor: float, rng: np.random.RandomState, dtype=torch.float32,
-                       default: dict | None = None):
+                       default: dict | None = None, dilation: int = 1):
     """Choose the automatic parameters of the Nystrom map.
 
     Parameters
@@ -339,6 +339,8 @@ def select_element_map(sets, y, *, mean, scale, window: int, n_components: int, 
     mean, scale : ndarray of shape (d,)
         The per-feature standardisation fitted on the training elements.
     window, n_components, eigenvalue_floor : the map's fixed parameters.
+    dilation : int
+        The steps between a k-mer's elements (``window > 1``), as the map reads them.
     fixed : dict
         ``standardize``, ``normalize``, ``keep_norm``, ``bandwidth``: each an explicit value or
         ``"auto"``.
@@ -369,7 +371,7 @@ def select_element_map(sets, y, *, mean, scale, window: int, n_components: int, 
     if task == "classification" and np.unique(sub_y).size < 2:
         return cands[0], None
     if window > 1:
-        sub_sets = kmer_windows(sub_sets, window)
+        sub_sets = kmer_windows(sub_sets, window, dilation=dilation)
         mean_k, scale_k = np.tile(mean, window), np.tile(scale, window)
     else:
         mean_k, scale_k = mean, scale

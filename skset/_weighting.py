@@ -5,6 +5,7 @@ Every estimator that takes ``sample_weight`` (one weight per set, or per row of 
 
 * :func:`drop_zero_weight` - the samples of positive weight, and their weights (``None`` when all
   equal: a constant weight is exactly no weight);
+* :func:`positive_sets` - the sets of positive weight, their labels and weights;
 * :func:`element_masses` - checked element masses, ``None`` when every set's are uniform;
 * :func:`kmer_weights` - the weight of each k-mer, the mean of its elements' weights;
 * :func:`sample_elements` - the elements a fit draws its anchors or supports from: weight-0
@@ -26,7 +27,7 @@ import numpy as np
 from ._sets import check_element_weights, kmer_windows
 
 __all__ = ["count_distinct", "drop_zero_weight", "element_masses", "kmeans_weights", "kmer_weights",
-           "resolve_max_samples", "sample_elements", "weighted_mean_std"]
+           "positive_sets", "resolve_max_samples", "sample_elements", "weighted_mean_std"]
 
 
 def drop_zero_weight(sample_weight: np.ndarray | None):
@@ -40,6 +41,23 @@ def drop_zero_weight(sample_weight: np.ndarray | None):
     if len(keep) == len(sample_weight):
         keep = None
     return keep, (None if np.all(w == w[0]) else w)
+
+
+def positive_sets(X, y, sample_weight: np.ndarray, element_weight=None):
+    """``(X, y, sample_weight, element_weight)`` of the sets of positive weight only (the inputs
+    themselves when every weight is positive). ``X``: a collection of sets (list, tuple or array
+    of sets), ``y``: checked labels (array, list of per-set arrays, or None), ``sample_weight``:
+    checked; ``element_weight`` is kept as given unless it has one entry per set."""
+    keep, _ = drop_zero_weight(sample_weight)
+    if keep is None:
+        return X, y, sample_weight, element_weight
+
+    def pick(a):
+        return a[keep] if isinstance(a, np.ndarray) else [a[i] for i in keep]
+
+    if element_weight is not None and len(element_weight) == len(sample_weight):
+        element_weight = pick(list(element_weight))
+    return pick(X), (None if y is None else pick(y)), sample_weight[keep], element_weight
 
 
 def element_masses(element_weight, sets, name: str) -> list[np.ndarray] | None:

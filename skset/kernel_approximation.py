@@ -34,6 +34,7 @@ from ._validation import POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, Integer,
 from ._weighting import (
     element_masses,
     kmer_weights,
+    positive_sets,
     resolve_max_samples,
     sample_elements,
     weighted_mean_std,
@@ -310,7 +311,7 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
                     rows, y_sel = sample_sets(coll.sets[0], y, rng)
                     sets = [r[None, :] for r in rows]
             choice, scores = select_element_map(
-                sets, y_sel, mean=mean, scale=std, window=window,
+                sets, y_sel, mean=mean, scale=std, window=window, dilation=self._dilation,
                 n_components=self.n_components, fixed=fixed, eigenvalue_floor=self.eigenvalue_floor,
                 rng=rng, dtype=self.dtype_, default=incumbent)
         self.standardize_ = bool(choice["standardize"])
@@ -337,8 +338,17 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         multi-output ``y`` choose nothing (:func:`skset._sets.check_choice_labels`)."""
         return check_choice_labels(y, coll.sets, pool=coll.form == "2d")
 
-    def _elements(self, X, *, fitting: bool):
-        """Validate X; return the checked collection."""
+    def _positive_sets(self, X, y, sample_weight, element_weight):
+        """The inputs of the sets of positive weight (:func:`positive_sets`), checked first."""
+        coll = self._elements(X, fitting=True, lengths=False)
+        if coll.form == "2d":
+            return X, y, sample_weight, element_weight
+        sw = check_sample_weight(sample_weight, len(coll.lengths), type(self).__name__)
+        return positive_sets(X, self._check_y(y, coll), sw, element_weight)
+
+    def _elements(self, X, *, fitting: bool, lengths: bool = True):
+        """Validate X; return the checked collection (``lengths``: and, fitting, that the sets
+        are as long as a k-mer)."""
         if not isinstance(X, (list, tuple, np.ndarray)) and hasattr(X, "__array__"):
             X = np.asarray(X)
         elif isinstance(X, (list, tuple)) and len(X) and np.ndim(X[0]) == 1:
@@ -360,7 +370,7 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
             self._check_columns(X, fitting)
             if fitting:
                 self.n_features_in_ = coll.n_features
-        if fitting:  # a fitted map reads a shorter set as one k-mer (kmer_index)
+        if fitting and lengths:  # a fitted map reads a shorter set as one k-mer (kmer_index)
             check_kmer_lengths(coll.lengths, self._width, dilation=self._dilation)
         return coll
 
@@ -476,6 +486,8 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         ``fit`` or ``clone`` starts from ``DEFAULT_CHOICE`` again)."""
         seed, rng = self._begin_fit()
         np_dtype = np.float64 if self.dtype_ == torch.float64 else np.float32
+        if sample_weight is not None:  # sets of weight 0 take no part, in the choices either
+            X, y, sample_weight, element_weight = self._positive_sets(X, y, sample_weight, element_weight)
         self.window_ = 1 if self.window == "auto" else int(self.window)
         self.dilation_ = 1 if self.dilation == "auto" else int(self.dilation)
         data = self._training_elements(X, sample_weight, element_weight, fitting=True)
@@ -649,8 +661,7 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         return coll.wrap([out[a:b] for a, b in zip([0, *ends[:-1]], ends)])
 
     def set_output(self, *, transform=None):
-        """Accepted and ignored, for pipelines' ``set_output``: the output is one array per set,
-        which no data frame holds (the steps after this one take the setting)."""
+        """Accepted and ignored: the output is one array per set, which no data frame holds."""
         return self
 
     def __sklearn_tags__(self):
@@ -679,17 +690,11 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         check_is_fitted(self)
         dtype = torch.float64 if self.anchors_.dtype.name == "float64" else torch.float32
         layer = NystromLayer(
-            self.n_features_in_,
-            self.anchors_.shape[0],
-            bandwidth=self.bandwidth_,
-            window=self._width,
-            dilation=self._dilation,
-            kmer_coding="level_shape" if self._coded else "plain",
-            normalize=self.normalize_,
-            keep_norm=self.keep_norm_,
-            eigenvalue_floor=self.eigenvalue_floor,
-            anchors=torch.as_tensor(self.anchors_, dtype=dtype),
-        )
+            self.n_features_in_, self.anchors_.shape[0], bandwidth=self.bandwidth_,
+            window=self._width, dilation=self._dilation,
+            kmer_coding="level_shape" if self._coded else "plain", normalize=self.normalize_,
+            keep_norm=self.keep_norm_, eigenvalue_floor=self.eigenvalue_floor,
+            anchors=torch.as_tensor(self.anchors_, dtype=dtype))
         layer.mean.copy_(torch.as_tensor(self.mean_, dtype=dtype))
         layer.scale.copy_(torch.as_tensor(self.scale_, dtype=dtype))
         return layer

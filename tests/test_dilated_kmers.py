@@ -261,6 +261,29 @@ def test_an_explicit_dilation_with_window_auto_scores_the_widths_dilated(monkeyp
     assert seen[:4] == [(1, 1), (3, 1), (5, 1), (10, 1)]
 
 
+def test_the_map_rule_scores_plain_kmers_as_dilated_as_the_map_reads_them(monkeypatch):
+    # plain k-mers (not coded): the standardisation, sphere and bandwidth were once scored on
+    # contiguous k-mers whatever the dilation
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(60, 1)).cumsum(0) for _ in range(30)]
+    y = np.arange(30) % 2
+    seen, real = [], ms.kmer_windows
+
+    def spy(sets, window, dilation=1):
+        seen.append((window, dilation))
+        return real(sets, window, dilation=dilation)
+
+    monkeypatch.setattr(ms, "kmer_windows", spy)
+    scores = {}
+    for d in (1, 8):
+        seen.clear()
+        nf = NystromFeatures(n_components=8, window=5, dilation=d, kmer_coding="plain",
+                             random_state=0).fit(X, y)
+        assert seen == [(5, d)] and nf.dilation_ == d
+        scores[d] = [s for _, s in nf.selection_scores_]
+    assert scores[1] != scores[8]
+
+
 def test_an_explicit_dilation_keeps_its_widths_beside_one_short_set():
     """The widths an explicit dilation is scored with fit the median length as the dilated
     pairs do (a shorter set has one k-mer): one short training set does not take them away."""

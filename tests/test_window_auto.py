@@ -76,6 +76,27 @@ def test_order_task_takes_kmers_and_they_help():
     assert accuracy("auto") >= 0.9 > accuracy(1) + 0.2
 
 
+def test_sets_of_weight_zero_take_no_part_in_the_choices():
+    # short noisy sets of weight 0 once cut the candidate widths to their length and were
+    # scored by the map rule; an explicit window longer than them was refused
+    X, y = _order_task(n=40)
+    rng = np.random.default_rng(1)
+    Xz = X + [rng.normal(size=(3, 1)) for _ in range(4)]
+    yz = np.r_[y, [0, 1, 0, 1]]
+    w = np.r_[np.ones(len(X)), np.zeros(4)]
+    alone = NystromFeatures(n_components=8, random_state=0).fit(X, y)
+    assert alone.window_ > 3
+    for Xs in (Xz, np.array(Xz, dtype=object)):
+        zero = NystromFeatures(n_components=8, random_state=0).fit(Xs, yz, sample_weight=w)
+        assert zero.window_ == alone.window_ and zero.window_scores_ == alone.window_scores_
+        assert zero.selection_scores_ == alone.selection_scores_
+        np.testing.assert_array_equal(zero.anchors_, alone.anchors_)
+    fixed = NystromFeatures(n_components=8, window=5, dilation=1, random_state=0)
+    assert fixed.fit(Xz, yz, sample_weight=w).window_ == 5
+    with pytest.raises(ValueError, match="set 40 has 3 elements"):  # named as given
+        clone(fixed).fit(Xz, yz, sample_weight=np.ones(len(Xz)))
+
+
 def test_bags_keep_single_elements_and_fit_as_window_one():
     X, y = _bag_task()
     auto = NystromFeatures(n_components=8, window="auto", random_state=0).fit(X, y)
