@@ -71,6 +71,8 @@ def _encode(v: Any, where: str):
     if isinstance(v, torch.Tensor):
         return {_TAG: "tensor", "data": v.detach().cpu().clone()}
     if isinstance(v, np.ndarray):
+        if v.dtype.kind in "biuf" and v.dtype.byteorder == ">":  # e.g. labels read from a file
+            v = v.astype(v.dtype.newbyteorder("="))
         if v.dtype.kind in "biuf" and v.dtype.byteorder in ("=", "|", "<"):
             return {_TAG: "ndarray", "data": torch.from_numpy(np.ascontiguousarray(v).copy())}
         if v.dtype.kind == "U":
@@ -93,11 +95,12 @@ def _encode(v: Any, where: str):
         return {_TAG: "tuple", "items": [_encode(x, where) for x in v]}
     if isinstance(v, list):
         return [_encode(x, where) for x in v]
-    if isinstance(v, dict):
-        keys = list(v.keys())
+    if isinstance(v, dict):  # keys: str, int or bool (numpy's as Python's: class labels)
+        keys = [k.item() if isinstance(k, (np.integer, np.bool_)) else k for k in v]
         for k in keys:
-            if not isinstance(k, (str, int)) or isinstance(k, bool):
+            if not isinstance(k, (str, int)):
                 raise TypeError(f"{where}: cannot save a dict key of type {type(k).__name__}.")
+        v = dict(zip(keys, v.values()))
         return {_TAG: "dict", "keys": keys, "values": [_encode(v[k], where) for k in keys]}
     raise TypeError(f"{where}: cannot save a value of type {type(v).__name__} without pickle.")
 
@@ -129,6 +132,10 @@ def _json_param(name: str, value, cls_name: str):
         return value
     if isinstance(value, torch.device):  # nested estimators get their parent's device_
         return str(value)
+    if name == "dtype" and isinstance(value, torch.dtype):  # a dtype given as an object: its name
+        return str(value).replace("torch.", "")
+    if name == "dtype" and isinstance(value, (np.dtype, type)) and value in (np.float32, np.float64):
+        return np.dtype(value).name
     if isinstance(value, tuple):  # JSON has no tuples: tag them so that load gives them back
         return {_TUPLE: [_json_param(name, x, cls_name) for x in value]}
     if isinstance(value, list):
@@ -161,7 +168,8 @@ def _encode_estimator(est) -> dict:
     params = {k: _json_param(k, v, cls_name) for k, v in est.get_params(deep=False).items()}
     attrs = {}
     for k, v in vars(est).items():
-        if k in params or k.startswith("__"):
+        # metadata routing's requests (set_fit_request) are no fitted state: not saved
+        if k in params or k.startswith("__") or k == "_metadata_request":
             continue
         attrs[k] = _encode(v, f"{cls_name}.{k}")
     return {"class": cls_name, "params": json.dumps(params, sort_keys=True), "attributes": attrs}
@@ -173,6 +181,19 @@ class _FormatError(ValueError):
 
 
 def _decode(v: Any, where: str):
+    if isinstance(v, dict) and v.get(_TAG) == "estimator":  # its own checks and messages
+        return _decode_estimator(v, where)
+    try:
+        return _decode_entry(v, where)
+    except _FormatError:
+        raise
+    except (KeyError, TypeError, ValueError, RuntimeError, IndexError, AttributeError) as exc:
+        kind = v.get(_TAG) if isinstance(v, dict) else type(v).__name__
+        raise _FormatError(f"{where}: malformed {kind!r} entry ({type(exc).__name__}: "
+                           f"{exc}).") from None
+
+
+def _decode_entry(v: Any, where: str):
     if v is None or isinstance(v, (bool, int, float, str)):
         return v
     if isinstance(v, torch.Tensor):
@@ -187,7 +208,10 @@ def _decode(v: Any, where: str):
     if kind == "ndarray":
         return _tensor(v, "data", where).numpy()
     if kind == "np_scalar":
-        return np.dtype(_str(v, "dtype", where)).type(v["value"])
+        dtype = np.dtype(_str(v, "dtype", where))
+        if dtype.kind not in "biuf" or not isinstance(v["value"], (bool, int, float)):
+            raise _FormatError(f"{where}: bad numpy scalar of dtype {dtype}.")
+        return dtype.type(v["value"])
     if kind == "ndarray_str":
         dtype = np.dtype(_str(v, "dtype", where))
         if dtype.kind != "U":
@@ -243,6 +267,9 @@ def _module_skeleton(est, name: str) -> torch.nn.Module:
         return builder(name)
     except ValueError as exc:
         raise _FormatError(str(exc)) from None
+    except (AttributeError, KeyError, TypeError, IndexError) as exc:  # a fitted attribute missing
+        raise _FormatError(f"{type(est).__name__}: cannot rebuild {name} from the fitted "  # or bad
+                           f"attributes in the file ({type(exc).__name__}: {exc}).") from None
 
 
 def _decode_estimator(v: dict, where: str):
@@ -258,6 +285,8 @@ def _decode_estimator(v: dict, where: str):
         params = json.loads(_str(v, "params", where), object_hook=_json_hook)
     except json.JSONDecodeError as exc:
         raise _FormatError(f"{where}: the parameters are not valid JSON ({exc}).") from None
+    except (TypeError, ValueError) as exc:  # a tagged tuple or dict of the wrong shape
+        raise _FormatError(f"{where}: malformed parameters ({exc}).") from None
     if not isinstance(params, dict):
         raise _FormatError(f"{where}: the parameters must be a JSON object.")
     params = cls._upgrade_params(params) if hasattr(cls, "_upgrade_params") else params

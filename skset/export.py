@@ -33,7 +33,9 @@ scale) its outputs are NaN, since a graph cannot branch: use ``"log"`` there.
 
 The iteration count is fixed (``sinkhorn_iter``): the supervised models use a fixed count anyway;
 :class:`~skset.OTKEmbedding` stops at ``sinkhorn_tol`` by default, so its export needs an explicit
-count and then differs from ``transform`` by about the tolerance.
+count and then differs from ``transform`` by what the iterations after that count would still
+change (often far more than the tolerance at a hundred iterations: compare the two on your sets),
+or is fitted with ``sinkhorn_tol=None`` and a fixed count, which the export then repeats.
 
 Rounding at small ``epsilon``: the two domains round differently. The log domain adds ``K / epsilon``
 to potentials of the same size, so in float32 its plan entries carry relative errors up to about
@@ -65,7 +67,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ._sets import kmer_dilation, kmer_span, kmer_width, length_batches, pack
+from ._sets import check_sets, kmer_dilation, kmer_span, kmer_width, length_batches, pack
 
 __all__ = ["serving_module", "export_program", "export_onnx", "pad_sets", "run_onnx"]
 
@@ -73,7 +75,16 @@ _SINKHORN_METHODS = ("log", "exp")
 
 
 def _output_names(estimator) -> list[str]:
-    return list(estimator._serving_outputs)
+    outputs = getattr(estimator, "_serving_outputs", None)
+    if outputs is None:
+        _unsupported(estimator)
+    return list(outputs)
+
+
+def _unsupported(estimator):
+    raise TypeError(f"{type(estimator).__name__} cannot be exported; supported: the Set "
+                    "Transformer, Deep Sets and supervised OTK estimators, OTKEmbedding, "
+                    "NystromFeatures and DilatedKernelFeatures.")
 
 
 def serving_module(estimator, *, sinkhorn_method: str = "log",
@@ -107,9 +118,7 @@ DilatedKernelFeatures
         raise ValueError(f"sinkhorn_iter must be a positive integer or None, got {sinkhorn_iter!r}")
     builder = getattr(estimator, "_serving_module", None)
     if builder is None:
-        raise TypeError(f"{type(estimator).__name__} cannot be exported; supported: the Set "
-                        "Transformer, Deep Sets and supervised OTK estimators, OTKEmbedding, "
-                        "NystromFeatures and DilatedKernelFeatures.")
+        _unsupported(estimator)
     module = builder(sinkhorn_method=sinkhorn_method, sinkhorn_iter=sinkhorn_iter)
     return module.cpu().eval().requires_grad_(False)
 
@@ -265,7 +274,9 @@ def run_onnx(model, X, *, max_elements: int = 131072) -> dict:
         str(model), providers=["CPUExecutionProvider"])
     dtype = np.float64 if session.get_inputs()[0].type == "tensor(double)" else np.float32
     names = [o.name for o in session.get_outputs()]
-    sets = [np.asarray(s, dtype=dtype) for s in X]
+    d = session.get_inputs()[0].shape[-1]
+    # the checks predict makes: sets of one dimension (the model's), not empty, finite
+    sets = check_sets(X, dtype=dtype, n_features=d if isinstance(d, int) else None).sets
     lengths = np.fromiter((len(s) for s in sets), dtype=np.int64, count=len(sets))
     per_element = "transform_mask" in names
     meta = session.get_modelmeta().custom_metadata_map

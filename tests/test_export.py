@@ -190,6 +190,39 @@ def test_export_errors(tmp_path):
         sx.serving_module(skset.EigengapSpectralClustering())
     with pytest.raises(Exception, match="not fitted"):
         sx.export_onnx(skset.DeepSetsClassifier(), tmp_path / "m.onnx")
+    # export_onnx names what it cannot export as serving_module does (it once raised an
+    # AttributeError on a Pipeline or a clusterer)
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+
+    pipe = make_pipeline(skset.OTKEmbedding(n_supports=2, random_state=0, device="cpu"),
+                         LogisticRegression()).fit(X, np.arange(len(X)) % 2)
+    for est in (pipe, skset.EigengapSpectralClustering()):
+        for dynamo in (False, True):
+            with pytest.raises(TypeError, match="cannot be exported"):
+                sx.export_onnx(est, tmp_path / "m.onnx", dynamo=dynamo)
+
+
+def test_run_onnx_refuses_what_predict_refuses(tmp_path):
+    est, _ = _fit("ds_clf")
+    path = sx.export_onnx(est, tmp_path / "m.onnx", dynamo=False)
+    good = _data()[0][:2]
+    for bad, match in (([np.zeros((0, 3))], "set 0"), ([good[0], np.full((3, 3), np.nan)], "set 1"),
+                       ([], "no sets|empty|at least"), ([np.zeros((2, 4))], "4 features|features")):
+        with pytest.raises(ValueError, match=match):
+            sx.run_onnx(path, bad)
+    np.testing.assert_array_equal(sx.run_onnx(path, good)["predict"], est.predict(good))
+
+
+def test_otk_embedding_export_follows_its_output_parameters():
+    X = _data()[0]
+    emb = skset.OTKEmbedding(n_supports=3, sinkhorn_iter=20, sinkhorn_tol=None, random_state=0,
+                             device="cpu").fit(X)
+    x, mask = (torch.as_tensor(a) for a in sx.pad_sets(X))
+    for params in ({}, {"center": False, "normalize": False}, {"normalize": False}):
+        emb.set_params(**params)
+        out = sx.serving_module(emb)(x, mask)[0].numpy()
+        np.testing.assert_allclose(out, emb.transform(X), rtol=1e-5, atol=1e-5)
 
 
 def test_nystrom_level_shape_kmers_export_program():

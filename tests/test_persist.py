@@ -301,3 +301,91 @@ def test_pickle_still_works_without_warning():
         warnings.simplefilter("error", UserWarning)
         loaded = pickle.loads(pickle.dumps(est))
     _assert_same(est, loaded)
+
+
+def _round_trip(est):
+    buf = io.BytesIO()
+    skset.save(est, buf)
+    buf.seek(0)
+    return skset.load(buf)
+
+
+def test_what_a_fit_accepts_is_saved():
+    X, y = _data()
+    # class weights keyed by numpy integers (dict(zip(np.unique(y), ...))) or by bools
+    keys = np.unique(y)
+    est = DeepSetsClassifier(class_weight=dict(zip(keys, [1.0, 3.0])), **NN).fit(X, y)
+    _assert_same(est, _round_trip(est))
+    yb = y.astype(bool)
+    est = DeepSetsClassifier(class_weight={True: 1.0, False: 3.0}, **NN).fit(X, yb)
+    loaded = _round_trip(est)
+    assert loaded.class_weight == {True: 1.0, False: 3.0} and loaded.classes_.dtype == bool
+    # labels in big-endian order (read from a file): stored in native order
+    est = DeepSetsClassifier(**NN).fit(X, y.astype(">i4"))
+    np.testing.assert_array_equal(_round_trip(est).predict(X), est.predict(X))
+    # the dtype given as an object: stored by name
+    for dtype in (torch.float64, np.float64):
+        est = OTKEmbedding(n_supports=2, dtype=dtype, random_state=0).fit(X)
+        loaded = _round_trip(est)
+        assert loaded.dtype == "float64"
+        np.testing.assert_array_equal(loaded.transform(X), est.transform(X))
+    # metadata routing's requests are no fitted state
+    import sklearn
+
+    with sklearn.config_context(enable_metadata_routing=True):
+        est = DeepSetsClassifier(**NN).set_fit_request(sample_weight=True).fit(X, y)
+        np.testing.assert_array_equal(_round_trip(est).predict(X), est.predict(X))
+
+
+def _entry(kind, **fields):
+    return {"__skset__": kind, **fields}
+
+
+@pytest.mark.parametrize("name, value", [
+    ("mean_", _entry("np_scalar", dtype="<f8")),
+    ("mean_", _entry("np_scalar", dtype="bogus", value=1)),
+    ("mean_", _entry("np_scalar", dtype="O", value=1)),
+    ("mean_", _entry("tuple")),
+    ("mean_", _entry("dict", keys=["a"])),
+    ("mean_", _entry("ndarray_str", dtype="<U1", shape=[1], items=5)),
+    ("device_", _entry("device", value="banana")),
+    ("classes_", None),  # missing: the network cannot be rebuilt
+])
+def test_malformed_entries_are_format_errors(tmp_path, name, value):
+    def change(p):
+        attrs = p["estimator"]["attributes"]
+        if value is None:
+            attrs.pop(name)
+        else:
+            attrs[name] = value
+
+    path = tmp_path / "ds.skset"
+    skset.save(_fit(ESTIMATORS[8]), path)
+    payload = torch.load(path, weights_only=True)
+    change(payload)
+    torch.save(payload, path)
+    with pytest.raises(ValueError, match=f"{name}|classes_"):
+        skset.load(path)
+
+
+def test_malformed_parameters_and_a_lost_standardisation_are_refused(tmp_path):
+    path = tmp_path / "ds.skset"
+    est = _fit(ESTIMATORS[8])
+    skset.save(est, path)
+    payload = torch.load(path, weights_only=True)
+    payload["estimator"]["params"] = '{"class_weight": {"__dict__": 5}}'
+    torch.save(payload, path)
+    with pytest.raises(ValueError, match="malformed parameters"):
+        skset.load(path)
+    payload = torch.load(io.BytesIO(_saved(est)), weights_only=True)
+    payload["estimator"]["attributes"].pop("mean_")
+    torch.save(payload, path)
+    loaded = skset.load(path)  # a legacy model has no mean_: only the prediction can tell
+    with pytest.raises(ValueError, match="standardize=True but no fitted mean_"):
+        loaded.predict(_data()[0])
+
+
+def _saved(est) -> bytes:
+    buf = io.BytesIO()
+    skset.save(est, buf)
+    return buf.getvalue()

@@ -611,14 +611,17 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
             raise ValueError(
                 f"{type(self).__name__} stops Sinkhorn at sinkhorn_tol={tol:g} (at most "
                 f"sinkhorn_iter={self.sinkhorn_iter}); an exported graph runs a fixed count: pass "
-                "sinkhorn_iter= (e.g. 100; the outputs then differ from transform by about the "
-                "tolerance), or fit with sinkhorn_tol=None and a sinkhorn_iter of a few hundred "
+                "sinkhorn_iter= (the outputs then differ from transform by what the iterations "
+                "after that count would still change, often far more than the tolerance: compare "
+                "them on your sets), or fit with sinkhorn_tol=None and a sinkhorn_iter of a few hundred "
                 "at most (each iteration is unrolled in the graph, so the export's time grows with "
                 f"the count: the default {self.sinkhorn_iter} takes many minutes).")
         layer = self.to_module()
         set_sinkhorn(layer, sinkhorn_method, sinkhorn_iter)
-        # transform subtracts mean_ (zeros with center=False)
-        return OTKEmbeddingServing(layer, self.mean_, self.normalize, self.sinkhorn_tol)
+        # as transform: mean_ subtracted with center or normalize (mean_ is zeros when fitted
+        # with center=False), the raw embedding without either
+        mean = self.mean_ if self.center or self.normalize else np.zeros_like(self.mean_)
+        return OTKEmbeddingServing(layer, mean, self.normalize, self.sinkhorn_tol)
 
     def to_module(self) -> OTKLayer:
         """A layer with the fitted references of this estimator.

@@ -74,6 +74,9 @@ class _BaseSetNetwork(NetworkKmers, SetNetworkEstimator):
                 d = sets[0].shape[1]
                 self.mean_, self.scale_ = np.zeros(d), np.ones(d)
         mean = getattr(self, "mean_", None)  # absent in models fitted before standardize
+        if mean is None and self.standardize:  # a model file that lost it: not read unscaled
+            raise ValueError(f"{type(self).__name__} has standardize=True but no fitted mean_ "
+                             "(a damaged or hand-edited model): refit it.")
         if mean is None or (not np.any(mean) and np.all(self.scale_ == 1.0)):
             return sets
         return [((s - self.mean_) / self.scale_).astype(s.dtype, copy=False) for s in sets]
