@@ -89,8 +89,14 @@ def test_classes_rules():
     np.testing.assert_array_equal(est.classes_, [0, 1, 2])
     assert est.predict_proba(X).shape == (len(X), 3)
     est.partial_fit(X, y)  # later calls need no classes
+    est.partial_fit(X, y, classes=[2, 0, 1])  # and may repeat them
     with pytest.raises(ValueError, match="not seen in the first fit"):
         est.partial_fit(X[:3], np.array([0, 1, 7]))
+    # other classes later are refused at once, as in scikit-learn (they were ignored)
+    for cls in (OTKClassifier, SetTransformerClassifier, DeepSetsClassifier):
+        first = _make(cls).partial_fit(X, y, classes=[0, 1, 2])
+        with pytest.raises(ValueError, match=r"classes=\[0, 1, 2, 7\] is not the fitted"):
+            first.partial_fit(X, y, classes=[0, 1, 2, 7])
 
 
 def test_partial_fit_after_fit_continues_and_clone_starts_afresh():

@@ -402,9 +402,9 @@ n_labels) multi-label indicators for classifiers)
             Their targets.
         classes : array-like of shape (n_classes,), default=None
             Classifiers: every class of the whole stream, required on the first call (a chunk
-            may miss some), ignored after it; not needed for a multi-label ``y``, whose width
-            fixes the labels (``arange(n_labels)``, the only value accepted). Regressors: not
-            used.
+            may miss some); a later call may repeat it (other classes: a ``ValueError``); not
+            needed for a multi-label ``y``, whose width fixes the labels (``arange(n_labels)``,
+            the only value accepted). Regressors: not used.
         sample_weight : array-like of shape (n_sets,), float or None, default=None
             As in :meth:`fit`.
 

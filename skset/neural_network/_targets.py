@@ -108,6 +108,10 @@ def encode_class_targets(y, n_sets: int, first_fit: bool, classes=None, *, name:
             "classes_": classes, "_multilabel": False,
             "class_weight_": class_weights(class_weight, classes, enc.astype(np.int64), name,
                                            sample_weight)})
+    if classes is not None and not np.array_equal(np.unique(np.asarray(classes)), fitted_classes):
+        raise ValueError(f"classes={np.unique(np.asarray(classes)).tolist()} is not the fitted "
+                         f"classes_ {np.asarray(fitted_classes).tolist()}: the classes are fixed "
+                         "by the first fit (as scikit-learn's partial_fit).")
     unknown = np.setdiff1d(np.unique(y), fitted_classes)
     if len(unknown):
         raise ValueError(f"y holds classes {unknown.tolist()} not seen in the first fit "
