@@ -12,13 +12,28 @@ from ._sets import check_finite_output
 from ._torch import map_on_threads
 from .nn.nystrom import nystrom_map_into
 
-__all__ = ["CACHE_BYTES", "map_rows"]
+__all__ = ["CACHE_BYTES", "OFFSET_RATIO", "map_rows", "recentred"]
 
 
 #: rows of elements mapped per step of ``transform`` on the CPU: their kernel values (rows x
 #: n_components) stay in the cache between the two matrix products and the exponential
 #: (benchmarks/bench_nystrom_transform.py; benchmarks/results/nystrom_transform.md)
 CACHE_BYTES = 1 << 20
+
+
+#: features whose mean is this many spreads from zero (``|mean_| / scale_``) are centred in float64
+#: before a float32 map reads them: float32 keeps about 7 digits, so at an offset of 1e8 the
+#: spread of unit-variance features would round away
+OFFSET_RATIO = 1e3
+
+
+def recentred(flat: np.ndarray, mean: np.ndarray, scale: np.ndarray, dtype: torch.dtype):
+    """``(rows, mean)`` for the map: the rows centred in float64 and a zero mean when the map is
+    float32 and a feature sits more than ``OFFSET_RATIO`` spreads from zero, else ``flat`` and
+    ``mean`` themselves (the common case, at no cost)."""
+    if dtype != torch.float32 or not np.any(np.abs(mean) > OFFSET_RATIO * scale):
+        return flat, mean
+    return flat - mean.astype(np.float64), np.zeros_like(mean)
 
 
 def map_rows(x, idx, mean, scale, anchors, norm, bandwidth, *, normalize, keep_norm, max_rows,

@@ -25,7 +25,7 @@ from ._map_selection import (
     select_window,
     unit_rows,
 )
-from ._nystrom_rows import map_rows
+from ._nystrom_rows import map_rows, recentred
 from ._sets import check_choice_labels, check_kmer_lengths, check_sets, kmer_index, kmer_windows, to_numpy
 from ._streaming import PARTIAL_FIT_WEIGHTS_DOC, center_counts, minibatch_kmeans_step, step_rng, weight_scale
 from ._threads import SCOPE_FRAMES, one_thread
@@ -632,12 +632,11 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         sets, window, lengths = self._map_inputs(coll)
         tdtype = resolve_dtype(self.dtype)
         dev = self.device_
-        mean = torch.as_tensor(self.mean_, dtype=tdtype, device=dev)
-        scale = torch.as_tensor(self.scale_, dtype=tdtype, device=dev)
-        anchors = torch.as_tensor(self.anchors_, dtype=tdtype, device=dev)
-        norm = torch.as_tensor(self.normalization_, dtype=tdtype, device=dev)
-
+        scale, anchors, norm = (torch.as_tensor(a, dtype=tdtype, device=dev)
+                                for a in (self.scale_, self.anchors_, self.normalization_))
         flat = sets[0] if len(sets) == 1 else np.concatenate(sets, axis=0)
+        flat, mean = recentred(flat, self.mean_, self.scale_, tdtype)  # features far from 0
+        mean = torch.as_tensor(mean, dtype=tdtype, device=dev)
         if not (flat.flags.c_contiguous and flat.flags.writeable):
             flat = np.array(flat, order="C")  # torch reads neither negative strides nor read-only
         x = torch.as_tensor(flat, dtype=tdtype, device=dev)

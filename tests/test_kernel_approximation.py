@@ -737,3 +737,20 @@ def test_tiny_values_with_targets_choose_a_map_in_float32(scale):
         assert all(np.all(np.isfinite(f)) for f in nys.transform(X))
     reg = OTKRegressor(n_components=8, max_iter=3, random_state=0).fit(X, y)
     assert np.all(np.isfinite(reg.predict(X)))
+
+
+def test_float32_transform_keeps_features_far_from_zero():
+    # features near 1e8 with a spread of 1: float32 standardisation in torch rounded their
+    # variation away (the spacing of float32 numbers near 1e8 is 8); they are centred in float64
+    # first, so a fitted map reads X + 1e8 (its mean_ moved by 1e8) as it reads X
+    import copy
+
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(int(rng.integers(2, 8)), 2)) for _ in range(30)]
+    nf = NystromFeatures(n_components=8, standardize=True, random_state=0).fit(X)
+    far = copy.deepcopy(nf)
+    far.mean_ = (nf.mean_.astype(np.float64) + 1e8).astype(np.float32)
+    shift = far.mean_.astype(np.float64) - nf.mean_  # what float32 holds of the 1e8
+    Xf = [x + shift for x in X]
+    np.testing.assert_allclose(np.concatenate(far.transform(Xf)), np.concatenate(nf.transform(X)),
+                               atol=1e-5)
