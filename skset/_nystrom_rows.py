@@ -12,7 +12,7 @@ from ._sets import check_finite_output
 from ._torch import map_on_threads
 from .nn.nystrom import nystrom_map_into
 
-__all__ = ["CACHE_BYTES", "OFFSET_RATIO", "map_rows", "recentred"]
+__all__ = ["CACHE_BYTES", "OFFSET_RATIO", "far_offset", "map_rows", "recentred"]
 
 
 #: rows of elements mapped per step of ``transform`` on the CPU: their kernel values (rows x
@@ -34,6 +34,25 @@ def recentred(flat: np.ndarray, mean: np.ndarray, scale: np.ndarray, dtype: torc
     if dtype != torch.float32 or not np.any(np.abs(mean) > OFFSET_RATIO * scale):
         return flat, mean
     return flat - mean.astype(np.float64), np.zeros_like(mean)
+
+
+def far_offset(sets: list, weights: np.ndarray | None, dtype: torch.dtype,
+               max_sets: int = 2000) -> np.ndarray | None:
+    """What a float32 network should subtract from each feature, in float64, before it reads the
+    sets: the feature's (weighted) mean over up to ``max_sets`` training sets, evenly spaced,
+    where it is more than ``OFFSET_RATIO`` spreads from zero, and 0 elsewhere; None when no
+    feature is (or the network computes in float64). Two passes over the sets, no copy."""
+    if dtype != torch.float32 or not sets:
+        return None
+    pick = np.unique(np.linspace(0, len(sets) - 1, min(len(sets), max_sets)).astype(np.int64))
+    w = np.ones(len(pick)) if weights is None else np.asarray(weights, np.float64)[pick]
+    total = float(sum(wi * len(sets[i]) for wi, i in zip(w, pick)))
+    if not total > 0:
+        return None
+    mean = sum(wi * sets[i].sum(0, dtype=np.float64) for wi, i in zip(w, pick)) / total
+    var = sum(wi * np.square(sets[i] - mean).sum(0) for wi, i in zip(w, pick)) / total
+    far = np.abs(mean) > OFFSET_RATIO * np.sqrt(var)
+    return np.where(far, mean, 0.0) if far.any() else None
 
 
 def map_rows(x, idx, mean, scale, anchors, norm, bandwidth, *, normalize, keep_norm, max_rows,

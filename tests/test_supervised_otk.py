@@ -492,3 +492,22 @@ def test_dilation_without_the_element_map_is_refused():
     X = [rng.normal(size=(int(rng.integers(6, 10)), 2)) for _ in range(20)]
     with pytest.raises(ValueError, match=r"dilation=2 needs the element map"):
         OTKClassifier(n_components=None, window=3, dilation=2, max_iter=1).fit(X, np.arange(20) % 2)
+
+
+@pytest.mark.parametrize("cls", [OTKClassifier, OTKRegressor])
+def test_features_far_from_zero_are_read_in_float32(cls):
+    # features near 1e8 with a spread of 1: the float32 network read them rounded to steps of 8
+    # (a classifier at chance); their training mean is subtracted in float64 first
+    rng = np.random.default_rng(0)
+    y = np.arange(40) % 2
+    X = [rng.normal(loc=y[i], size=(int(rng.integers(2, 6)), 2)) for i in range(40)]
+    far = [x + np.array([1e8, 0.0]) for x in X]  # one feature far, one not
+    kw = dict(n_components=4, n_supports=3, max_iter=3, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        near, moved = cls(**kw).fit(X, y), cls(**kw).fit(far, y)
+        assert near.input_offset_ is None
+        assert moved.input_offset_[1] == 0.0 and abs(moved.input_offset_[0] - 1e8) < 1.0
+        out = "predict_proba" if cls is OTKClassifier else "predict"
+        np.testing.assert_allclose(getattr(moved, out)(far), getattr(near, out)(X), atol=1e-3)
+        assert cls(dtype="float64", **kw).fit(far, y).input_offset_ is None

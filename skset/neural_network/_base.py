@@ -588,10 +588,13 @@ n_labels) multi-label indicators for classifiers)
         check_is_fitted(self, "module_")
         net = copy.deepcopy(self.module_)
         mean = getattr(self, "mean_", None)  # absent in models fitted before standardize
-        if mean is not None and not np.any(mean) and np.all(self.scale_ == 1.0):
+        scale = getattr(self, "scale_", None)
+        if mean is None and getattr(self, "input_offset_", None) is not None:  # the OTK models'
+            mean, scale = self.input_offset_, np.ones_like(self.input_offset_)
+        if mean is not None and not np.any(mean) and np.all(scale == 1.0):
             mean = None
         return network_serving(self, net, self._serving_head(net), mean,
-                               None if mean is None else self.scale_)
+                               None if mean is None else scale)
 
     def _serving_head(self, net):
         return net.decoder

@@ -224,6 +224,11 @@ _DOC_ATTRS = """
         The positional width used: ``position_sigma``, or the one chosen for ``"auto"``.
     embedding_ : OTKEmbedding
         The unsupervised embedding the references were initialised from.
+    input_offset_ : ndarray of shape (n_features_in_,) or None
+        Subtracted from every element (in float64) before the network reads it: in float32, the
+        training mean of each feature more than 1e3 standard deviations from zero (whose
+        variation float32 would round away; an offset of 1e8 leaves steps of 8), 0 for the
+        others; None when no feature is so far (and always in float64).
     module_ : torch.nn.Module
         The trained network (``module_.element_map``: the Nystrom layer, or the k-mers
         without one; ``module_.otk``, ``module_.head``).
