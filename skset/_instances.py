@@ -36,6 +36,8 @@ def _check_pool(X, y):
     y = np.asarray(y)
     if X.ndim != 2:
         raise ValueError(f"X must be a 2-D pool of elements (N, d), got shape {X.shape}.")
+    if X.dtype.kind in "fc" and not np.isfinite(X).all():
+        raise ValueError("X contains NaN or infinity; the instances need finite values.")
     if y.ndim != 1 or len(y) != len(X):
         raise ValueError(f"y must hold one label per element of X ({len(X)}), got shape "
                          f"{y.shape}.")

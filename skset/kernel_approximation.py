@@ -351,7 +351,8 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         are as long as a k-mer)."""
         if not isinstance(X, (list, tuple, np.ndarray)) and hasattr(X, "__array__"):
             X = np.asarray(X)
-        elif isinstance(X, (list, tuple)) and len(X) and np.ndim(X[0]) == 1:
+        elif isinstance(X, (list, tuple)) and len(X) and (  # np.ndim raises on a ragged set
+                getattr(X[0], "ndim", None) or np.asarray(X[0], dtype=object).ndim) == 1:
             # a nested list of rows is one pool of elements (as scikit-learn reads it)
             try:
                 X = np.asarray(X, dtype=float)

@@ -140,6 +140,10 @@ def test_estimate_n_clusters_bad_input():
         estimate_n_clusters(np.full((3, 3), np.nan))
     with pytest.raises(ValueError, match="max_clusters"):
         estimate_n_clusters(np.eye(3), max_clusters=0)
+    # no matrices: no counts (it once raised on the shape of an empty list); None is named
+    assert estimate_n_clusters([]).shape == (0,)
+    with pytest.raises(TypeError, match="affinity is None"):
+        estimate_n_clusters(None)
 
 
 # ----------------------------------------------------------------------------- batched spectral
@@ -1118,3 +1122,48 @@ def test_abc_pool_cluster_range_errors_name_instance_n_clusters():
     pool, classes = rng.normal(size=(60, 2)), np.arange(60) % 3
     with pytest.raises(ValueError, match=r"instance_n_clusters up to 6 needs at least 6 classes"):
         _tiny_abc(instance_n_clusters=(2, 6), instance_size=20).fit(pool, classes)
+
+
+def test_abc_pool_labels_of_any_form_and_frames_columns():
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    P = np.concatenate([rng.normal(loc=5 * c, size=(30, 2)) for c in range(5)])
+    names = np.array(list("abcde"))[np.repeat(np.arange(5), 30)]
+    kw = dict(hidden_size=8, n_heads=2, max_steps=4, batch_size=4, eval_every=2,
+              n_validation_instances=4, instance_size=20, instance_n_clusters=(2, 3),
+              random_state=0)
+    ref = ABCClusterer(**kw).fit(P, names).loss_curve_
+    # pandas' string, object and categorical columns and a column vector: the same fit (they
+    # were read as labels of instances, and the pool X refused)
+    for y in (pd.Series(names), pd.Series(names, dtype=object), pd.Series(names, dtype="category"),
+              names[:, None]):
+        assert ABCClusterer(**kw).fit(P, y).loss_curve_ == ref
+    for y, match in ((None, "y is None"), (names[:10], "10 labels"),
+                     (np.array(["a", None] * 75, dtype=object), "missing labels")):
+        with pytest.raises(ValueError, match=match):
+            ABCClusterer(**kw).fit(P, y)
+    # class weights: finite, not both 0
+    for cw in ((0, 0), (float("inf"), 1.0)):
+        with pytest.raises(ValueError, match="class_weight"):
+            ABCClusterer(class_weight=cw, **kw).fit(P, names)
+    # instances given as frames keep their columns: other columns are refused, not read by position
+    X, y = make_circles_instances(8, 12, random_state=0)
+    frames = [pd.DataFrame(x, columns=["u", "v"]) for x in X]
+    abc = ABCClusterer(hidden_size=8, n_heads=2, max_steps=2, batch_size=4, random_state=0)
+    abc.fit(frames, y)
+    assert list(abc.feature_names_in_) == ["u", "v"]
+    with pytest.raises(ValueError, match="columns"):
+        abc.predict([f[["v", "u"]] for f in frames[:2]])
+    assert len(abc.predict(frames[:2], n_clusters=2)) == 2
+
+
+def test_pool_sampling_and_generators_refuse_non_finite_values():
+    P = np.random.default_rng(0).normal(size=(40, 2))
+    P[3, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        sample_clustering_instances(P, np.repeat(np.arange(4), 10), 2, 5, random_state=0)
+    with pytest.raises(ValueError, match="radius_range"):
+        make_circles_instances(2, 10, radius_range=(np.inf, np.inf))
+    with pytest.raises(ValueError, match="noise"):
+        make_circles_instances(2, 10, noise="a")

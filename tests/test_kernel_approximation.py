@@ -754,3 +754,13 @@ def test_float32_transform_keeps_features_far_from_zero():
     Xf = [x + shift for x in X]
     np.testing.assert_allclose(np.concatenate(far.transform(Xf)), np.concatenate(nf.transform(X)),
                                atol=1e-5)
+
+
+def test_a_ragged_nested_list_names_the_set():
+    # np.ndim of a ragged first set raised numpy's own message before the set could be named
+    for method in ("fit", "transform"):
+        est = NystromFeatures(n_components=2, window=1, random_state=0)
+        if method == "transform":
+            est.fit([np.ones((3, 3)) * i for i in range(3)])
+        with pytest.raises((ValueError, TypeError), match="set 0"):
+            getattr(est, method)([[[1, 2, 3], [1, 2]], [[1, 2, 3]]])

@@ -340,3 +340,12 @@ def test_gaussian_kernel_training_forward_is_the_inference_one():
     xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
     assert torch.equal(gaussian_kernel(xg, wg, 0.7), ref)
     assert torch.autograd.gradcheck(lambda a, b: gaussian_kernel(a, b, 0.7), (xg, wg))
+
+
+@pytest.mark.parametrize("kw", [dict(n_supports=0), dict(n_references=0), dict(in_features=0),
+                                dict(sinkhorn_iter=2.7), dict(n_supports=True),
+                                dict(position_sigma=-1.0), dict(position_sigma=0.0)])
+def test_layer_refuses_bad_sizes_and_widths(kw):
+    # n_supports=0 divided by zero; 2.7 iterations were cut to 2; a negative width acted as +1
+    with pytest.raises(ValueError, match=next(iter(kw))):
+        OTKLayer(**{"in_features": 3, **kw})

@@ -25,8 +25,9 @@ from ._abc_train import KernelTraining
 __all__ = ["ABCClusterer"]
 
 _PAIR_OF_WEIGHTS = Satisfies(
-    lambda v: not isinstance(v, str) and len(v) == 2 and all(float(w) >= 0 for w in v),
-    "a pair (w_neg, w_pos) of non-negative numbers")
+    lambda v: not isinstance(v, str) and len(v) == 2
+    and all(np.isfinite(float(w)) and float(w) >= 0 for w in v) and float(v[0]) + float(v[1]) > 0,
+    "a pair (w_neg, w_pos) of finite non-negative numbers, not both 0")
 _CLUSTER_RANGE = Satisfies(
     lambda v: not isinstance(v, str) and len(v) == 2
     and all(isinstance(k, (int, np.integer)) and not isinstance(k, bool) for k in v)
@@ -434,6 +435,7 @@ class ABCClusterer(KernelTraining, KernelSelection, KernelInference, BaseNeuralE
         seed, rng = self._start_fit(warm)  # the parameters are checked first
         data = check_training_data(X, y, instance_size=self.instance_size,
                                    instance_n_clusters=self.instance_n_clusters)
+        self._check_columns(X, fitting=not warm)  # instances given as frames: their columns
         if warm and data.n_features != self.n_features_in_:
             raise ValueError(f"{type(self).__name__}: warm_start with {data.n_features} "
                              f"features, but the model was fitted on {self.n_features_in_}.")

@@ -25,15 +25,9 @@ def is_pool(X, y) -> bool:
         X = X.detach().cpu().numpy()
     if hasattr(X, "to_numpy") and not isinstance(X, np.ndarray):
         X = X.to_numpy()
-    if not (isinstance(X, np.ndarray) and X.dtype != object and X.ndim == 2):
-        return False
-    if y is None:
-        return False
-    try:
-        y = np.asarray(y)
-    except ValueError:  # a ragged list of label arrays
-        return False
-    return y.ndim == 1 and y.dtype != object
+    # a 2-D array is never a collection of instances: a pool, whatever its labels (checked by
+    # check_pool_labels: a pandas string column is an object array, a column vector (N, 1))
+    return isinstance(X, np.ndarray) and X.dtype != object and X.ndim == 2
 
 
 def check_instance_labels(y, sets, name: str = "y") -> list[np.ndarray]:
@@ -65,7 +59,25 @@ def check_instance_labels(y, sets, name: str = "y") -> list[np.ndarray]:
 
 def check_pool_labels(y, n_elements: int) -> tuple[np.ndarray, np.ndarray]:
     """``(classes, class index of each element)`` of the labels of a pool."""
-    yp = np.asarray(y)
+    if y is None:
+        raise ValueError("y is None; a pool of elements X (N, d) needs one label per element.")
+    try:
+        yp = np.asarray(y)
+    except ValueError:  # ragged
+        yp = np.empty(0)
+    if yp.ndim == 2 and yp.shape[1] == 1:  # a column of labels
+        yp = yp[:, 0]
+    if yp.ndim != 1:
+        raise ValueError(f"y must hold one label per element of the pool X ({n_elements}); got "
+                         f"labels of shape {yp.shape}.")
+    if yp.dtype == object:  # pandas' string and categorical columns, None among labels
+        if any(v is None or (isinstance(v, float) and not np.isfinite(v)) for v in yp.tolist()):
+            raise ValueError("y contains missing labels (None or NaN).")
+        try:
+            yp = yp.astype(str) if all(isinstance(v, str) for v in yp.tolist()) else yp
+            np.unique(yp)
+        except TypeError:
+            raise TypeError("y mixes labels of different types (e.g. strings and numbers).") from None
     if len(yp) != n_elements:
         raise ValueError(f"y has {len(yp)} labels but the pool X has {n_elements} elements.")
     if yp.dtype.kind == "f" and not np.isfinite(yp).all():

@@ -64,7 +64,9 @@ class KernelInference:
 
     def _check_X(self, X):
         check_is_fitted(self, "module_")
-        return check_sets(X, name="X", n_features=self.n_features_in_)
+        coll = check_sets(X, name="X", n_features=self.n_features_in_)
+        self._check_columns(X, fitting=False)
+        return coll
 
     def _chunk_affinity(self, sets):
         """Affinity (B, n, n) float32 and mask of one chunk of (scaled) sets (callers run it

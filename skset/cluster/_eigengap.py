@@ -142,7 +142,12 @@ def estimate_n_clusters(affinity, max_clusters: int | None = None):
     """
     max_clusters = _check_max_clusters(max_clusters)
     single = False
-    if isinstance(affinity, (list, tuple)) and len(affinity) and np.ndim(affinity[0]) == 2:
+    if affinity is None:
+        raise TypeError("affinity is None; give an affinity matrix (n, n), a list of them or a "
+                        "3-D array.")
+    if isinstance(affinity, (list, tuple)) and not len(affinity):
+        return np.empty(0, dtype=np.int64)  # no matrices: no counts
+    if isinstance(affinity, (list, tuple)) and np.ndim(affinity[0]) == 2:
         mats = [_check_affinity(a, f"affinity {i}") for i, a in enumerate(affinity)]
     else:
         arr = affinity

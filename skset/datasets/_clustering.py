@@ -78,9 +78,9 @@ def make_circles_instances(
     else:
         c_lo = c_hi = _check_int(n_circles, "n_circles", 1)
     r_lo, r_hi = (float(v) for v in radius_range)
-    if not 0 < r_lo <= r_hi:
-        raise ValueError(f"radius_range must satisfy 0 < low <= high, got {radius_range!r}.")
-    if not (noise >= 0 and np.isfinite(noise)):  # NaN: not "no noise"
+    if not (0 < r_lo <= r_hi and np.isfinite(r_hi)):
+        raise ValueError(f"radius_range must satisfy 0 < low <= high < inf, got {radius_range!r}.")
+    if not (isinstance(noise, numbers.Real) and noise >= 0 and np.isfinite(noise)):  # NaN too
         raise ValueError(f"noise must be a finite number >= 0, got {noise!r}.")
     rng = check_random_state(random_state)
     X, Y = [], []

@@ -251,6 +251,14 @@ class OTKLayer(nn.Module):
         reg_m: float | None = None,
     ):
         super().__init__()
+        for name, v in (("in_features", in_features), ("n_supports", n_supports),
+                        ("n_references", n_references), ("sinkhorn_iter", sinkhorn_iter)):
+            if not (isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 1):
+                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        if position_sigma is not None and not (isinstance(position_sigma, numbers.Real)
+                                               and position_sigma > 0):
+            raise ValueError(f"position_sigma must be None or a positive number, got "
+                             f"{position_sigma!r}")
         self.in_features = in_features
         self.n_supports = n_supports
         self.n_references = n_references
