@@ -153,8 +153,8 @@ def _plainly_finite(arr: np.ndarray, limit: float | None) -> bool:
     of squares (one BLAS dot) is finite and at most ``limit ** 2``; ``False``: check each value."""
     if not arr.flags.c_contiguous or arr.size == 0:
         return False
-    flat = arr.reshape(-1)
-    ss = float(np.dot(flat, flat))
+    with np.errstate(over="ignore"):  # an overflow is the answer (False), not a warning
+        ss = float(np.dot(arr.reshape(-1), arr.reshape(-1)))
     return math.isfinite(ss) and (limit is None or ss <= limit * limit)
 
 

@@ -267,3 +267,14 @@ def test_borderline_export_small_epsilon_rounding(dtype, rtol):
         got = got.numpy()
         assert np.all(np.isfinite(got))
         np.testing.assert_allclose(got, ref, rtol=0, atol=rtol * np.abs(ref).max())
+
+
+def test_values_too_large_are_named_without_a_numpy_warning():
+    import warnings
+
+    from skset._sets import check_sets
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's "overflow encountered in dot" came first
+        with pytest.raises(ValueError, match="too large for float32"):
+            check_sets([np.full((20, 1), 1e200)], compute_dtype="float32")
