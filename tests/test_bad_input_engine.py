@@ -270,8 +270,6 @@ def test_borderline_export_small_epsilon_rounding(dtype, rtol):
 
 
 def test_values_too_large_are_named_without_a_numpy_warning():
-    import warnings
-
     from skset._sets import check_sets
 
     with warnings.catch_warnings():
