@@ -224,7 +224,7 @@ _DOC_ATTRS = """
         The positional width used: ``position_sigma``, or the one chosen for ``"auto"``.
     embedding_ : OTKEmbedding
         The unsupervised embedding the references were initialised from.
-    input_offset_ : ndarray of shape (n_features_in_,) or None
+    input_offset_ : ndarray of shape (n_features,) or None
         Subtracted from every element (in float64) before the network reads it: in float32, the
         training mean of each feature more than 1e3 standard deviations from zero (whose
         variation float32 would round away; an offset of 1e8 leaves steps of 8), 0 for the
