@@ -385,3 +385,21 @@ def test_padding_finite_skips_only_the_zeroing():
     with torch.no_grad():  # the set without a real key: the bias of the output projection
         out = mha(zq, garbage, garbage, km, qm, padding_finite=True)
     torch.testing.assert_close(out[2, 0], mha.out_proj.bias)
+
+
+def test_self_attention_with_a_key_mask_only_zeroes_nan_query_padding():
+    # the queries are the keys: their padding is the keys' (NaN padded queries once gave NaN
+    # gradients to q_proj and out_proj when only the key mask was passed)
+    from skset.nn import MultiheadAttention
+
+    torch.manual_seed(0)
+    m = MultiheadAttention(8, 2)
+    q = torch.randn(2, 5, 8)
+    mask = torch.arange(5) < torch.tensor([[5], [2]])
+    q[~mask] = float("nan")
+    out = m(q, q, q, mask)
+    out[mask].sum().backward()
+    assert torch.isfinite(out[mask]).all()
+    assert all(torch.isfinite(p.grad).all() for p in m.parameters())
+    ref = m(q, q, q, mask, mask)  # with the query mask given as well: the same real rows
+    torch.testing.assert_close(out[mask], ref[mask])

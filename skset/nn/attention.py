@@ -240,7 +240,9 @@ class MultiheadAttention(nn.Module):
         ``query_mask (B, n_q)`` serves :func:`record_attention` (the rows of padded queries
         are recorded as 0, and the record can crop them); the outputs of real queries do not
         depend on it (padded queries are zeroed, so their rows are finite but meaningless).
-        Padded keys, values and queries may hold anything, NaN and infinity included, unless
+        Padded keys, values and queries may hold anything, NaN and infinity included (queries:
+        where ``query_mask`` marks them, or, in self-attention, ``query is key``, where
+        ``key_mask`` does; other queries must be finite), unless
         ``padding_finite=True`` says that they hold finite values of moderate size (the blocks'
         inner calls, which zeroed their inputs' padding once; a score that overflows would be
         NaN once masked): then they are not zeroed again. A masked key gets a weight of exactly
@@ -252,7 +254,9 @@ class MultiheadAttention(nn.Module):
             # padding may hold anything (NaN, inf): zero it before the projections, or a NaN
             # key would turn its masked score into NaN, and NaN rows would reach the weights'
             # gradients
-            query = _zero_padding(query, query_mask)
+            # in self-attention the queries are the keys: their padding is the keys'
+            qmask = key_mask if query_mask is None and query is key else query_mask
+            query = _zero_padding(query, qmask)
             same = value is key
             key = _zero_padding(key, key_mask)
             value = key if same else _zero_padding(value, key_mask)
