@@ -43,14 +43,19 @@ def drop_zero_weight(sample_weight: np.ndarray | None):
     return keep, (None if np.all(w == w[0]) else w)
 
 
-def positive_sets(X, y, sample_weight: np.ndarray, element_weight=None):
+def positive_sets(X, y, sample_weight, element_weight=None):
     """``(X, y, sample_weight, element_weight)`` of the sets of positive weight only (the inputs
     themselves when every weight is positive). ``X``: a collection of sets (list, tuple or array
     of sets), ``y``: checked labels (array, list of per-set arrays, or None), ``sample_weight``:
-    checked; ``element_weight`` is kept as given unless it has one entry per set."""
-    keep, _ = drop_zero_weight(sample_weight)
+    valid weights as given (their scale kept: a stream counts them across calls);
+    ``element_weight`` is kept as given unless it has one entry per set."""
+    if hasattr(sample_weight, "detach"):  # a torch tensor
+        sample_weight = sample_weight.detach().cpu().numpy()
+    w = np.asarray(sample_weight, dtype=np.float64)
+    keep = None if w.ndim == 0 else drop_zero_weight(w)[0]  # a valid scalar is positive
     if keep is None:
         return X, y, sample_weight, element_weight
+    sample_weight = w
 
     def pick(a):
         return a[keep] if isinstance(a, np.ndarray) else [a[i] for i in keep]

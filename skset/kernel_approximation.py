@@ -343,8 +343,8 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         coll = self._elements(X, fitting=True, lengths=False)
         if coll.form == "2d":
             return X, y, sample_weight, element_weight
-        sw = check_sample_weight(sample_weight, len(coll.lengths), type(self).__name__)
-        return positive_sets(X, self._check_y(y, coll), sw, element_weight)
+        check_sample_weight(sample_weight, len(coll.lengths), type(self).__name__)  # named errors
+        return positive_sets(X, self._check_y(y, coll), sample_weight, element_weight)  # as given
 
     def _elements(self, X, *, fitting: bool, lengths: bool = True):
         """Validate X; return the checked collection (``lengths``: and, fitting, that the sets

@@ -258,3 +258,16 @@ def test_nystrom_on_a_pool_of_elements():
     assert nf.counts_.sum() == pytest.approx(120)
     with pytest.raises(ValueError, match="features"):
         nf.partial_fit(P[:, :2])
+
+
+def test_the_first_chunk_weights_count_in_the_units_of_the_stream():
+    # weights of 2 on the first chunk count twice its elements (the scale of the weights was
+    # lost there, and the first chunk counted as if of weight 1), as OTKEmbedding counts them
+    rng = np.random.default_rng(0)
+    X = [rng.normal(loc=i % 2, size=(int(rng.integers(3, 8)), 3)) for i in range(20)]
+    n = sum(len(x) for x in X)
+    for w, total in ((None, n), (2.0 * np.ones(20), 2 * n), (2.0, 2 * n),
+                     (np.r_[np.ones(10), 2 * np.ones(10)],
+                      sum(len(x) for x in X[:10]) + 2 * sum(len(x) for x in X[10:]))):
+        for est in (_nf(), OTKEmbedding(n_supports=3, random_state=0)):
+            assert est.partial_fit(X, sample_weight=w).counts_.sum() == pytest.approx(total)
