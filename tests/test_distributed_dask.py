@@ -353,6 +353,13 @@ def test_partitioned_frame_with_a_straddling_set_raises(problem):
             ValueError, match=r"partitioned=True, but set 's\d+' has rows in partitions"):
         sd.transform(pipe, ddf, by="sid", columns=list("abc"), method="predict",
                      partitioned=True).compute()
+    # and fit, which cut such a set into two sets of one id and trained on both
+    from skset import OTKEmbedding
+
+    with dask.config.set(scheduler="sync"), pytest.raises(
+            ValueError, match=r"partitioned=True, but set 's\d+' has rows in partitions \d+ and \d+"):
+        sd.fit(OTKEmbedding(n_supports=2, random_state=0), ddf, by="sid",
+               columns=list("abc"), partitioned=True)
 
 
 @pytest.mark.parametrize("labels", ["int", "str"])

@@ -134,7 +134,9 @@ def test_on_a_local_cluster_equals_the_local_scheduler(problem):
     from distributed import Client, LocalCluster
 
     X, _, _, rows = problem
-    ddf = dd.from_pandas(rows, npartitions=3)  # rows in set order: partitioned by set
+    by_set = rows.sort_values(["sid", "t"])
+    by_set.index = by_set["sid"].to_numpy()  # divisions on the set id: each set in one partition
+    ddf = dd.from_pandas(by_set, npartitions=3)
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
                       dashboard_address=None) as cluster, Client(cluster):
         remote = sd.fit(_pipe(), ddf, by="sid", order_by="t", y="label", classes=[0, 1],

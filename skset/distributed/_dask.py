@@ -311,7 +311,12 @@ def fit(estimator, data, *, by=None, columns=None, order_by=None, y=None, classe
             data = data if _client() is None else data.persist()
 
         def chunks():
-            for pdf in _computed(data.to_delayed()):  # one graph, optimised once
+            seen = {}  # partitioned=True: the partition of each set id so far (as transform)
+            for part, pdf in enumerate(_computed(data.to_delayed())):  # one graph, optimised once
+                if partitioned:
+                    for sid in _partitions.ids_of(pdf, by).tolist():
+                        if seen.setdefault(sid, part) != part:
+                            _partitions.straddling(sid, seen[sid], part, by)
                 if len(pdf) == 0:
                     continue
                 if not partitioned:  # the shuffle's row order varies from run to run

@@ -158,12 +158,16 @@ def check_unique(parts, by) -> bool:
     dup = ids.duplicated(keep=False).to_numpy()
     if dup.any():
         sid = ids[dup].iloc[0]
-        first, second = where[dup & (ids == sid).to_numpy()][:2]
-        raise ValueError(
-            f"partitioned=True, but set {sid!r} has rows in partitions {first} and {second}: "
-            f"it would be cut into two sets of the same id. Leave partitioned=False (the frame "
-            f"is then shuffled on by={by!r}), or repartition it by set.")
+        straddling(sid, *where[dup & (ids == sid).to_numpy()][:2], by)
     return True
+
+
+def straddling(sid, first: int, second: int, by):
+    """Raise the ``ValueError`` of a set whose rows lie in two partitions."""
+    raise ValueError(
+        f"partitioned=True, but set {sid!r} has rows in partitions {first} and {second}: "
+        f"it would be cut into two sets of the same id. Leave partitioned=False (the frame "
+        f"is then shuffled on by={by!r}), or repartition it by set.")
 
 
 def bag_sets(items, part: int, what: str):
