@@ -27,7 +27,8 @@ import numpy as np
 from ._sets import check_element_weights, kmer_windows
 
 __all__ = ["count_distinct", "drop_zero_weight", "element_masses", "kmeans_weights", "kmer_weights",
-           "positive_sets", "resolve_max_samples", "sample_elements", "weighted_mean_std"]
+           "positive_sets", "resolve_max_samples", "sample_elements", "set_totals",
+           "weighted_mean_std"]
 
 
 def drop_zero_weight(sample_weight: np.ndarray | None):
@@ -163,14 +164,21 @@ def count_distinct(blocks, limit: int) -> int:
     return 0 if seen is None else len(seen)
 
 
+def set_totals(masses: list[np.ndarray]) -> np.ndarray:
+    """Each set's elements of positive mass, shared by mass (one 1-D array per set, summing to
+    the count): an element of mass 0 counts as removed, in the fit's weights as in transport."""
+    return [np.count_nonzero(m) * m for m in masses]
+
+
 def kmeans_weights(sets, masses, set_weight):
     """Weights of the elements of ``sets`` in the k-means (one 1-D array per set), or ``None``:
-    set ``i`` keeps its total ``n_i * set_weight[i]``, shared in proportion to ``masses[i]``."""
+    set ``i`` keeps its total ``n_i * set_weight[i]`` (``n_i``: its elements of positive mass),
+    shared in proportion to ``masses[i]``."""
     if masses is None and set_weight is None:
         return None
+    shared = None if masses is None else set_totals(masses)
     out = []
     for i, s in enumerate(sets):
-        n = s.shape[0]
-        w = np.ones(n) if masses is None else n * masses[i]
+        w = np.ones(s.shape[0]) if masses is None else shared[i]
         out.append(w if set_weight is None else set_weight[i] * w)
     return out

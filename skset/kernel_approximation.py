@@ -37,6 +37,7 @@ from ._weighting import (
     positive_sets,
     resolve_max_samples,
     sample_elements,
+    set_totals,
     weighted_mean_std,
 )
 from .nn.nystrom import (
@@ -393,9 +394,8 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
                                  "sets; for a 2-D pool of elements use sample_weight (one weight "
                                  "per row).")
             masses = element_masses(element_weight, coll.sets, type(self).__name__)
-            if masses is not None:  # uniform masses are no weights
-                # each set keeps its total n_i (times its sample_weight), shared by mass
-                em = np.concatenate([len(m) * m for m in masses])
+            if masses is not None:  # uniform masses are no weights; each set keeps its total n_i
+                em = np.concatenate(set_totals(masses))  # (elements of mass 0 out), shared by mass
                 ew = em if ew is None else ew * em
 
         sets, window, lengths = self._map_inputs(coll)
@@ -462,9 +462,9 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         element_weight : list of 1-D arrays or None, default=None
             Mass of each element of each set (one array per set, of the set's length;
             non-negative, not all zero, normalised per set), as in :meth:`OTKEmbedding.fit`:
-            each set keeps its total weight (``n_i`` times its ``sample_weight``) in the
-            standardisation, the k-means and the bandwidth, shared among its elements in
-            proportion to ``element_weight`` (elements of mass 0 are left out; a k-mer weighs
+            each set keeps its total weight (``n_i``, its elements of positive mass, times its
+            ``sample_weight``) in the standardisation, the k-means and the bandwidth, shared by
+            ``element_weight`` (an element of mass 0 is a removed element; a k-mer weighs
             the mean of its elements' weights). Uniform masses are exactly ``None``. Not for a
             2-D pool of elements (its ``sample_weight`` is already per element). The map itself
             (``transform``) does not depend on masses.

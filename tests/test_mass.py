@@ -354,10 +354,18 @@ def test_element_weight_uniform_is_none_and_zero_is_removed(rng):
                                rtol=1e-10, atol=1e-12)
     P, P_cut = a.transport_plan(sets, element_weight=ew)[2], a.transport_plan(cut)[2]
     np.testing.assert_allclose(np.delete(P, 1, axis=1), P_cut, rtol=1e-10, atol=1e-14)
-    # in the k-means, set 2 keeps its total weight (7 elements' worth) on its 6 others
-    b = OTKEmbedding(**kw, dtype="float64").fit(cut, element_weight=[
-        np.full(len(s), len(s0) / len(s)) for s, s0 in zip(cut, sets, strict=True)])
-    assert not np.allclose(a.references_, b.references_)  # (b's masses are uniform: unweighted)
+    # and in the fit: set 2 counts its 6 elements of positive mass (it counted 7, the fit of a
+    # set padded with elements of mass 0 moved with the padding)
+    for fit_method in ("kmeans", "wasserstein"):
+        kw2 = {**kw, "fit_method": fit_method, "dtype": "float64"}
+        np.testing.assert_allclose(OTKEmbedding(**kw2).fit(sets, element_weight=ew).references_,
+                                   OTKEmbedding(**kw2).fit(cut).references_, rtol=1e-12, atol=1e-14)
+    # NystromFeatures' standardisation and anchors alike
+    nkw = dict(n_components=4, standardize=True, normalize=False, keep_norm=True, bandwidth=0.5,
+               random_state=0, dtype="float64")
+    m, m_cut = NystromFeatures(**nkw).fit(sets, element_weight=ew), NystromFeatures(**nkw).fit(cut)
+    np.testing.assert_allclose(m.mean_, m_cut.mean_, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(m.anchors_, m_cut.anchors_, rtol=1e-12, atol=1e-14)
 
 
 def _clustered_sets(rng, n_sets=6, d=2):

@@ -207,9 +207,9 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
     k-means of the elements, the set-mean k-means that starts several references, the
     barycenter and the mean embedding of ``center``. ``element_weight`` (one 1-D array per set,
     normalised per set) is each set's measure in every transport plan; in the k-means of the
-    elements each set keeps its total weight (``n_i`` times its ``sample_weight``), shared among
-    its elements in proportion to ``element_weight``, so uniform element weights give exactly
-    the unweighted fit.
+    elements each set keeps its total weight (``n_i``, its elements of positive mass, times its
+    ``sample_weight``), shared among them in proportion to ``element_weight``, so uniform element
+    weights give exactly the unweighted fit, and an element of mass 0 is a removed element.
 
     See Also
     --------
