@@ -203,7 +203,9 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
     Notes
     -----
     ``fit(X, sample_weight=..., element_weight=...)``: ``sample_weight`` weighs the sets (a set
-    of weight 2 counts as the set given twice, one of weight 0 as the set left out), in the
+    of weight 2 counts as the set given twice in every objective, though k-means' random start
+    may then reach another local optimum than the repeated sets' do; one of weight 0 is the set
+    left out, exactly), in the
     k-means of the elements, the set-mean k-means that starts several references, the
     barycenter and the mean embedding of ``center``. ``element_weight`` (one 1-D array per set,
     normalised per set) is each set's measure in every transport plan; in the k-means of the
