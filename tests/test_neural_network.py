@@ -380,3 +380,22 @@ def test_read_ts_and_generators_refuse_what_they_cannot_read(tmp_path):
         make_circles_instances(2, 20, noise=np.nan)
     with pytest.raises(ValueError, match="among 0-9"):  # an empty pool
         load_digits_split(seen=(0, 1), unseen=(11,))
+
+
+def test_deep_sets_warm_start_takes_a_norm_that_residual_none_ignores():
+    # residual=None builds no norm: the same network whatever norm says, so a warm start after
+    # set_params(norm=...) continues it (it was refused); residual itself still builds another
+    from skset import DeepSetsClassifier
+
+    rng = np.random.default_rng(0)
+    X = [rng.normal(loc=i % 2, size=(int(rng.integers(3, 9)), 2)) for i in range(30)]
+    y = np.arange(30) % 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = DeepSetsClassifier(hidden_size=8, max_iter=2, window=1, dilation=1, warm_start=True,
+                                 random_state=0).fit(X, y)
+        keys = set(est.module_.state_dict())
+        est.set_params(norm="set").fit(X, y)
+        assert set(est.module_.state_dict()) == keys and est.n_iter_ == 4
+        with pytest.raises(ValueError, match="residual='clean'"):
+            est.set_params(residual="clean").fit(X, y)

@@ -511,6 +511,11 @@ class _DeepSetsBase(_BaseSetNetwork):
         **_AUTO_PARAMS,
     }
 
+    def _model_params(self):
+        """As the base's, without ``norm`` when ``residual=None`` (which builds no norm)."""
+        params = super()._model_params()
+        return {k: v for k, v in params.items() if k != "norm" or params["residual"] is not None}
+
     def _build_module(self, in_features, out_features):
         return DeepSets(in_features, int(self.hidden_size), out_features, int(self.n_layers),
                         norm=self.norm, residual=self.residual, pooling=self.pooling,
