@@ -58,8 +58,10 @@ def positive_sets(X, y, sample_weight, element_weight=None):
         return X, y, sample_weight, element_weight
     sample_weight = w
 
-    def pick(a):
-        return a[keep] if isinstance(a, np.ndarray) else [a[i] for i in keep]
+    def pick(a):  # by position (a pandas Series of sets too, as check_sets reads it)
+        if isinstance(a, np.ndarray):
+            return a[keep]
+        return [a.iloc[i] for i in keep] if hasattr(a, "iloc") else [a[i] for i in keep]
 
     if element_weight is not None and len(element_weight) == len(sample_weight):
         element_weight = pick(list(element_weight))

@@ -86,7 +86,9 @@ def test_sets_of_weight_zero_take_no_part_in_the_choices():
     w = np.r_[np.ones(len(X)), np.zeros(4)]
     alone = NystromFeatures(n_components=8, random_state=0).fit(X, y)
     assert alone.window_ > 3
-    for Xs in (Xz, np.array(Xz, dtype=object)):
+    import pandas as pd
+
+    for Xs in (Xz, np.array(Xz, dtype=object), pd.Series(Xz, index=np.arange(100, 144))):
         zero = NystromFeatures(n_components=8, random_state=0).fit(Xs, yz, sample_weight=w)
         assert zero.window_ == alone.window_ and zero.window_scores_ == alone.window_scores_
         assert zero.selection_scores_ == alone.selection_scores_
