@@ -351,3 +351,18 @@ def test_transport_plan_refuses_a_non_finite_plan_as_transform_does():
     for method in (otk.transform, otk.transport_plan):
         with pytest.raises(ValueError, match="sinkhorn_method='exp'"):
             method(big)
+
+
+def test_several_references_each_serve_a_set():
+    # a reference whose group emptied was refitted on the worst-fitting set, which still
+    # preferred another reference: the fit ended with a reference no set used (counts_ 0)
+    rng = np.random.default_rng(2)
+    sets = [rng.normal(size=(n, 3)) for n in (5, 7, 2, 4, 6, 3)]
+    est = OTKEmbedding(n_supports=2, n_references=3, random_state=0, position_sigma=None).fit(sets)
+    assert set(est.assignments_.tolist()) == {0, 1, 2} and (est.counts_.sum(1) > 0).all()
+    for seed in range(12):
+        r = np.random.default_rng(100 + seed)
+        sets = [r.normal(size=(int(n), 2)) for n in r.integers(2, 8, 7)]
+        est = OTKEmbedding(n_supports=2, n_references=3, random_state=seed,
+                           position_sigma=None).fit(sets)
+        assert (np.bincount(est.assignments_, minlength=3) > 0).all()

@@ -149,11 +149,26 @@ def fit_references(otk, sets, rng, masses=None, sw=None):
                            masses)
         new_assign = costs.argmin(1)
         worst = int(costs.min(1).argmax())  # the set its reference fits worst
+        _fill_empty_groups(new_assign, costs, q)
         n_iter = it + 1
         if np.array_equal(new_assign, assign):
             break
         assign = new_assign
     return refs, assign, n_iter, n_bary
+
+
+def _fill_empty_groups(assign: np.ndarray, costs, q: int) -> None:
+    """In place: each reference no set chose takes the set its own reference fits worst among
+    the groups of several sets (a set that still preferred another reference left the group
+    empty, and that reference unused)."""
+    costs = np.asarray(costs)
+    for r in range(q):
+        sizes = np.bincount(assign, minlength=q)
+        if sizes[r] == 0:
+            movable = np.flatnonzero(sizes[assign] > 1)
+            if len(movable):
+                fit = costs[movable, assign[movable]]
+                assign[movable[int(np.argmax(fit))]] = r
 
 
 # -- counts and the later partial_fit calls ------------------------------------------------------
