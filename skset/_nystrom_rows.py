@@ -10,6 +10,7 @@ import torch
 
 from ._sets import check_finite_output
 from ._torch import map_on_threads
+from ._weighting import weighted_mean_std
 from .nn.nystrom import nystrom_map_into
 
 __all__ = ["CACHE_BYTES", "OFFSET_RATIO", "far_offset", "map_rows", "recentred"]
@@ -41,17 +42,17 @@ def far_offset(sets: list, weights: np.ndarray | None, dtype: torch.dtype,
     """What a float32 network should subtract from each feature, in float64, before it reads the
     sets: the feature's (weighted) mean over up to ``max_sets`` training sets, evenly spaced,
     where it is more than ``OFFSET_RATIO`` spreads from zero, and 0 elsewhere; None when no
-    feature is (or the network computes in float64). Two passes over the sets, no copy."""
+    feature is (or the network computes in float64)."""
     if dtype != torch.float32 or not sets:
         return None
     pick = np.unique(np.linspace(0, len(sets) - 1, min(len(sets), max_sets)).astype(np.int64))
-    w = np.ones(len(pick)) if weights is None else np.asarray(weights, np.float64)[pick]
-    total = float(sum(wi * len(sets[i]) for wi, i in zip(w, pick)))
-    if not total > 0:
+    rows = np.concatenate([sets[i] for i in pick])
+    w = None if weights is None else np.repeat(np.asarray(weights, np.float64)[pick],
+                                                [len(sets[i]) for i in pick])
+    if w is not None and not w.any():
         return None
-    mean = sum(wi * sets[i].sum(0, dtype=np.float64) for wi, i in zip(w, pick)) / total
-    var = sum(wi * np.square(sets[i] - mean).sum(0) for wi, i in zip(w, pick)) / total
-    far = np.abs(mean) > OFFSET_RATIO * np.sqrt(var)
+    mean, std = weighted_mean_std(rows, w)
+    far = np.abs(mean) > OFFSET_RATIO * std
     return np.where(far, mean, 0.0) if far.any() else None
 
 

@@ -166,7 +166,7 @@ def count_distinct(blocks, limit: int) -> int:
     return 0 if seen is None else len(seen)
 
 
-def set_totals(masses: list[np.ndarray]) -> np.ndarray:
+def set_totals(masses: list[np.ndarray]) -> list[np.ndarray]:
     """Each set's elements of positive mass, shared by mass (one 1-D array per set, summing to
     the count): an element of mass 0 counts as removed, in the fit's weights as in transport."""
     return [np.count_nonzero(m) * m for m in masses]
