@@ -47,7 +47,7 @@ from .nn.nystrom import (
     DEFAULT_KEEP_NORM,
     DEFAULT_NORMALIZE,
     _unit,
-    gaussian_kernel,
+    anchor_gram,
     inv_sqrt_psd,
     nystrom_map,
 )
@@ -231,7 +231,7 @@ def pooled_map_errors(elems: torch.Tensor, anchors: torch.Tensor, sigma: float, 
     being the Gaussian Nystrom map on ``anchors`` (float64; the map runs in ``elems``' dtype)
     with bandwidth ``sigma`` and ``choice``'s ``normalize`` / ``keep_norm``; infinite errors
     when a value is not finite."""
-    norm = inv_sqrt_psd(gaussian_kernel(anchors, anchors, sigma), eigenvalue_floor)
+    norm = inv_sqrt_psd(anchor_gram(anchors, sigma), eigenvalue_floor)
     with torch.no_grad():
         psi = nystrom_map(elems, anchors.to(elems.dtype), norm.to(elems.dtype), sigma,
                           normalize=choice["normalize"], keep_norm=choice["keep_norm"])

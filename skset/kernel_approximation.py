@@ -44,7 +44,7 @@ from .nn.nystrom import (
     DEFAULT_EIGENVALUE_FLOOR,
     DEFAULT_N_COMPONENTS,
     NystromLayer,
-    gaussian_kernel,
+    anchor_gram,
     inv_sqrt_psd,
 )
 
@@ -434,8 +434,7 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         np_dtype = np.float64 if self.dtype_ == torch.float64 else np.float32
         self.anchors_ = anchors.astype(np_dtype)
         w = torch.as_tensor(self.anchors_, device="cpu")
-        norm = inv_sqrt_psd(gaussian_kernel(w.double(), w.double(), self.bandwidth_),
-                            self.eigenvalue_floor)
+        norm = inv_sqrt_psd(anchor_gram(w.double(), self.bandwidth_), self.eigenvalue_floor)
         self.normalization_ = to_numpy(norm).astype(np_dtype)
 
     # -- fit / transform ------------------------------------------------------------------------

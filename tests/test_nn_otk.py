@@ -48,6 +48,34 @@ def test_inv_sqrt_psd_values_and_duplicate_anchors():
     assert inv_sqrt_psd(K.float()).dtype == torch.float32
 
 
+def test_anchor_gram_exact_far_from_zero_and_far_apart():
+    """The anchors' Gram matrix reads differences only: at an offset of 1e9 it is the one at 0,
+    and anchors 1e10 apart give the identity (the expansion of the squared distances gave an
+    all-zero matrix there, and an infinite normalisation)."""
+    from skset.nn.nystrom import anchor_gram
+
+    g = torch.Generator().manual_seed(2)
+    w = torch.randn(7, 16, generator=g, dtype=torch.float64)
+    torch.testing.assert_close(anchor_gram(w + 1e9, 1.5), gaussian_kernel(w, w, 1.5))
+    far = anchor_gram(w * 1e10, 4.0)
+    torch.testing.assert_close(far, torch.eye(7, dtype=torch.float64))
+    assert gaussian_kernel(w * 1e10, w * 1e10, 4.0).diagonal().min() == 0  # what the expansion gives
+    assert torch.isfinite(inv_sqrt_psd(far)).all()
+    w = w[:, :3].clone().requires_grad_()
+    assert torch.autograd.gradcheck(lambda a: anchor_gram(a, 2.0), (w,))
+
+
+def test_nystrom_partial_fit_on_far_chunk_transforms_finite():
+    """A later chunk 1e10 times the first chunk's spread moves anchors that far: the map stays
+    finite (its normalisation was infinite, and ``transform`` raised an overflow error)."""
+    rng = np.random.default_rng(64)
+    est = NystromFeatures(n_components=4, random_state=0).fit(_sets(rng, [3, 8, 5, 6, 4, 7], 64))
+    far = [(rng.normal(size=(n, 64)) * 1e10).astype(np.float32) for n in (161, 47, 36)]
+    est.partial_fit(far)
+    assert np.isfinite(est.normalization_).all()
+    assert all(np.isfinite(z).all() for z in est.transform(far))
+
+
 # -- same numbers as the estimators --
 @pytest.mark.parametrize("window,normalize", [(1, True), (3, True), (2, False)])
 def test_nystrom_to_module_matches_transform(window, normalize):

@@ -51,6 +51,19 @@ def gaussian_kernel(x: torch.Tensor, w: torch.Tensor, bandwidth: float) -> torch
     return k.clamp_max_(0.0).mul_(c).exp_()
 
 
+def anchor_gram(w: torch.Tensor, bandwidth: float) -> torch.Tensor:
+    """``gaussian_kernel(w, w, bandwidth)`` for the anchors' own Gram matrix, exact where the
+    expansion of ``||w_i - w_j||^2`` loses digits: the anchors are centred on their mean first
+    (the kernel only reads differences) and the diagonal is 1 exactly. Anchors far from zero, or
+    far apart, cancel ``||w||^2`` against ``2 w.w`` to an error larger than the bandwidth: the
+    diagonal then came out 0, the whole matrix 0, and its inverse square root infinite.
+    Differentiable (the diagonal, a constant, has no gradient)."""
+    w = w - w.mean(0, keepdim=True)
+    k = gaussian_kernel(w, w, bandwidth)
+    eye = torch.eye(k.shape[0], dtype=torch.bool, device=k.device)
+    return torch.where(eye, torch.ones((), dtype=k.dtype, device=k.device), k)
+
+
 class _InvSqrtPSD(torch.autograd.Function):
     """``K^{-1/2}`` by ``eigh`` with a relative eigenvalue floor, and a stable backward.
 
@@ -316,7 +329,7 @@ class NystromLayer(nn.Module):
     def normalization(self) -> torch.Tensor:
         """``kappa(w, w)^{-1/2}``, recomputed (differentiably) from the current anchors."""
         w = _unit(self.anchors)[0] if self.normalize else self.anchors
-        return inv_sqrt_psd(gaussian_kernel(w, w, self.bandwidth), self.eigenvalue_floor)
+        return inv_sqrt_psd(anchor_gram(w, self.bandwidth), self.eigenvalue_floor)
 
     def for_export(self, normalization: torch.Tensor | None = None) -> NystromLayer:
         """A copy of this layer whose ``kappa(w, w)^{-1/2}`` is a fixed buffer, for export (ONNX
