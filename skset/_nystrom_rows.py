@@ -10,50 +10,15 @@ import torch
 
 from ._sets import check_finite_output
 from ._torch import map_on_threads
-from ._weighting import weighted_mean_std
 from .nn.nystrom import nystrom_map_into
 
-__all__ = ["CACHE_BYTES", "OFFSET_RATIO", "far_offset", "map_rows", "recentred"]
+__all__ = ["CACHE_BYTES", "map_rows"]
 
 
 #: rows of elements mapped per step of ``transform`` on the CPU: their kernel values (rows x
 #: n_components) stay in the cache between the two matrix products and the exponential
 #: (benchmarks/bench_nystrom_transform.py; benchmarks/results/nystrom_transform.md)
 CACHE_BYTES = 1 << 20
-
-
-#: features whose mean is this many spreads from zero (``|mean_| / scale_``) are centred in float64
-#: before a float32 map reads them: float32 keeps about 7 digits, so at an offset of 1e8 the
-#: spread of unit-variance features would round away
-OFFSET_RATIO = 1e3
-
-
-def recentred(flat: np.ndarray, mean: np.ndarray, scale: np.ndarray, dtype: torch.dtype):
-    """``(rows, mean)`` for the map: the rows centred in float64 and a zero mean when the map is
-    float32 and a feature sits more than ``OFFSET_RATIO`` spreads from zero, else ``flat`` and
-    ``mean`` themselves (the common case, at no cost)."""
-    if dtype != torch.float32 or not np.any(np.abs(mean) > OFFSET_RATIO * scale):
-        return flat, mean
-    return flat - mean.astype(np.float64), np.zeros_like(mean)
-
-
-def far_offset(sets: list, weights: np.ndarray | None, dtype: torch.dtype,
-               max_sets: int = 2000) -> np.ndarray | None:
-    """What a float32 network should subtract from each feature, in float64, before it reads the
-    sets: the feature's (weighted) mean over up to ``max_sets`` training sets, evenly spaced,
-    where it is more than ``OFFSET_RATIO`` spreads from zero, and 0 elsewhere; None when no
-    feature is (or the network computes in float64)."""
-    if dtype != torch.float32 or not sets:
-        return None
-    pick = np.unique(np.linspace(0, len(sets) - 1, min(len(sets), max_sets)).astype(np.int64))
-    rows = np.concatenate([sets[i] for i in pick])
-    w = None if weights is None else np.repeat(np.asarray(weights, np.float64)[pick],
-                                                [len(sets[i]) for i in pick])
-    if w is not None and not w.any():
-        return None
-    mean, std = weighted_mean_std(rows, w)
-    far = np.abs(mean) > OFFSET_RATIO * std
-    return np.where(far, mean, 0.0) if far.any() else None
 
 
 def map_rows(x, idx, mean, scale, anchors, norm, bandwidth, *, normalize, keep_norm, max_rows,

@@ -25,7 +25,8 @@ from ._map_selection import (
     select_window,
     unit_rows,
 )
-from ._nystrom_rows import map_rows, recentred
+from ._nystrom_rows import map_rows
+from ._offsets import recentred
 from ._sets import check_choice_labels, check_kmer_lengths, check_sets, kmer_index, kmer_windows, to_numpy
 from ._streaming import PARTIAL_FIT_WEIGHTS_DOC, center_counts, minibatch_kmeans_step, step_rng, weight_scale
 from ._threads import SCOPE_FRAMES, one_thread

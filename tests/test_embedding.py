@@ -366,3 +366,32 @@ def test_several_references_each_serve_a_set():
         est = OTKEmbedding(n_supports=2, n_references=3, random_state=seed,
                            position_sigma=None).fit(sets)
         assert (np.bincount(est.assignments_, minlength=3) > 0).all()
+
+
+@pytest.mark.parametrize("kw", [{"normalize": False}, {}, {"center": False, "normalize": False},
+                                {"fit_method": "wasserstein", "n_references": 2}])
+def test_float32_features_far_from_zero(kw):
+    """Features of 10,000 +- 1 in float32 give the embedding of the same sets at 0 (the plans
+    are invariant to a shared shift of sets and references): the fit reads them less
+    ``input_offset_`` in float64. Before, float32 similarities of such features rounded the
+    plans to noise: the embedding was 91.5 away at a range of 0.9."""
+    rng = np.random.default_rng(0)
+    base = [rng.normal(size=(int(n), 3)) for n in rng.integers(5, 30, 40)]
+    off = 1e4
+    far = [b + off for b in base]
+    e0 = OTKEmbedding(n_supports=4, random_state=0, **kw).fit(base)
+    e1 = OTKEmbedding(n_supports=4, random_state=0, **kw).fit(far)
+    assert e0.input_offset_ is None
+    np.testing.assert_allclose(e1.input_offset_, np.concatenate(far).mean(0))
+    q, p, _ = e1.references_.shape
+    np.testing.assert_allclose(e1.references_, e0.references_ + off, atol=5e-3)
+    part = off / np.sqrt(p * q) if kw.get("center") is False else 0.0
+    np.testing.assert_allclose(e1.transform(far), e0.transform(base) + part, atol=2e-2)
+    for a, b in zip(e1.transport_plan(far[:5]), e0.transport_plan(base[:5]), strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-3)
+    # a later chunk: the same update as at 0
+    chunk = [rng.normal(size=(9, 3)) for _ in range(6)]
+    e0.partial_fit(chunk)
+    e1.partial_fit([c + off for c in chunk])
+    np.testing.assert_allclose(e1.references_, e0.references_ + off, atol=5e-3)
+    np.testing.assert_allclose(e1.transform(far), e0.transform(base) + part, atol=2e-2)

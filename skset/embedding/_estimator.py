@@ -12,6 +12,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._base import SksetEstimator, set_input_tags
 from .._config import get_config
+from .._offsets import PLAN_OFFSET_RATIO, far_offset
 from .._sets import (
     check_choice_labels,
     check_finite_output,
@@ -171,6 +172,13 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         features.
     mean_ : ndarray of shape (n_features_out,)
         Mean training embedding (zeros when ``center=False``).
+    input_offset_ : ndarray of shape (n_features,) or None
+        In float32, the training mean of each feature more than 10 spreads from zero (0 for the
+        others), subtracted in float64 from every set before the plans read it: float32
+        products of such features lose the digits the plans need (at 10,000 +- 1 the embedding
+        was noise), and a shift of sets and references alike leaves the plans unchanged.
+        ``references_`` and ``mean_`` stay in the input space. None when no feature is that
+        far, and in float64.
     position_sigma_ : float or None
         The positional width used: ``position_sigma``, or the one chosen for ``"auto"``.
     position_scores_ : dict or None
@@ -282,10 +290,37 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         self.random_state = random_state
 
     def _check_X(self, X, fitting=False):
+        """The checked sets, less ``input_offset_`` (set by a fit): every plan, reference and
+        mean below is computed on these, and only the fitted attributes are in the input space."""
         coll = check_sets(X, n_features=None if fitting else self.n_features_in_,
                           compute_dtype=self._tdtype)
         self._check_columns(X, fitting)
-        return coll.sets
+        if fitting:
+            self.input_offset_ = far_offset(coll.sets, None, self._tdtype, ratio=PLAN_OFFSET_RATIO)
+        offset = getattr(self, "input_offset_", None)  # absent in models fitted before it
+        return coll.sets if offset is None else [s - offset for s in coll.sets]
+
+    def _shifted(self, refs: np.ndarray, sign: int) -> np.ndarray:
+        """``refs`` (float64) less (``sign=-1``) or plus (``+1``) ``input_offset_``, the space of
+        :meth:`_check_X`'s sets or the input space (``refs`` themselves without an offset)."""
+        offset = getattr(self, "input_offset_", None)
+        refs = np.asarray(refs, dtype=np.float64)
+        return refs if offset is None else refs + sign * offset
+
+    def _reference_tensor(self, refs=None) -> torch.Tensor:
+        """``refs`` (default ``references_``) as the plans read them: less ``input_offset_``,
+        in the compute dtype, on the estimator's device."""
+        refs = self.references_ if refs is None else refs
+        return torch.as_tensor(self._shifted(refs, -1).astype(refs.dtype), device=self.device_)
+
+    def _offset_embedding(self) -> np.ndarray | None:
+        """The raw embedding's part from ``input_offset_`` (float64, ``(q*p*d,)``): a support of
+        mass ``1/p`` carries ``offset / sqrt(p q)``; None without an offset."""
+        offset = getattr(self, "input_offset_", None)
+        if offset is None:
+            return None
+        q, p, _ = self.references_.shape
+        return np.tile(offset / np.sqrt(p * q), q * p)
 
     @property
     def _tdtype(self):
@@ -453,8 +488,8 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
                              + (" of positive sample_weight" if kept is not None else "")
                              + f", got {len(sets)}.")
         refs, assign, n_iter, self._bary_iter = fit_references(self, sets, rng, masses, sw)
-        self.references_ = np.asarray(refs, dtype=np_dtype)
-        ref_t = torch.as_tensor(self.references_, device=self.device_)
+        self.references_ = self._shifted(refs, 1).astype(np_dtype)
+        ref_t = self._reference_tensor()
         scale = weight_scale(sample_weight)
         self.counts_ = reference_counts(self, sets, masses, sw, assign, rng) * scale
         self.n_samples_seen_ = scale * (len(sets) if sw is None else float(sw.sum()))
@@ -476,10 +511,16 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         else:
             self.position_sigma_, self.position_scores_, raw = self.position_sigma, None, None
         if self.center:
-            self.mean_ = self._mean_embedding(sets, ref_t, masses, sw, raw=raw)
+            self.mean_ = self._input_space_mean(self._mean_embedding(sets, ref_t, masses, sw,
+                                                                     raw=raw))
         else:
             self.mean_ = np.zeros(q * self.n_supports_ * self.n_features_in_, dtype=np_dtype)
         return self
+
+    def _input_space_mean(self, mean: np.ndarray) -> np.ndarray:
+        """A mean raw embedding of the offset sets, in the input space (``mean_``'s)."""
+        part = self._offset_embedding()
+        return mean if part is None else (mean + part).astype(mean.dtype)
 
     def _mean_embedding(self, sets, references, masses, sw, raw=None) -> np.ndarray:
         """The mean raw embedding of ``sets`` (weighted by ``sw``, ``(n_sets,)`` or ``None``;
@@ -540,17 +581,20 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         check_is_fitted(self)
         sets = self._check_X(X)
         masses = self._check_masses(element_weight, sets)
-        ref_t = torch.as_tensor(self.references_, device=self.device_)
-        emb = self._raw_embed(sets, ref_t, masses)
+        emb = self._raw_embed(sets, self._reference_tensor(), masses)  # less the offset's part
+        part = self._offset_embedding()
         if self.center or self.normalize:
             # the embedding's one output step (skset.nn.otk.embedding_output, also that of the
             # serving module): a row within the noise of 0 is 0 (the mean embedding), not noise
             # scaled up to norm sqrt(D) (which a permutation of the set would point elsewhere)
             raw = torch.from_numpy(emb)
-            mean = torch.as_tensor(self.mean_, dtype=raw.dtype, device=raw.device)
+            mean = self.mean_ if part is None else self.mean_ - part
+            mean = torch.as_tensor(mean, dtype=raw.dtype, device=raw.device)
             emb = embedding_output(raw, mean,
                                    self.references_.shape, normalize=self.normalize,
                                    sinkhorn_tol=self.sinkhorn_tol).numpy()
+        elif part is not None:
+            emb = (emb + part).astype(emb.dtype)
         self._check_finite(emb)
         return emb
 
@@ -586,7 +630,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         check_is_fitted(self)
         sets = self._check_X(X)
         masses = self._check_masses(element_weight, sets)
-        ref_t = torch.as_tensor(self.references_, device=self.device_)
+        ref_t = self._reference_tensor()
         plans: list = [None] * len(sets)
         lengths = [s.shape[0] for s in sets]
         with torch.no_grad():

@@ -21,7 +21,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._config import get_config
 from .._kmer_inputs import KmerWidth
 from .._map_selection import DEFAULT_CHOICE
-from .._nystrom_rows import far_offset
+from .._offsets import far_offset
 from .._sets import kmer_windows, pack_weights
 from .._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, Boolean, Integer
 from .._weighting import element_masses, kmer_weights
@@ -194,7 +194,7 @@ class _BaseSupervisedOTK(KmerWidth, SetNetworkEstimator):
 
     def _prepare_sets(self, sets, fitting, sample_weight=None, y=None, seed=0):
         """The sets less ``input_offset_`` (float64), the features a float32 network would
-        otherwise read rounded (:func:`skset._nystrom_rows.far_offset`; None: unchanged)."""
+        otherwise read rounded (:func:`skset._offsets.far_offset`; None: unchanged)."""
         if fitting:
             self.input_offset_ = far_offset(sets, sample_weight, self.dtype_)
         offset = getattr(self, "input_offset_", None)  # absent in models fitted before it

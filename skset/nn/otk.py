@@ -44,7 +44,7 @@ import torch
 from torch import nn
 
 from ..ot import position_log_weights, position_weights, sinkhorn
-from ..ot._common import _check_nonempty, _check_weights
+from ..ot._common import _check_nonempty, _check_weights, _similarity
 from ..ot._compiled import try_embed
 from .attention import _zero_padding
 
@@ -99,7 +99,8 @@ def _zeroed_plans(x, mask, references, *, epsilon, sinkhorn_iter, position_sigma
     a = _check_weights(weights, mask, x)
     B, n, _ = x.shape
     q, p, k = references.shape
-    sim = x @ references.reshape(q * p, k).T  # (B, n, q*p): one matmul for all references
+    balanced = reg_m is None and (position_sigma is None or position_mode == "kernel")
+    sim = _similarity(x, references, centred=balanced)  # (B, n, q*p), all references
     if q == 1:
         sim = sim.unsqueeze(1)
         rep_mask = mask

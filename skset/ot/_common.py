@@ -1,7 +1,7 @@
 """What the eager and the compiled solvers of :mod:`skset.ot` share: the solver names, the
-checks of masks and element masses, the unbalanced relaxation, the export test and the default
-interval of the stopping checks. Package-internal (:mod:`skset.nn.otk` checks its batches with
-the same functions before it calls either solver).
+checks of masks and element masses, the unbalanced relaxation, the export test, the default
+interval of the stopping checks and the similarity matrix. Package-internal
+(:mod:`skset.nn.otk` checks its batches with the same functions before it calls either solver).
 """
 
 from __future__ import annotations
@@ -85,3 +85,22 @@ def _relaxation(reg_m, epsilon: float) -> float:
     if math.isinf(reg_m):
         return 1.0
     return float(reg_m) / (float(reg_m) + epsilon)
+
+
+def _similarity(x: torch.Tensor, references: torch.Tensor, *, centred: bool) -> torch.Tensor:
+    """The similarities ``x @ z^T`` ``(B, n, q*p)`` of the elements of ``x (B, n, k)`` and the
+    supports of ``references (q, p, k)``, one matrix product for all references.
+
+    With ``centred`` the supports are read less their mean ``m`` over all references:
+    ``x @ (z - m)^T`` differs from ``x @ z^T`` by the row term ``x_i . m`` alone, which the first
+    row update of a balanced Sinkhorn absorbs exactly (the same plans, iteration by iteration),
+    and it keeps the digits that a shared offset of the features would take: at features of
+    1,000 +- 1 in float32, ``x @ z^T`` rounds to about 0.2 and the plans were noise. Not for an
+    unbalanced plan (``reg_m``) or similarity-scaled positions, where a row term changes the
+    plan."""
+    q, p, k = references.shape
+    flat = references.reshape(q * p, k)
+    if centred:
+        flat = flat - flat.mean(0)
+    return x @ flat.T
+

@@ -30,7 +30,15 @@ import warnings
 
 import torch
 
-from ._common import _CHECK_EVERY, _METHODS, _check_nonempty, _check_weights, _relaxation, _tracing
+from ._common import (
+    _CHECK_EVERY,
+    _METHODS,
+    _check_nonempty,
+    _check_weights,
+    _relaxation,
+    _similarity,
+    _tracing,
+)
 from ._positions import position_log_weights, position_weights
 
 __all__ = ["CompileWarning", "try_embed", "otk_embed", "compile_seconds"]
@@ -373,7 +381,8 @@ def _embed(x, mask, references, a, *, epsilon, n_iter, method, tol, position_sig
     epsilon = float(epsilon)
     lam = _relaxation(reg_m, epsilon)
     tol = None if not tol else float(tol)  # 0: a fixed count, as in skset.ot
-    sim = x @ references.reshape(q * p, k).T  # (B, n, q*p): one GEMM for all references
+    balanced = reg_m is None and (position_sigma is None or position_mode == "kernel")
+    sim = _similarity(x, references, centred=balanced)  # (B, n, q*p): one GEMM
     S = None
     if position_sigma is not None:
         S = position_weights(mask, p, position_sigma, dtype=sim.dtype)
