@@ -46,17 +46,21 @@ PLAN_OFFSET_RATIO = 10.0
 
 
 def far_offset(sets: list, weights: np.ndarray | None, dtype: torch.dtype,
-               max_sets: int = 2000, ratio: float = OFFSET_RATIO) -> np.ndarray | None:
+               max_sets: int = 2000, ratio: float = OFFSET_RATIO,
+               max_rows: int = 20000) -> np.ndarray | None:
     """What a float32 network should subtract from each feature, in float64, before it reads the
-    sets: the feature's (weighted) mean over up to ``max_sets`` training sets, evenly spaced,
-    where it is more than ``ratio`` spreads from zero, and 0 elsewhere; None when no
-    feature is (or the network computes in float64)."""
+    sets: the feature's (weighted) mean over up to ``max_sets`` training sets, evenly spaced
+    (every few rows of each when they hold more than ``max_rows``: any value near the mean
+    serves, the shift is exact), where it is more than ``ratio`` spreads from zero, and 0
+    elsewhere; None when no feature is (or the network computes in float64)."""
     if dtype != torch.float32 or not sets:
         return None
     pick = np.unique(np.linspace(0, len(sets) - 1, min(len(sets), max_sets)).astype(np.int64))
-    rows = np.concatenate([sets[i] for i in pick])
+    stride = max(1, -(-sum(len(sets[i]) for i in pick) // max_rows))
+    parts = [sets[i][::stride] for i in pick]
+    rows = np.concatenate(parts)
     w = None if weights is None else np.repeat(np.asarray(weights, np.float64)[pick],
-                                                [len(sets[i]) for i in pick])
+                                                [len(part) for part in parts])
     if w is not None and not w.any():
         return None
     mean, std = weighted_mean_std(rows, w)

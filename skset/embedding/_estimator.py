@@ -298,7 +298,9 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         if fitting:
             self.input_offset_ = far_offset(coll.sets, None, self._tdtype, ratio=PLAN_OFFSET_RATIO)
         offset = getattr(self, "input_offset_", None)  # absent in models fitted before it
-        return coll.sets if offset is None else [s - offset for s in coll.sets]
+        if offset is None:
+            return coll.sets
+        return [(s - offset).astype(np.float32) for s in coll.sets]  # an offset: float32 only
 
     def _shifted(self, refs: np.ndarray, sign: int) -> np.ndarray:
         """``refs`` (float64) less (``sign=-1``) or plus (``+1``) ``input_offset_``, the space of
