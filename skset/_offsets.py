@@ -40,8 +40,8 @@ def recentred(flat: np.ndarray, mean: np.ndarray, scale: np.ndarray, dtype: torc
 
 
 #: features whose mean is this many spreads from zero are read less their mean by OTKEmbedding
-#: in float32: at 100 spreads the plans of float32 similarities moved the centred embedding by
-#: 2.3% of its range (0.05% at 10, the Sinkhorn tolerance's own level)
+#: in float32: read as they were, float32 similarities moved the embedding by 3% of its range at
+#: 100 spreads and made it noise at 1,000 (benchmarks/bench_offsets.py; 0.07% at 10)
 PLAN_OFFSET_RATIO = 10.0
 
 
