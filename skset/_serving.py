@@ -113,14 +113,29 @@ class NystromServing(nn.Module):
 
 
 class OTKEmbeddingServing(nn.Module):
-    def __init__(self, layer, center, normalize: bool, sinkhorn_tol=None):
+    """``OTKEmbedding.transform`` as a module. With ``offset`` (the estimator's
+    ``input_offset_``), ``layer``'s references hold a last column of zeros and the sets are read
+    less ``offset`` with a feature of 1 appended, which carries the offset's part of the
+    embedding (:mod:`skset.embedding._offset`); ``center`` is then the mean less that part."""
+
+    def __init__(self, layer, center, normalize: bool, sinkhorn_tol=None, offset=None):
         super().__init__()
         self.layer = layer
         self.normalize = bool(normalize)
         self.sinkhorn_tol = sinkhorn_tol  # the estimator's, for its noise floor (not the graph's)
-        self.register_buffer("center", torch.as_tensor(center, dtype=layer.references.dtype))
+        dtype = layer.references.dtype
+        self.register_buffer("center", torch.as_tensor(center, dtype=dtype))
+        self.register_buffer("offset", None if offset is None else torch.as_tensor(offset, dtype=dtype))
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor):
+        offset = getattr(self, "offset", None)  # absent in modules pickled before it
+        if offset is not None:
+            q, p, _ = self.layer.references.shape
+            x = torch.cat([x - offset, mask.unsqueeze(-1).to(x.dtype)], -1)
+            pooled = self.layer(_zero_padding(x, mask), mask)
+            raw = (pooled[..., :-1] + (pooled[..., -1:] - (p * q) ** -0.5) * offset).flatten(1)
+            return (embedding_output(raw, self.center, (q, p, x.shape[-1] - 1),
+                                     normalize=self.normalize, sinkhorn_tol=self.sinkhorn_tol),)
         raw = self.layer(_zero_padding(x, mask), mask).flatten(1)
         # as OTKEmbedding.transform: a row within the noise of 0 stays 0
         return (embedding_output(raw, self.center, tuple(self.layer.references.shape),

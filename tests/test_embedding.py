@@ -395,3 +395,34 @@ def test_float32_features_far_from_zero(kw):
     e1.partial_fit([c + off for c in chunk])
     np.testing.assert_allclose(e1.references_, e0.references_ + off, atol=5e-3)
     np.testing.assert_allclose(e1.transform(far), e0.transform(base) + part, atol=2e-2)
+
+
+@pytest.mark.parametrize("kw", [{}, {"position_sigma": 0.5}, {"position_sigma": 0.5, "position_mode": "plan"},
+                                {"position_sigma": 0.5, "center": False, "normalize": False}])
+def test_float32_far_features_match_float64(kw):
+    """At an offset of 1,000 the float32 embedding is float64's to float32's rounding of the
+    offset, positions included (with positions each set's plan carries the offset in its own
+    column sums, which the shift must not drop), and the serving module is transform."""
+    from skset._sets import pack
+    from skset.export import serving_module
+
+    rng = np.random.default_rng(1)
+    far = [rng.normal(size=(int(n), 3)) + 1e3 for n in rng.integers(5, 30, 30)]
+    kw = dict(kw, n_supports=4, random_state=0, sinkhorn_tol=None, sinkhorn_iter=200)
+    e32 = OTKEmbedding(**kw).fit(far)
+    e64 = OTKEmbedding(dtype="float64", **kw).fit(far)
+    assert e32.input_offset_ is not None and e64.input_offset_ is not None
+    Z32, Z64 = e32.transform(far), e64.transform(far)
+    np.testing.assert_allclose(Z32, Z64, atol=2e-3 * np.abs(Z64).max())
+    X, M = pack(far, dtype=torch.float32)
+    served = serving_module(e32)(X, M)[0].detach().numpy()
+    np.testing.assert_allclose(served, Z32, atol=2e-3 * np.abs(Z64).max())
+
+
+@pytest.mark.parametrize("kw", [{"reg_m": 1.0}, {"position_sigma": 0.5, "position_mode": "similarity"}])
+def test_no_offset_where_a_shift_changes_the_plans(kw):
+    """Unbalanced plans and similarity-scaled positions depend on a shared shift of the
+    features: the sets are read as they are."""
+    rng = np.random.default_rng(1)
+    far = [rng.normal(size=(8, 3)) + 1e3 for _ in range(10)]
+    assert OTKEmbedding(n_supports=3, random_state=0, **kw).fit(far).input_offset_ is None

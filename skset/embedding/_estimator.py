@@ -28,6 +28,16 @@ from .._torch import map_on_threads, resolve_dtype, split_for_threads
 from .._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, check_sample_weight
 from .._weighting import count_distinct, drop_zero_weight, element_masses
 from ..nn.otk import POSITION_MODES, OTKLayer, _zeroed_embed, embedding_output, otk_plans
+from ._offset import (
+    fitted_dtype,
+    input_space_mean,
+    offset_embedding,
+    reference_tensor,
+    shifted,
+    split_ones,
+    with_ones,
+    zero_column,
+)
 from ._position_choice import select_position_sigma
 from ._references import fit_references, reference_counts, update_references
 
@@ -173,12 +183,14 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
     mean_ : ndarray of shape (n_features_out,)
         Mean training embedding (zeros when ``center=False``).
     input_offset_ : ndarray of shape (n_features,) or None
-        In float32, the training mean of each feature more than 10 spreads from zero (0 for the
-        others), subtracted in float64 from every set before the plans read it: float32
-        products of such features lose the digits the plans need (at 10,000 +- 1 the embedding
-        was noise), and a shift of sets and references alike leaves the plans unchanged.
-        ``references_`` and ``mean_`` stay in the input space. None when no feature is that
-        far, and in float64.
+        The training mean of each feature more than 10 spreads from zero (0 for the others),
+        subtracted in float64 from every set before the plans read it: a shift of sets and
+        references alike leaves the converged plans unchanged, while float32 products of such
+        features lose the digits the plans need (at 10,000 +- 1 the embedding was noise) and,
+        in any dtype, the shift's term of the similarities moves the plans of the first
+        iterations. ``references_`` and ``mean_`` stay in the input space (in float64, whatever
+        ``dtype``). None when no feature is that far, and with ``reg_m`` or
+        ``position_mode="similarity"``, whose plans a shift changes.
     position_sigma_ : float or None
         The positional width used: ``position_sigma``, or the one chosen for ``"auto"``.
     position_scores_ : dict or None
@@ -295,34 +307,17 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         coll = check_sets(X, n_features=None if fitting else self.n_features_in_,
                           compute_dtype=self._tdtype)
         self._check_columns(X, fitting)
-        if fitting:
-            self.input_offset_ = far_offset(coll.sets, None, self._tdtype, ratio=PLAN_OFFSET_RATIO)
+        if fitting:  # where a shift of sets and references leaves the plans as they are; in
+            # float64 too: the offset's term c.z_j of the similarities is absorbed by the column
+            # potentials only from the first column update on, so it moved unconverged plans
+            shift_free = self.reg_m is None and self.position_mode != "similarity"
+            self.input_offset_ = far_offset(coll.sets, None, torch.float32,
+                                            ratio=PLAN_OFFSET_RATIO) if shift_free else None
         offset = getattr(self, "input_offset_", None)  # absent in models fitted before it
         if offset is None:
             return coll.sets
-        return [(s - offset).astype(np.float32) for s in coll.sets]  # an offset: float32 only
-
-    def _shifted(self, refs: np.ndarray, sign: int) -> np.ndarray:
-        """``refs`` (float64) less (``sign=-1``) or plus (``+1``) ``input_offset_``, the space of
-        :meth:`_check_X`'s sets or the input space (``refs`` themselves without an offset)."""
-        offset = getattr(self, "input_offset_", None)
-        refs = np.asarray(refs, dtype=np.float64)
-        return refs if offset is None else refs + sign * offset
-
-    def _reference_tensor(self, refs=None) -> torch.Tensor:
-        """``refs`` (default ``references_``) as the plans read them: less ``input_offset_``,
-        in the compute dtype, on the estimator's device."""
-        refs = self.references_ if refs is None else refs
-        return torch.as_tensor(self._shifted(refs, -1).astype(refs.dtype), device=self.device_)
-
-    def _offset_embedding(self) -> np.ndarray | None:
-        """The raw embedding's part from ``input_offset_`` (float64, ``(q*p*d,)``): a support of
-        mass ``1/p`` carries ``offset / sqrt(p q)``; None without an offset."""
-        offset = getattr(self, "input_offset_", None)
-        if offset is None:
-            return None
-        q, p, _ = self.references_.shape
-        return np.tile(offset / np.sqrt(p * q), q * p)
+        np_dtype = np.float64 if self._tdtype == torch.float64 else np.float32
+        return [(s - offset).astype(np_dtype) for s in coll.sets]
 
     @property
     def _tdtype(self):
@@ -378,20 +373,27 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
                    position_sigma="fitted") -> np.ndarray:
         """Embeddings ``(n_sets, q*p*d)`` before centring, one batched call per length batch
         (``position_sigma``: a width in place of the estimator's; ``references`` are moved to
-        the estimator's device, as the packed sets are)."""
+        the estimator's device, as the packed sets are); with ``input_offset_``, those of the
+        input sets less :func:`~skset.embedding._offset.offset_embedding`."""
         references = references.to(self.device_)
         q, p, d = references.shape
         out = np.empty((len(sets), q * p * d), dtype=np.float64 if self._tdtype == torch.float64
                        else np.float32)
         blocks = out.reshape(len(sets), q, p, d)  # a view: each batch writes its own rows
         compile = get_config()["compile"]  # the compiled kernels where skset.set_config says so
+        offset = getattr(self, "input_offset_", None)
 
         def run(idx):
             with torch.no_grad():  # thread-local in torch
                 X, M, W = self._pack_batch(sets, masses, idx)
+                settings = self._otk_settings(True, position_sigma)
+                ones = offset is not None and settings["position_sigma"] is not None
+                refs = references
+                if ones:  # positions: each set's own column sums carry the offset
+                    X, refs = with_ones(X, M, references)
                 # skset.nn.otk_embed of the packed batch, whose padding is zero already
-                pooled = to_numpy(_zeroed_embed(X, M, references, weights=W, compile=compile,
-                                                **self._otk_settings(True, position_sigma)))
+                pooled = _zeroed_embed(X, M, refs, weights=W, compile=compile, **settings)
+                pooled = to_numpy(split_ones(pooled, offset) if ones else pooled)
                 if np.all(np.diff(idx) == 1):  # a run of rows: a plain block copy (3x the fancy)
                     blocks[idx[0]: idx[-1] + 1] = pooled
                 else:
@@ -490,8 +492,8 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
                              + (" of positive sample_weight" if kept is not None else "")
                              + f", got {len(sets)}.")
         refs, assign, n_iter, self._bary_iter = fit_references(self, sets, rng, masses, sw)
-        self.references_ = self._shifted(refs, 1).astype(np_dtype)
-        ref_t = self._reference_tensor()
+        self.references_ = shifted(self, refs, 1).astype(fitted_dtype(self, np_dtype))
+        ref_t = reference_tensor(self)
         scale = weight_scale(sample_weight)
         self.counts_ = reference_counts(self, sets, masses, sw, assign, rng) * scale
         self.n_samples_seen_ = scale * (len(sets) if sw is None else float(sw.sum()))
@@ -513,16 +515,11 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         else:
             self.position_sigma_, self.position_scores_, raw = self.position_sigma, None, None
         if self.center:
-            self.mean_ = self._input_space_mean(self._mean_embedding(sets, ref_t, masses, sw,
+            self.mean_ = input_space_mean(self, self._mean_embedding(sets, ref_t, masses, sw,
                                                                      raw=raw))
         else:
             self.mean_ = np.zeros(q * self.n_supports_ * self.n_features_in_, dtype=np_dtype)
         return self
-
-    def _input_space_mean(self, mean: np.ndarray) -> np.ndarray:
-        """A mean raw embedding of the offset sets, in the input space (``mean_``'s)."""
-        part = self._offset_embedding()
-        return mean if part is None else (mean + part).astype(mean.dtype)
 
     def _mean_embedding(self, sets, references, masses, sw, raw=None) -> np.ndarray:
         """The mean raw embedding of ``sets`` (weighted by ``sw``, ``(n_sets,)`` or ``None``;
@@ -583,8 +580,8 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         check_is_fitted(self)
         sets = self._check_X(X)
         masses = self._check_masses(element_weight, sets)
-        emb = self._raw_embed(sets, self._reference_tensor(), masses)  # less the offset's part
-        part = self._offset_embedding()
+        emb = self._raw_embed(sets, reference_tensor(self), masses)  # less the offset's part
+        part = offset_embedding(self)
         if self.center or self.normalize:
             # the embedding's one output step (skset.nn.otk.embedding_output, also that of the
             # serving module): a row within the noise of 0 is 0 (the mean embedding), not noise
@@ -632,7 +629,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         check_is_fitted(self)
         sets = self._check_X(X)
         masses = self._check_masses(element_weight, sets)
-        ref_t = self._reference_tensor()
+        ref_t = reference_tensor(self)
         plans: list = [None] * len(sets)
         lengths = [s.shape[0] for s in sets]
         with torch.no_grad():
@@ -669,7 +666,12 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         # as transform: mean_ subtracted with center or normalize (mean_ is zeros when fitted
         # with center=False), the raw embedding without either
         mean = self.mean_ if self.center or self.normalize else np.zeros_like(self.mean_)
-        return OTKEmbeddingServing(layer, mean, self.normalize, self.sinkhorn_tol)
+        offset, part = getattr(self, "input_offset_", None), offset_embedding(self)
+        if offset is not None:  # the sets less the offset, a feature of 1 beside them
+            layer.references = torch.nn.Parameter(zero_column(reference_tensor(self).cpu()))
+            layer.in_features += 1
+            mean = mean - part
+        return OTKEmbeddingServing(layer, mean, self.normalize, self.sinkhorn_tol, offset)
 
     def to_module(self) -> OTKLayer:
         """A layer with the fitted references of this estimator.
@@ -689,7 +691,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
             references and the estimator's Sinkhorn and position settings.
         """
         check_is_fitted(self)
-        refs = torch.as_tensor(self.references_)
+        refs = torch.as_tensor(self.references_, dtype=self._tdtype)
         return OTKLayer(refs.shape[2], refs.shape[1], refs.shape[0], epsilon=self.epsilon,
                         sinkhorn_iter=self.sinkhorn_iter, position_sigma=self._position_sigma,
                         method=self.sinkhorn_method, references=refs,

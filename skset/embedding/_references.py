@@ -27,6 +27,7 @@ from .._weighting import (
     resolve_max_samples,
     sample_elements,
 )
+from ._offset import input_space_mean, reference_tensor, shifted
 
 __all__ = ["barycenter", "barycentric_targets", "fit_references", "kmeans_elements",
            "kmeans_reference", "reference_counts", "update_references"]
@@ -192,19 +193,19 @@ def reference_counts(otk, sets, masses, sw, assign, rng) -> np.ndarray:
             counts[r] = len(m_sets) if m_sw is None else m_sw.sum()
         else:
             elems, w = kmeans_elements(otk, m_sets, rng, kmeans_weights(m_sets, m_masses, m_sw))
-            counts[r] = center_counts(otk._shifted(otk.references_[r], -1), elems, w)
+            counts[r] = center_counts(shifted(otk, otk.references_[r], -1), elems, w)
     return counts
 
 
 def update_references(otk, X, sample_weight, element_weight):
     """A later ``OTKEmbedding.partial_fit`` call (see its docstring): returns ``otk``. Every
     fitted attribute is computed first and set at the end: a refused chunk changes nothing."""
-    otk._check_warm_dtype(otk.references_.dtype)
+    otk._check_warm_dtype(otk.dtype_)
     sets = otk._check_X(X)
     masses = otk._check_masses(element_weight, sets)
     sw = check_sample_weight(sample_weight, len(sets), type(otk).__name__)
     scale = weight_scale(sample_weight)
-    ref_t = otk._reference_tensor()  # as the offset sets (OTKEmbedding._check_X) read them
+    ref_t = reference_tensor(otk)  # as the offset sets (OTKEmbedding._check_X) read them
     q = ref_t.shape[0]
     assignments = (np.zeros(len(sets), dtype=np.int64) if q == 1
                    else otk._costs(sets, ref_t, masses).argmin(1))
@@ -214,7 +215,7 @@ def update_references(otk, X, sample_weight, element_weight):
         sets, assign = [sets[i] for i in kept], assign[kept]
         masses = None if masses is None else [masses[i] for i in kept]
     rng = step_rng(otk.random_state, otk.n_steps_)
-    refs, counts = otk._shifted(otk.references_, -1), otk.counts_.copy()
+    refs, counts = shifted(otk, otk.references_, -1), otk.counts_.copy()
     for r in range(q):
         m_sets, m_masses, m_sw = _members(r, assign, sets, masses, sw)
         if not m_sets:
@@ -227,12 +228,12 @@ def update_references(otk, X, sample_weight, element_weight):
             elems, w = kmeans_elements(otk, m_sets, rng, kmeans_weights(m_sets, m_masses, m_sw))
             refs[r], counts[r] = minibatch_kmeans_step(
                 refs[r], counts[r], elems, scale * (np.ones(len(elems)) if w is None else w))
-    new_t = otk._reference_tensor(otk._shifted(refs, 1).astype(otk.references_.dtype))
-    refs = otk._shifted(refs, 1).astype(otk.references_.dtype)
+    refs = shifted(otk, refs, 1).astype(otk.references_.dtype)  # in the input space
+    new_t = reference_tensor(otk, refs)
     batch = scale * (len(sets) if sw is None else float(sw.sum()))
     mean = otk.mean_ if hasattr(otk, "mean_") else None
     if otk.center:  # running mean of the embeddings, each chunk's with its call's references
-        chunk = otk._input_space_mean(otk._mean_embedding(sets, new_t, masses, sw))
+        chunk = input_space_mean(otk, otk._mean_embedding(sets, new_t, masses, sw))
         mean = running_mean(otk.mean_, otk.n_samples_seen_, chunk, batch).astype(
             otk.mean_.dtype)
     otk.assignments_, otk.references_, otk.counts_ = assignments, refs, counts

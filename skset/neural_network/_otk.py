@@ -346,7 +346,7 @@ class _BaseSupervisedOTK(KmerWidth, SetNetworkEstimator):
 
     def _untrained_module(self):
         n_out = self._n_outputs_fitted
-        center = torch.as_tensor(self.embedding_.mean_)
+        center = torch.as_tensor(self.embedding_.mean_, dtype=self.dtype_)
         return _OTKNetwork(self._element_map(), self.embedding_.to_module(), self._width, center,
                            True, n_out, self._dilation)
 

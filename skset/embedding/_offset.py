@@ -1,0 +1,77 @@
+"""``OTKEmbedding``'s features far from zero (``input_offset_``): the sets are read less the
+offset (``OTKEmbedding._check_X``, in float64), and these helpers move references, means and
+embeddings between that space and the input space, where the fitted attributes stay.
+
+Balanced plans without positions are invariant to a shift of sets and references alike, and every
+support takes mass ``1/p``: the raw embedding of the input sets is then that of the shifted sets
+plus ``offset / sqrt(p q)`` in every support (:func:`offset_embedding`). Positional weights
+(``P * S``) give each set its own column sums: the embedding carries ``offset`` times the pooled
+embedding of a column of ones, which :func:`with_ones` appends to the sets (a reference column
+of zeros: the similarities do not change) and :func:`split_ones` folds back.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+__all__ = ["fitted_dtype", "input_space_mean", "offset_embedding", "reference_tensor", "shifted",
+           "split_ones", "with_ones", "zero_column"]
+
+
+def _offset(otk):
+    return getattr(otk, "input_offset_", None)  # absent in models fitted before it
+
+
+def shifted(otk, refs: np.ndarray, sign: int) -> np.ndarray:
+    """``refs`` (float64) less (``sign=-1``) or plus (``+1``) ``input_offset_``: the space of
+    ``OTKEmbedding._check_X``'s sets, or the input space (``refs`` themselves without one)."""
+    refs = np.asarray(refs, dtype=np.float64)
+    return refs if _offset(otk) is None else refs + sign * _offset(otk)
+
+
+def fitted_dtype(otk, np_dtype):
+    """The dtype of ``references_`` and ``mean_``: float64 with an offset (float32 would round
+    them by about ``1e-7 * offset``, which the normalised rows near the mean scale up), else
+    ``np_dtype``, the compute dtype's."""
+    return np.float64 if _offset(otk) is not None else np_dtype
+
+
+def reference_tensor(otk, refs=None) -> torch.Tensor:
+    """``refs`` (default ``references_``) as the plans read them: less ``input_offset_``, in
+    the compute dtype, on the estimator's device."""
+    refs = otk.references_ if refs is None else refs
+    return torch.as_tensor(shifted(otk, refs, -1), dtype=otk._tdtype, device=otk.device_)
+
+
+def offset_embedding(otk) -> np.ndarray | None:
+    """What ``input_offset_`` adds to every raw embedding at mass ``1/p`` a support (float64,
+    ``(q*p*d,)``): ``offset / sqrt(p q)``; None without an offset."""
+    if _offset(otk) is None:
+        return None
+    q, p, _ = otk.references_.shape
+    return np.tile(_offset(otk) / np.sqrt(p * q), q * p)
+
+
+def input_space_mean(otk, mean: np.ndarray) -> np.ndarray:
+    """A mean raw embedding of the shifted sets in the input space (``mean_``'s)."""
+    part = offset_embedding(otk)
+    return mean if part is None else mean + part  # float64
+
+
+def zero_column(references: torch.Tensor) -> torch.Tensor:
+    """``references (q, p, d)`` with a last feature of 0 on every support."""
+    return torch.cat([references, references.new_zeros(references.shape[:-1] + (1,))], -1)
+
+
+def with_ones(X: torch.Tensor, M: torch.Tensor, references: torch.Tensor):
+    """``(X, references)`` with a feature of 1 on every real element and of 0 on every support."""
+    return torch.cat([X, M.unsqueeze(-1).to(X.dtype)], -1), zero_column(references)
+
+
+def split_ones(pooled: torch.Tensor, offset: np.ndarray) -> torch.Tensor:
+    """The pooled ``(B, q, p, d + 1)`` of :func:`with_ones` sets as the input sets' raw embedding
+    less :func:`offset_embedding`: ``offset`` times the ones' pooled value beyond mass ``1/p``."""
+    _, q, p, _ = pooled.shape
+    off = torch.as_tensor(offset, dtype=pooled.dtype, device=pooled.device)
+    return pooled[..., :-1] + (pooled[..., -1:] - 1.0 / np.sqrt(p * q)) * off
