@@ -11,7 +11,8 @@ float64 first, where it changes nothing but the rounding:
   differences only);
 * :func:`far_offset` - the per-feature offset a fit stores: ``input_offset_`` of the supervised
   OTK models (``OFFSET_RATIO``) and of ``OTKEmbedding`` (``PLAN_OFFSET_RATIO``: the plans read
-  products of features, which lose digits at far smaller offsets).
+  products of features, which lose digits at far smaller offsets; it asks as float32 in either
+  dtype, since the offset's term also moves unconverged plans).
 """
 
 from __future__ import annotations

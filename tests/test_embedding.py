@@ -426,3 +426,34 @@ def test_no_offset_where_a_shift_changes_the_plans(kw):
     rng = np.random.default_rng(1)
     far = [rng.normal(size=(8, 3)) + 1e3 for _ in range(10)]
     assert OTKEmbedding(n_supports=3, random_state=0, **kw).fit(far).input_offset_ is None
+
+
+def test_offset_without_positions_whatever_the_mode_and_kept_by_a_refused_fit():
+    """``position_mode`` without positions changes nothing, the offset included; a refit that
+    raises leaves the fitted model's offset (it read its sets less the new one)."""
+    rng = np.random.default_rng(2)
+    base = [rng.normal(size=(8, 3)) for _ in range(10)]
+    far = [b + 1e3 for b in base]
+    e = OTKEmbedding(n_supports=3, position_sigma=None, position_mode="similarity",
+                     random_state=0).fit(far)
+    assert e.input_offset_ is not None
+    before = OTKEmbedding(n_supports=3, random_state=0).fit(base)
+    Z = before.transform(base)
+    with pytest.raises(ValueError):
+        before.fit(far, y=np.arange(3))  # one label per set: 10 expected
+    assert before.input_offset_ is None
+    np.testing.assert_array_equal(before.transform(base), Z)
+
+
+def test_plan_mode_layer_reads_far_features_as_float64():
+    """Positions applied to the plan (``position_mode="plan"``) leave a balanced plan: its
+    similarities are read against centred references, as the kernel mode's."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 12, 3, generator=g, dtype=torch.float64) + 1e3
+    layer = OTKLayer(3, 4, epsilon=0.5, sinkhorn_iter=20, position_sigma=0.5,
+                     position_mode="plan").double()
+    with torch.no_grad():
+        layer.references.copy_(layer.references + 1e3)
+        ref = layer(x, None)
+        out = layer.float()(x.float(), None)
+    np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-3)

@@ -32,6 +32,7 @@ from ._offset import (
     fitted_dtype,
     input_space_mean,
     offset_embedding,
+    offset_kept_on_error,
     reference_tensor,
     shifted,
     split_ones,
@@ -184,13 +185,11 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         Mean training embedding (zeros when ``center=False``).
     input_offset_ : ndarray of shape (n_features,) or None
         The training mean of each feature more than 10 spreads from zero (0 for the others),
-        subtracted in float64 from every set before the plans read it: a shift of sets and
-        references alike leaves the converged plans unchanged, while float32 products of such
-        features lose the digits the plans need (at 10,000 +- 1 the embedding was noise) and,
-        in any dtype, the shift's term of the similarities moves the plans of the first
-        iterations. ``references_`` and ``mean_`` stay in the input space (in float64, whatever
-        ``dtype``). None when no feature is that far, and with ``reg_m`` or
-        ``position_mode="similarity"``, whose plans a shift changes.
+        subtracted in float64 from every set before the plans read it (a shift of sets and
+        references leaves converged plans unchanged; float32 products of such features lose
+        their digits). ``references_`` and a centring ``mean_`` stay in the input space, in
+        float64. None when no feature is that far, and with ``reg_m`` or similarity-scaled
+        positions, whose plans a shift changes. ``to_module()`` reads the input space as it is.
     position_sigma_ : float or None
         The positional width used: ``position_sigma``, or the one chosen for ``"auto"``.
     position_scores_ : dict or None
@@ -302,15 +301,14 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         self.random_state = random_state
 
     def _check_X(self, X, fitting=False):
-        """The checked sets, less ``input_offset_`` (set by a fit): every plan, reference and
-        mean below is computed on these, and only the fitted attributes are in the input space."""
+        """The checked sets less ``input_offset_`` (set by a fit), which every plan reads."""
         coll = check_sets(X, n_features=None if fitting else self.n_features_in_,
                           compute_dtype=self._tdtype)
         self._check_columns(X, fitting)
-        if fitting:  # where a shift of sets and references leaves the plans as they are; in
-            # float64 too: the offset's term c.z_j of the similarities is absorbed by the column
-            # potentials only from the first column update on, so it moved unconverged plans
-            shift_free = self.reg_m is None and self.position_mode != "similarity"
+        if fitting:  # where a shift leaves the plans as they are; in float64 too (the offset's
+            # c.z_j is absorbed from the first column update on: it moved unconverged plans)
+            shift_free = self.reg_m is None and (self.position_mode != "similarity"
+                                                 or self.position_sigma is None)
             self.input_offset_ = far_offset(coll.sets, None, torch.float32,
                                             ratio=PLAN_OFFSET_RATIO) if shift_free else None
         offset = getattr(self, "input_offset_", None)  # absent in models fitted before it
@@ -372,9 +370,8 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
     def _raw_embed(self, sets, references: torch.Tensor, masses=None, *,
                    position_sigma="fitted") -> np.ndarray:
         """Embeddings ``(n_sets, q*p*d)`` before centring, one batched call per length batch
-        (``position_sigma``: a width in place of the estimator's; ``references`` are moved to
-        the estimator's device, as the packed sets are); with ``input_offset_``, those of the
-        input sets less :func:`~skset.embedding._offset.offset_embedding`."""
+        (``position_sigma``: a width in place of the estimator's; ``references`` moved to its
+        device); with ``input_offset_``, the input sets' less ``_offset.offset_embedding``."""
         references = references.to(self.device_)
         q, p, d = references.shape
         out = np.empty((len(sets), q * p * d), dtype=np.float64 if self._tdtype == torch.float64
@@ -465,6 +462,10 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         self
         """
         seed, rng = self._begin_fit()
+        with offset_kept_on_error(self):  # a refused fit leaves the fitted model's offset
+            return self._fit(X, y, sample_weight, element_weight, seed, rng)
+
+    def _fit(self, X, y, sample_weight, element_weight, seed, rng):
         sets = self._check_X(X, fitting=True)
         self.n_features_in_ = sets[0].shape[1]
         y = check_choice_labels(y, sets)

@@ -12,11 +12,13 @@ of zeros: the similarities do not change) and :func:`split_ones` folds back.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 import torch
 
-__all__ = ["fitted_dtype", "input_space_mean", "offset_embedding", "reference_tensor", "shifted",
-           "split_ones", "with_ones", "zero_column"]
+__all__ = ["fitted_dtype", "input_space_mean", "offset_kept_on_error", "offset_embedding",
+           "reference_tensor", "shifted", "split_ones", "with_ones", "zero_column"]
 
 
 def _offset(otk):
@@ -75,3 +77,19 @@ def split_ones(pooled: torch.Tensor, offset: np.ndarray) -> torch.Tensor:
     _, q, p, _ = pooled.shape
     off = torch.as_tensor(offset, dtype=pooled.dtype, device=pooled.device)
     return pooled[..., :-1] + (pooled[..., -1:] - 1.0 / np.sqrt(p * q)) * off
+
+
+@contextmanager
+def offset_kept_on_error(otk):
+    """A fit that raises leaves ``input_offset_`` as it was (its ``_check_X`` sets the new one
+    first; the fitted model would read its sets less another offset)."""
+    had, previous = hasattr(otk, "input_offset_"), getattr(otk, "input_offset_", None)
+    try:
+        yield
+    except BaseException:
+        if had:
+            otk.input_offset_ = previous
+        else:
+            otk.__dict__.pop("input_offset_", None)
+        raise
+

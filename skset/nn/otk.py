@@ -99,7 +99,7 @@ def _zeroed_plans(x, mask, references, *, epsilon, sinkhorn_iter, position_sigma
     a = _check_weights(weights, mask, x)
     B, n, _ = x.shape
     q, p, k = references.shape
-    balanced = reg_m is None and (position_sigma is None or position_mode == "kernel")
+    balanced = reg_m is None and (position_sigma is None or position_mode != "similarity")
     sim = _similarity(x, references, centred=balanced)  # (B, n, q*p), all references
     if q == 1:
         sim = sim.unsqueeze(1)

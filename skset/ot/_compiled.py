@@ -381,7 +381,7 @@ def _embed(x, mask, references, a, *, epsilon, n_iter, method, tol, position_sig
     epsilon = float(epsilon)
     lam = _relaxation(reg_m, epsilon)
     tol = None if not tol else float(tol)  # 0: a fixed count, as in skset.ot
-    balanced = reg_m is None and (position_sigma is None or position_mode == "kernel")
+    balanced = reg_m is None and (position_sigma is None or position_mode != "similarity")
     sim = _similarity(x, references, centred=balanced)  # (B, n, q*p): one GEMM
     S = None
     if position_sigma is not None:
