@@ -487,7 +487,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         if self.n_supports_ < self.n_supports:
             warnings.warn(f"n_supports={self.n_supports} is larger than the number of distinct "
                           f"training elements ({self.n_supports_}); using {self.n_supports_} "
-                          "supports.", UserWarning, stacklevel=2 + SCOPE_FRAMES)
+                          "supports.", UserWarning, stacklevel=3 + SCOPE_FRAMES)
         if q > 1 and len(sets) < q:
             raise ValueError(f"n_references={q} needs at least {q} training sets"
                              + (" of positive sample_weight" if kept is not None else "")
