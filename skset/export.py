@@ -46,6 +46,14 @@ outputs agree with the estimator's to about 1e-6 relative; at ``epsilon=1e-3`` d
 float32 roundings of the same iterations, neither closer to the exact plan. For tighter agreement
 fit the estimator with ``dtype="float64"``: its graph is float64 too and agrees to 1e-12 or better.
 
+Features far from zero: the graph's input is float32, rounded before the estimator's
+``input_offset_`` (:class:`~skset.OTKEmbedding`) or training mean (the supervised models) is
+subtracted inside it, where ``transform`` subtracts it in float64 first. A spread of 1 at an
+offset of 1e4 keeps about 1e-3 of its digits, and the outputs move by as much: an
+:class:`~skset.OTKEmbedding` of range 2.7 served 0.0021 from the same sets at 0 at an offset of
+1,000 and 0.024 at 1e4 (``benchmarks/bench_offsets.py``). Subtract such an offset before the
+graph, or export a ``dtype="float64"`` estimator, whose graph reads float64.
+
 Element masses: the graph's inputs are ``(x, mask)`` only, so OTK's outputs are those of the
 estimator with uniform element masses (``element_weight=None`` in ``predict`` / ``transform``); an
 estimator fitted with ``element_weight`` exports as well, but the masses of the sets to serve cannot

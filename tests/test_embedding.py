@@ -457,3 +457,35 @@ def test_plan_mode_layer_reads_far_features_as_float64():
         ref = layer(x, None)
         out = layer.float()(x.float(), None)
     np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-3)
+
+
+@pytest.mark.parametrize("kw", [{}, {"position_sigma": 0.5}, {"position_sigma": 0.5, "position_mode": "plan"},
+                                {"n_references": 2, "fit_method": "wasserstein"}])
+def test_to_module_reads_far_features_as_transform(kw):
+    """The layer of a model with ``input_offset_`` reads its sets less it: in float32 at 1,000
+    its raw embedding is ``transform``'s (``center=False, normalize=False``) of the same sets
+    rounded to float32 (the layer's input; with positions each set's column sums carry the
+    offset, so that rounding alone moves the embedding by 8e-3), and its plans are
+    ``transport_plan``'s. Before, the layer read the input sets against the input-space
+    references in float32: 0.69 away at 1,000 without positions, 122 at 1e4."""
+    from skset._sets import pack
+
+    rng = np.random.default_rng(3)
+    far = [rng.normal(size=(int(n), 3)) + 1e3 for n in rng.integers(5, 20, 25)]
+    est = OTKEmbedding(n_supports=4, random_state=0, center=False, normalize=False,
+                       sinkhorn_tol=None, sinkhorn_iter=200, **kw).fit(far)
+    assert est.input_offset_ is not None
+    layer = est.to_module()
+    X, M = pack(far, dtype=torch.float32)
+    with torch.no_grad():
+        out = layer(X, M).reshape(len(far), -1).numpy()
+        plans = layer.plans(X, M).numpy()
+    rounded = [s.astype(np.float32).astype(np.float64) for s in far]
+    Z = est.transform(rounded)
+    np.testing.assert_allclose(out, Z, atol=2e-6 * np.abs(Z).max())
+    for i, P in enumerate(est.transport_plan(rounded[:4])):
+        np.testing.assert_allclose(plans[i, :, : len(far[i])], P, atol=1e-5)
+    # the references in the input space, the offset a buffer that follows the layer's dtype
+    np.testing.assert_allclose(layer.references.detach().numpy() + est.input_offset_,
+                               est.references_, atol=1e-3)
+    assert layer.double().input_offset.dtype == torch.float64

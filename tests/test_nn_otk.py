@@ -377,3 +377,31 @@ def test_layer_refuses_bad_sizes_and_widths(kw):
     # n_supports=0 divided by zero; 2.7 iterations were cut to 2; a negative width acted as +1
     with pytest.raises(ValueError, match=next(iter(kw))):
         OTKLayer(**{"in_features": 3, **kw})
+
+
+def test_layer_input_offset_is_a_shift_of_sets_and_references():
+    """``OTKLayer(input_offset=o)`` with references ``z`` embeds ``x`` as the layer without it
+    embeds ``x`` against ``z + o`` (float64, positions in each balanced mode), padding of NaN
+    ignored; its gradients pass gradcheck; unbalanced plans, similarity positions and a wrong
+    shape are refused."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 7, 2, generator=g, dtype=torch.float64) + 5.0
+    mask = torch.arange(7) < torch.tensor([[7], [4], [2]])
+    x = x.masked_fill(~mask.unsqueeze(-1), float("nan"))
+    off = torch.tensor([5.0, 4.0], dtype=torch.float64)
+    for kw in ({}, {"position_sigma": 0.5}, {"position_sigma": 0.5, "position_mode": "plan"}):
+        plain = OTKLayer(2, 3, epsilon=0.5, sinkhorn_iter=30, **kw).double()
+        shifted = OTKLayer(2, 3, epsilon=0.5, sinkhorn_iter=30, input_offset=off,
+                           references=plain.references.detach() - off, **kw).double()
+        torch.testing.assert_close(shifted(x, mask), plain(x, mask))
+        torch.testing.assert_close(shifted.plans(x, mask), plain.plans(x, mask))
+    small = OTKLayer(2, 2, epsilon=0.5, sinkhorn_iter=5, position_sigma=0.5,
+                     input_offset=off).double()
+    xs = torch.randn(2, 3, 2, generator=g, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a, r: torch.func.functional_call(
+        small, {"references": r}, (a, None)), (xs, small.references.detach().requires_grad_()))
+    for bad in ({"reg_m": 1.0}, {"position_sigma": 0.5, "position_mode": "similarity"}):
+        with pytest.raises(ValueError, match="balanced"):
+            OTKLayer(2, 3, input_offset=off, **bad)
+    with pytest.raises(ValueError, match="shape"):
+        OTKLayer(2, 3, input_offset=torch.zeros(3))

@@ -511,3 +511,24 @@ def test_features_far_from_zero_are_read_in_float32(cls):
         out = "predict_proba" if cls is OTKClassifier else "predict"
         np.testing.assert_allclose(getattr(moved, out)(far), getattr(near, out)(X), atol=1e-3)
         assert cls(dtype="float64", **kw).fit(far, y).input_offset_ is None
+
+
+@pytest.mark.parametrize("cls", [OTKClassifier, OTKRegressor])
+def test_network_without_a_map_reads_features_far_from_zero_as_its_embedding(cls):
+    # 100 spreads from zero, without the element map: the network's own offset is not taken
+    # (OFFSET_RATIO), its embedding_'s is, and the network's OTK layer must read the sets as
+    # embedding_ does. It read them unshifted: transform 0.76 away from the same sets at 0 and
+    # regression predictions 0.09 away; now 0.05 and 0.005 in float32 as in float64 (the
+    # 10-iteration plans are not quite shift-invariant)
+    rng = np.random.default_rng(0)
+    y = np.arange(40) % 2
+    X = [rng.normal(loc=y[i], size=(int(rng.integers(2, 6)), 2)) for i in range(40)]
+    far = [x + np.array([100.0, 0.0]) for x in X]
+    kw = dict(n_components=None, n_supports=3, max_iter=3, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        near, moved = cls(**kw).fit(X, y), cls(**kw).fit(far, y)
+    assert moved.input_offset_ is None and moved.embedding_.input_offset_ is not None
+    assert np.abs(moved.transform(far) - near.transform(X)).max() < 0.1
+    out = "predict_proba" if cls is OTKClassifier else "predict"
+    assert np.abs(getattr(moved, out)(far) - getattr(near, out)(X)).max() < 0.01

@@ -27,7 +27,7 @@ from .._threads import SCOPE_FRAMES
 from .._torch import map_on_threads, resolve_dtype, split_for_threads
 from .._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, check_sample_weight
 from .._weighting import count_distinct, drop_zero_weight, element_masses
-from ..nn.otk import POSITION_MODES, OTKLayer, _zeroed_embed, embedding_output, otk_plans
+from ..nn.otk import POSITION_MODES, OTKLayer, _zeroed_embed, embedding_output, otk_plans, zero_column
 from ._offset import (
     fitted_dtype,
     input_space_mean,
@@ -37,7 +37,6 @@ from ._offset import (
     shifted,
     split_ones,
     with_ones,
-    zero_column,
 )
 from ._position_choice import select_position_sigma
 from ._references import fit_references, reference_counts, update_references
@@ -668,9 +667,9 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         # with center=False), the raw embedding without either
         mean = self.mean_ if self.center or self.normalize else np.zeros_like(self.mean_)
         offset, part = getattr(self, "input_offset_", None), offset_embedding(self)
-        if offset is not None:  # the sets less the offset, a feature of 1 beside them
-            layer.references = torch.nn.Parameter(zero_column(reference_tensor(self).cpu()))
-            layer.in_features += 1
+        if offset is not None:  # the layer's shifted sets, their part subtracted before centring
+            layer.references = torch.nn.Parameter(zero_column(layer.references.detach()))
+            layer.input_offset, layer.in_features = None, layer.in_features + 1
             mean = mean - part
         return OTKEmbeddingServing(layer, mean, self.normalize, self.sinkhorn_tol, offset)
 
@@ -678,23 +677,24 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         """A layer with the fitted references of this estimator.
 
         The layer returns the raw embedding; the estimator's optional centring and normalisation
-        of its output (``center``, ``normalize``) is not part of the layer. It takes the
-        estimator's Sinkhorn settings, ``sinkhorn_tol`` included: without autograd it gives
-        ``transform``'s raw embedding; under autograd it runs ``sinkhorn_iter`` iterations (the
-        estimator's cap, 3000 by default), which differs from it by about the tolerance. To train
-        the layer, a small fixed count is usual (the paper's supervised models use 10: set
-        ``layer.sinkhorn_iter = 10``).
+        of its output (``center``, ``normalize``) is not part of the layer. With
+        ``input_offset_`` it reads its sets less it, as ``transform`` does (the references held
+        less it too: ``OTKLayer(input_offset=...)``). It takes the estimator's Sinkhorn settings,
+        ``sinkhorn_tol`` included: without autograd it gives ``transform``'s raw embedding; under
+        autograd it runs ``sinkhorn_iter`` iterations (the estimator's cap, 3000 by default),
+        which differs from it by about the tolerance. To train the layer, a small fixed count is
+        usual (the paper's supervised models use 10: set ``layer.sinkhorn_iter = 10``).
 
         Returns
         -------
         layer : skset.nn.OTKLayer
-            The equivalent differentiable layer, with the fitted ``references_`` as its
-            references and the estimator's Sinkhorn and position settings.
+            The equivalent differentiable layer: the fitted references, Sinkhorn and positions.
         """
         check_is_fitted(self)
-        refs = torch.as_tensor(self.references_, dtype=self._tdtype)
+        refs, offset = reference_tensor(self).cpu(), getattr(self, "input_offset_", None)
         return OTKLayer(refs.shape[2], refs.shape[1], refs.shape[0], epsilon=self.epsilon,
                         sinkhorn_iter=self.sinkhorn_iter, position_sigma=self._position_sigma,
                         method=self.sinkhorn_method, references=refs,
                         sinkhorn_tol=self.sinkhorn_tol, position_mode=self.position_mode,
-                        reg_m=self.reg_m)
+                        reg_m=self.reg_m, input_offset=None if offset is None
+                        else torch.as_tensor(offset, dtype=self._tdtype))

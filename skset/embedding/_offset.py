@@ -17,8 +17,10 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
+from ..nn.otk import zero_column
+
 __all__ = ["fitted_dtype", "input_space_mean", "offset_kept_on_error", "offset_embedding",
-           "reference_tensor", "shifted", "split_ones", "with_ones", "zero_column"]
+           "reference_tensor", "shifted", "split_ones", "with_ones"]
 
 
 def _offset(otk):
@@ -59,11 +61,6 @@ def input_space_mean(otk, mean: np.ndarray) -> np.ndarray:
     """A mean raw embedding of the shifted sets in the input space (``mean_``'s)."""
     part = offset_embedding(otk)
     return mean if part is None else mean + part  # float64
-
-
-def zero_column(references: torch.Tensor) -> torch.Tensor:
-    """``references (q, p, d)`` with a last feature of 0 on every support."""
-    return torch.cat([references, references.new_zeros(references.shape[:-1] + (1,))], -1)
 
 
 def with_ones(X: torch.Tensor, M: torch.Tensor, references: torch.Tensor):

@@ -58,6 +58,11 @@ def check_position_mode(position_mode) -> None:
         raise ValueError(f"position_mode must be one of {POSITION_MODES}, got {position_mode!r}")
 
 
+def zero_column(references: torch.Tensor) -> torch.Tensor:
+    """``references (q, p, k)`` with a last feature of 0 on every support."""
+    return torch.cat([references, references.new_zeros(references.shape[:-1] + (1,))], -1)
+
+
 def otk_plans(
     x: torch.Tensor,
     mask: torch.Tensor,
@@ -218,6 +223,15 @@ class OTKLayer(nn.Module):
         Unbalanced transport: strength of the KL penalty on the set-side marginal (POT's
         ``reg_m``; see :mod:`skset.ot`): elements of low similarity to every support receive less
         than their mass. ``None``: balanced.
+    input_offset : Tensor (k,), optional
+        A per-feature value the layer subtracts from every element before it reads the sets
+        (features far from zero in float32: their similarities would lose their digits;
+        :meth:`skset.OTKEmbedding.to_module` passes the estimator's ``input_offset_``). The
+        references are then held less it (``references + input_offset`` in the input space), and
+        the output is that of the input sets: a feature of 1 beside the shifted elements carries
+        the offset's share of each support. Only for balanced plans (``reg_m=None``, and
+        ``position_mode`` other than ``"similarity"`` with positions), which a shared shift of sets
+        and references leaves as they are.
 
     Shapes: ``forward(x (B, n, k), mask (B, n), weights (B, n))`` -> ``(B, q * p, k)``; flatten it
     for a linear head. ``weights`` are optional element masses (non-negative, normalised per set;
@@ -250,6 +264,7 @@ class OTKLayer(nn.Module):
         sinkhorn_tol: float | None = None,
         position_mode: str = "kernel",
         reg_m: float | None = None,
+        input_offset: torch.Tensor | None = None,
     ):
         super().__init__()
         for name, v in (("in_features", in_features), ("n_supports", n_supports),
@@ -281,6 +296,30 @@ class OTKLayer(nn.Module):
             raise ValueError(f"references must have shape {(n_references, n_supports, in_features)}"
                              f", got {tuple(references.shape)}")
         self.references = nn.Parameter(references.clone())
+        if input_offset is not None:
+            if self.reg_m is not None or (position_sigma is not None
+                                          and position_mode == "similarity"):
+                raise ValueError("input_offset needs a balanced plan that a shift of the features "
+                                 "leaves as it is: reg_m=None, and no position_mode='similarity' "
+                                 "with positions")
+            input_offset = torch.as_tensor(input_offset, dtype=self.references.dtype)
+            if tuple(input_offset.shape) != (in_features,):
+                raise ValueError(f"input_offset must have shape ({in_features},), got "
+                                 f"{tuple(input_offset.shape)}")
+        self.register_buffer("input_offset", None if input_offset is None else input_offset.clone())
+
+    def _read(self, x, mask):
+        """``(x, mask, references, offset)`` as the plans read them: with ``input_offset``, the
+        elements less it beside a feature of 1 (0 on the padding) and the references beside a
+        feature of 0."""
+        offset = getattr(self, "input_offset", None)  # absent in layers pickled before it
+        if offset is None:
+            return x, mask, self.references, None
+        if mask is None:
+            mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
+        real = mask.unsqueeze(-1)
+        x = torch.cat([torch.where(real, x - offset, 0.0), real.to(x.dtype)], -1)
+        return x, mask, zero_column(self.references), offset
 
     def plans(self, x: torch.Tensor, mask: torch.Tensor | None = None,
               weights: torch.Tensor | None = None) -> torch.Tensor:
@@ -288,7 +327,8 @@ class OTKLayer(nn.Module):
         element masses, ``None`` for uniform."""
         if mask is None:
             mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
-        return otk_plans(x, mask, self.references, epsilon=self.epsilon,
+        x, mask, references, _ = self._read(x, mask)
+        return otk_plans(x, mask, references, epsilon=self.epsilon,
                          sinkhorn_iter=self.sinkhorn_iter, position_sigma=self.position_sigma,
                          method=self.method, sinkhorn_tol=self.sinkhorn_tol,
                          position_mode=self.position_mode, weights=weights,
@@ -302,14 +342,17 @@ class OTKLayer(nn.Module):
         are zeroed before ``P^T x``) unless ``padding_zero=True`` says that they are 0 already
         (the output of a :class:`skset.nn.NystromLayer`): then no pass over ``x`` zeroes them."""
         embed = otk_embed
-        if padding_zero and mask is not None:
-            embed = _zeroed_embed
-        out = embed(x, mask, self.references, epsilon=self.epsilon,
+        x_in, mask, references, offset = self._read(x, mask)
+        if offset is not None or (padding_zero and mask is not None):
+            embed = _zeroed_embed  # _read zeroed the padding
+        out = embed(x_in, mask, references, epsilon=self.epsilon,
                     sinkhorn_iter=self.sinkhorn_iter, position_sigma=self.position_sigma,
                     method=self.method, sinkhorn_tol=self.sinkhorn_tol,
                     position_mode=self.position_mode, weights=weights,
                     reg_m=getattr(self, "reg_m", None),  # layers pickled before reg_m
                     compile=compile)
+        if offset is not None:  # the input sets': offset times the pooled feature of 1
+            out = out[..., :-1] + out[..., -1:] * offset
         return out.reshape(x.shape[0], -1, x.shape[-1])
 
 
