@@ -9,6 +9,12 @@ the output at 0 (the largest absolute value): the estimators read differences of
 Gaussian kernel) or plans invariant to a shared shift of sets and references (OTK), so in exact
 arithmetic every difference is 0 and what is printed is float32's rounding.
 
+Two rows read the shifted sets as a float32 tensor, rounded before any offset is subtracted
+(a spread of 1 at 1e4 keeps 1e-3 of it): the layer of ``to_module()`` (its raw embedding less
+the fitted mean, as ``transform`` centres it) and the module of
+:func:`skset.export.serving_module` (``transform`` as a graph; fitted with
+``sinkhorn_tol=None, sinkhorn_iter=200``, a fixed count the graph can repeat).
+
     cd benchmarks && python bench_offsets.py
 """
 
@@ -19,8 +25,11 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import warnings  # noqa: E402
 
 import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 from skset import NystromFeatures, OTKEmbedding  # noqa: E402
+from skset._sets import pack  # noqa: E402
+from skset.export import serving_module  # noqa: E402
 
 OFFSETS = [0.0, 10.0, 100.0, 1e3, 1e4, 1e5, 1e6]
 
@@ -30,8 +39,39 @@ def estimators():
         "OTKEmbedding": lambda: OTKEmbedding(n_supports=4, random_state=0),
         "OTKEmbedding(normalize=False)": lambda: OTKEmbedding(n_supports=4, normalize=False,
                                                               random_state=0),
+        "OTKEmbedding(normalize=False).to_module(), float32 input": Layer,
+        "serving_module(OTKEmbedding), float32 input": Served,
         "NystromFeatures": lambda: NystromFeatures(n_components=16, random_state=0),
     }
+
+
+class Layer:
+    """``to_module()`` of an OTKEmbedding(normalize=False) on the sets as a float32 tensor, its
+    raw embedding less ``mean_`` (in float64): ``transform``'s output in exact arithmetic."""
+
+    def fit(self, sets):
+        self.otk = OTKEmbedding(n_supports=4, normalize=False, random_state=0).fit(sets)
+        return self
+
+    def transform(self, sets):
+        X, M = pack(sets, dtype=torch.float32)
+        with torch.no_grad():
+            raw = self.otk.to_module()(X, M).reshape(len(sets), -1).double().numpy()
+        return raw - self.otk.mean_
+
+
+class Served:
+    """:func:`skset.export.serving_module` of an OTKEmbedding, on a float32 tensor."""
+
+    def fit(self, sets):
+        otk = OTKEmbedding(n_supports=4, sinkhorn_tol=None, sinkhorn_iter=200, random_state=0)
+        self.module = serving_module(otk.fit(sets))
+        return self
+
+    def transform(self, sets):
+        X, M = pack(sets, dtype=torch.float32)
+        with torch.no_grad():
+            return self.module(X, M)[0].numpy()
 
 
 def output(est, sets):
