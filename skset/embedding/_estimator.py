@@ -12,7 +12,6 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._base import SksetEstimator, set_input_tags
 from .._config import get_config
-from .._offsets import PLAN_OFFSET_RATIO, far_offset
 from .._sets import (
     check_choice_labels,
     check_finite_output,
@@ -29,6 +28,7 @@ from .._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, TORCH_PARAMS, Bo
 from .._weighting import count_distinct, drop_zero_weight, element_masses
 from ..nn.otk import POSITION_MODES, OTKLayer, _zeroed_embed, embedding_output, otk_plans, zero_column
 from ._offset import (
+    fit_offset,
     fitted_dtype,
     input_space_mean,
     offset_embedding,
@@ -134,7 +134,8 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         similarity to every support then send less than their mass (the others more), which
         makes the embedding robust to outlying elements; smaller is more relaxed (the row update's exponent is
         :math:`\rho / (\rho + \varepsilon)`). ``None``: balanced, every element sends exactly
-        its mass.
+        its mass. Its plans read the features as they are (no ``input_offset_``): standardise
+        features far from zero first, or use float64 (a float32 fit warns).
     center : bool, default=True
         Subtract the mean training embedding from every output.
     normalize : bool, default=True
@@ -304,12 +305,8 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         coll = check_sets(X, n_features=None if fitting else self.n_features_in_,
                           compute_dtype=self._tdtype)
         self._check_columns(X, fitting)
-        if fitting:  # where a shift leaves the plans as they are; in float64 too (the offset's
-            # c.z_j is absorbed from the first column update on: it moved unconverged plans)
-            shift_free = self.reg_m is None and (self.position_mode != "similarity"
-                                                 or self.position_sigma is None)
-            self.input_offset_ = far_offset(coll.sets, None, torch.float32,
-                                            ratio=PLAN_OFFSET_RATIO) if shift_free else None
+        if fitting:
+            self.input_offset_ = fit_offset(self, coll.sets)
         offset = getattr(self, "input_offset_", None)  # absent in models fitted before it
         if offset is None:
             return coll.sets

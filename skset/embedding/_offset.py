@@ -12,19 +12,44 @@ of zeros: the similarities do not change) and :func:`split_ones` folds back.
 
 from __future__ import annotations
 
+import warnings
 from contextlib import contextmanager
 
 import numpy as np
 import torch
 
+from .._offsets import PLAN_OFFSET_RATIO, far_offset
+from .._threads import SCOPE_FRAMES
 from ..nn.otk import zero_column
 
-__all__ = ["fitted_dtype", "input_space_mean", "offset_kept_on_error", "offset_embedding",
+__all__ = ["fit_offset", "fitted_dtype", "input_space_mean", "offset_kept_on_error", "offset_embedding",
            "reference_tensor", "shifted", "split_ones", "with_ones"]
 
 
 def _offset(otk):
     return getattr(otk, "input_offset_", None)  # absent in models fitted before it
+
+
+def fit_offset(otk, sets) -> np.ndarray | None:
+    """``input_offset_`` for the training ``sets`` (``OTKEmbedding._fit``'s, through
+    ``_check_X``): :func:`skset._offsets.far_offset` at ``PLAN_OFFSET_RATIO`` where a shift leaves
+    the plans as they are (balanced, positions not scaling the similarities), asked as float32
+    in either dtype (the offset's ``c.z_j`` is absorbed from the first column update on: it moved
+    unconverged plans); elsewhere None, with a warning in float32, whose unbalanced or
+    similarity-scaled plans lose digits to such features and no shift can spare them."""
+    offset = far_offset(sets, None, torch.float32, ratio=PLAN_OFFSET_RATIO)
+    if otk.reg_m is None and (otk.position_mode != "similarity" or otk.position_sigma is None):
+        return offset
+    if offset is not None and otk._tdtype == torch.float32:
+        what = "reg_m" if otk.reg_m is not None else "position_mode='similarity'"
+        warnings.warn(
+            f"{type(otk).__name__}: features {', '.join(map(str, np.flatnonzero(offset)[:5]))} "
+            f"sit more than {PLAN_OFFSET_RATIO:g} spreads from zero; with {what} the plans read "
+            "products of the features as they are, and float32 rounds them (the embedding can "
+            "move by as much as its range): standardise the features first (NystromFeatures "
+            "before it does) or fit with dtype='float64'.", UserWarning,
+            stacklevel=5 + SCOPE_FRAMES)
+    return None
 
 
 def shifted(otk, refs: np.ndarray, sign: int) -> np.ndarray:
