@@ -85,6 +85,10 @@ LAYERS = {
                                 "weights", _pooled),
     "OTKLayer-exp-tol": (lambda d: snn.OTKLayer(d, 3, method="exp", sinkhorn_tol=1e-3),
                          "plain", _pooled),
+    # the sets read less an offset, a feature of ones carrying its share (positions in the plan)
+    "OTKLayer-input_offset": (lambda d: snn.OTKLayer(d, 2, 2, position_sigma=0.5,
+                                                     input_offset=torch.linspace(-2.0, 3.0, d)),
+                              "weights", _pooled),
     "NystromLayer": (lambda d: snn.NystromLayer(d, 4), "nystrom", None),
     "NystromLayer-kmer-normalize": (lambda d: snn.NystromLayer(d, 3, window=2, normalize=True,
                                                                keep_norm=True), "nystrom", None),
