@@ -317,6 +317,11 @@ def _decode_estimator(v: dict, where: str):
         if type(module).__name__ != enc.get("class"):
             raise _FormatError(f"{where}.{k}: the file holds a {enc.get('class')!r} but "
                                f"{cls_name} builds a {type(module).__name__!r}.")
+        for name, _ in list(module.named_buffers()):  # files written before such a buffer
+            path, _, leaf = name.rpartition(".")
+            owner = module.get_submodule(path)
+            if name not in sd and leaf in getattr(owner, "_optional_buffers", ()):
+                setattr(owner, leaf, None)  # the module then computes as it did without it
         floats = [t.dtype for t in sd.values() if t.is_floating_point()]
         if floats:
             module = module.to(dtype=floats[0])

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -114,9 +115,10 @@ class NystromServing(nn.Module):
 
 class OTKEmbeddingServing(nn.Module):
     """``OTKEmbedding.transform`` as a module. With ``offset`` (the estimator's
-    ``input_offset_``), ``layer``'s references hold a last column of zeros and the sets are read
-    less ``offset`` with a feature of 1 appended, which carries the offset's part of the
-    embedding (:mod:`skset.embedding._offset`); ``center`` is then the mean less that part."""
+    ``input_offset_``) the sets are read less it and ``center`` is the mean less the offset's part
+    of the embedding, ``offset / sqrt(p q)`` a support; with positions, where each set's column
+    sums carry its own part, ``layer``'s references hold a last column of zeros and a feature of
+    1 beside the sets carries it (:mod:`skset.embedding._offset`)."""
 
     def __init__(self, layer, center, normalize: bool, sinkhorn_tol=None, offset=None):
         super().__init__()
@@ -129,7 +131,9 @@ class OTKEmbeddingServing(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor):
         offset = getattr(self, "offset", None)  # absent in modules pickled before it
-        if offset is not None:
+        if offset is not None and self.layer.references.shape[-1] == x.shape[-1]:
+            x = x - offset  # no positions: column sums of 1/p, center holds the offset's part
+        elif offset is not None:  # references with a column of zeros, for a feature of ones
             q, p, _ = self.layer.references.shape
             x = torch.cat([x - offset, mask.unsqueeze(-1).to(x.dtype)], -1)
             pooled = self.layer(_zero_padding(x, mask), mask)
@@ -143,7 +147,11 @@ class OTKEmbeddingServing(nn.Module):
 
 
 def network_serving(estimator, net, head, mean, scale) -> NetworkServing:
-    """The :class:`NetworkServing` of a fitted classifier or regressor."""
+    """The :class:`NetworkServing` of a fitted classifier or regressor; without ``mean``, the
+    sets read less ``input_offset_`` where a fit took one (the supervised OTK models)."""
+    offset = getattr(estimator, "input_offset_", None)  # absent in models fitted before it
+    if mean is None and offset is not None:
+        mean, scale = offset, np.ones_like(offset)
     front = getattr(estimator, "_serving_front", lambda: None)()
     if hasattr(estimator, "classes_"):
         multilabel = getattr(estimator, "_multilabel", False)

@@ -491,6 +491,27 @@ def test_to_module_reads_far_features_as_transform(kw):
     assert layer.double().input_offset.dtype == torch.float64
 
 
+def test_serving_module_without_positions_adds_the_offsets_exact_share():
+    """Without positions every support pools mass 1/p, so the served embedding of far sets
+    takes the offset's share exactly, as ``transform`` does: on the same float32-rounded sets
+    the two agree to 1e-4 at 1,000 (the float32 pooled column of ones times the offset left
+    0.0021)."""
+    from skset._sets import pack
+    from skset.export import serving_module
+
+    rng = np.random.default_rng(0)
+    far = [rng.normal(size=(int(n), 3)) + np.array([1e3, -300.0, 0.0])
+           for n in rng.integers(3, 9, 20)]
+    rounded = [s.astype(np.float32).astype(np.float64) for s in far]
+    est = OTKEmbedding(n_supports=3, random_state=0, sinkhorn_tol=None, sinkhorn_iter=50).fit(far)
+    module = serving_module(est)
+    assert module.layer.references.shape[-1] == 3  # no column for a feature of ones
+    X, M = pack(rounded, dtype=torch.float32)
+    with torch.no_grad():
+        served = module(X, M)[0].numpy()
+    np.testing.assert_allclose(served, est.transform(rounded), atol=2e-4)
+
+
 def test_unbalanced_plans_on_far_features_warn_in_float32():
     """No shift can spare ``reg_m``'s or similarity-scaled plans (a shift changes them): in
     float32 a fit on features far from zero says so, names the features, and points at the

@@ -532,3 +532,50 @@ def test_network_without_a_map_reads_features_far_from_zero_as_its_embedding(cls
     assert np.abs(moved.transform(far) - near.transform(X)).max() < 0.1
     out = "predict_proba" if cls is OTKClassifier else "predict"
     assert np.abs(getattr(moved, out)(far) - getattr(near, out)(X)).max() < 0.01
+
+
+@pytest.mark.parametrize("n_components", [None, 8])
+def test_exported_network_reads_its_sets_less_the_offset(n_components):
+    # the serving module of a supervised OTK model left out its input_offset_: at features of
+    # 1e4 its probabilities were 1.0 away from predict_proba's
+    from skset._sets import pack
+    from skset.export import serving_module
+
+    rng = np.random.default_rng(0)
+    y = np.arange(30) % 2
+    X = [rng.normal(loc=y[i], size=(int(rng.integers(2, 6)), 2)) + np.array([1e4, 0.0])
+         for i in range(30)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        clf = OTKClassifier(n_components=n_components, n_supports=3, max_iter=3,
+                            random_state=0).fit(X, y)
+    assert clf.input_offset_ is not None
+    Xp, M = pack(X, dtype=torch.float32)
+    with torch.no_grad():
+        served = serving_module(clf)(Xp, M)
+    proba = served[clf._serving_outputs.index("predict_proba")]
+    # (the graph reads float32 features of 1e4: their rounding moves it by about 1e-3)
+    np.testing.assert_allclose(proba.numpy(), clf.predict_proba(X), atol=5e-3)
+
+
+def test_files_without_the_layers_offset_load_as_they_computed(tmp_path):
+    # files written before OTKLayer had input_offset hold no such buffer: the rebuilt layer
+    # reads its sets as those models did (load refused them: "Missing key otk.input_offset")
+    import skset
+
+    rng = np.random.default_rng(0)
+    y = np.arange(30) % 2
+    X = [rng.normal(loc=y[i], size=(int(rng.integers(2, 6)), 2)) + np.array([100.0, 0.0])
+         for i in range(30)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        clf = OTKClassifier(n_components=None, n_supports=3, max_iter=3, random_state=0).fit(X, y)
+    layer = clf.module_.otk
+    with torch.no_grad():  # as before: input-space references, the sets read as they are
+        layer.references.add_(layer.input_offset)
+    layer.input_offset = None
+    proba = clf.predict_proba(X)
+    skset.save(clf, tmp_path / "old.skset")
+    loaded = skset.load(tmp_path / "old.skset")
+    assert loaded.module_.otk.input_offset is None
+    np.testing.assert_array_equal(loaded.predict_proba(X), proba)

@@ -665,9 +665,10 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         mean = self.mean_ if self.center or self.normalize else np.zeros_like(self.mean_)
         offset, part = getattr(self, "input_offset_", None), offset_embedding(self)
         if offset is not None:  # the layer's shifted sets, their part subtracted before centring
+            layer.input_offset, mean = None, mean - part
+        if offset is not None and layer.position_sigma is not None:  # a feature of ones
             layer.references = torch.nn.Parameter(zero_column(layer.references.detach()))
-            layer.input_offset, layer.in_features = None, layer.in_features + 1
-            mean = mean - part
+            layer.in_features += 1
         return OTKEmbeddingServing(layer, mean, self.normalize, self.sinkhorn_tol, offset)
 
     def to_module(self) -> OTKLayer:

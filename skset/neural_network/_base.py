@@ -589,8 +589,6 @@ n_labels) multi-label indicators for classifiers)
         net = copy.deepcopy(self.module_)
         mean = getattr(self, "mean_", None)  # absent in models fitted before standardize
         scale = getattr(self, "scale_", None)
-        if mean is None and getattr(self, "input_offset_", None) is not None:  # the OTK models'
-            mean, scale = self.input_offset_, np.ones_like(self.input_offset_)
         if mean is not None and not np.any(mean) and np.all(scale == 1.0):
             mean = None
         return network_serving(self, net, self._serving_head(net), mean,

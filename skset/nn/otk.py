@@ -228,10 +228,13 @@ class OTKLayer(nn.Module):
         (features far from zero in float32: their similarities would lose their digits;
         :meth:`skset.OTKEmbedding.to_module` passes the estimator's ``input_offset_``). The
         references are then held less it (``references + input_offset`` in the input space), and
-        the output is that of the input sets: a feature of 1 beside the shifted elements carries
-        the offset's share of each support. Only for balanced plans (``reg_m=None``, and
+        the output is that of the input sets: each support gains the offset times its pooled mass
+        (``1 / sqrt(p q)`` without positions; with them, a feature of 1 beside the shifted
+        elements carries each set's share). Only for balanced plans (``reg_m=None``, and
         ``position_mode`` other than ``"similarity"`` with positions), which a shared shift of sets
-        and references leaves as they are.
+        and references leaves as they are once Sinkhorn has converged (it adds a term per support
+        to the similarities, which the iterations absorb: at a few iterations the plans move
+        slightly with it).
 
     Shapes: ``forward(x (B, n, k), mask (B, n), weights (B, n))`` -> ``(B, q * p, k)``; flatten it
     for a linear head. ``weights`` are optional element masses (non-negative, normalised per set;
@@ -249,6 +252,9 @@ class OTKLayer(nn.Module):
     >>> layer(x, mask).shape
     torch.Size([3, 4, 8])
     """
+
+    #: buffers that layers saved before them lack (:func:`skset.load` sets them to None)
+    _optional_buffers = ("input_offset",)
 
     def __init__(
         self,
@@ -297,29 +303,38 @@ class OTKLayer(nn.Module):
                              f", got {tuple(references.shape)}")
         self.references = nn.Parameter(references.clone())
         if input_offset is not None:
-            if self.reg_m is not None or (position_sigma is not None
-                                          and position_mode == "similarity"):
-                raise ValueError("input_offset needs a balanced plan that a shift of the features "
-                                 "leaves as it is: reg_m=None, and no position_mode='similarity' "
-                                 "with positions")
             input_offset = torch.as_tensor(input_offset, dtype=self.references.dtype)
             if tuple(input_offset.shape) != (in_features,):
                 raise ValueError(f"input_offset must have shape ({in_features},), got "
                                  f"{tuple(input_offset.shape)}")
+            if not bool(torch.isfinite(input_offset).all()):
+                raise ValueError("input_offset must be finite (it holds NaN or infinity)")
         self.register_buffer("input_offset", None if input_offset is None else input_offset.clone())
+        self._check_offset()
+
+    def _check_offset(self):
+        if getattr(self, "input_offset", None) is not None and (
+                getattr(self, "reg_m", None) is not None
+                or (self.position_sigma is not None and self.position_mode == "similarity")):
+            raise ValueError("input_offset needs a balanced plan that a shift of the features "
+                             "leaves as it is: reg_m=None, and no position_mode='similarity' with "
+                             "positions")
 
     def _read(self, x, mask):
         """``(x, mask, references, offset)`` as the plans read them: with ``input_offset``, the
-        elements less it beside a feature of 1 (0 on the padding) and the references beside a
-        feature of 0."""
+        elements less it (0 on the padding); with positions too, beside a feature of 1 (0 on the
+        padding), the references beside a feature of 0."""
         offset = getattr(self, "input_offset", None)  # absent in layers pickled before it
         if offset is None:
             return x, mask, self.references, None
+        self._check_offset()  # reg_m or the mode may have been set since
         if mask is None:
             mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
         real = mask.unsqueeze(-1)
-        x = torch.cat([torch.where(real, x - offset, 0.0), real.to(x.dtype)], -1)
-        return x, mask, zero_column(self.references), offset
+        x = torch.where(real, x - offset, 0.0)
+        if self.position_sigma is None:  # every support pools mass 1/p: its share is exact
+            return x, mask, self.references, offset
+        return torch.cat([x, real.to(x.dtype)], -1), mask, zero_column(self.references), offset
 
     def plans(self, x: torch.Tensor, mask: torch.Tensor | None = None,
               weights: torch.Tensor | None = None) -> torch.Tensor:
@@ -351,7 +366,9 @@ class OTKLayer(nn.Module):
                     position_mode=self.position_mode, weights=weights,
                     reg_m=getattr(self, "reg_m", None),  # layers pickled before reg_m
                     compile=compile)
-        if offset is not None:  # the input sets': offset times the pooled feature of 1
+        if offset is not None and self.position_sigma is None:  # mass 1/p a support
+            out = out + offset / math.sqrt(out.shape[1] * out.shape[2])
+        elif offset is not None:  # the input sets': offset times the pooled feature of 1
             out = out[..., :-1] + out[..., -1:] * offset
         return out.reshape(x.shape[0], -1, x.shape[-1])
 
