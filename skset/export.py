@@ -49,10 +49,10 @@ fit the estimator with ``dtype="float64"``: its graph is float64 too and agrees 
 Features far from zero: the graph's input is float32, rounded before the estimator's
 ``input_offset_`` (:class:`~skset.OTKEmbedding`) or training mean (the supervised models) is
 subtracted inside it, where ``transform`` subtracts it in float64 first. A spread of 1 at an
-offset of 1e4 keeps about 1e-3 of its digits, and the outputs move by as much: an
-:class:`~skset.OTKEmbedding` of range 2.7 served 0.0021 from the same sets at 0 at an offset of
-1,000 and 0.024 at 1e4 (``benchmarks/bench_offsets.py``). Subtract such an offset before the
-graph, or export a ``dtype="float64"`` estimator, whose graph reads float64.
+offset of 1e4 keeps about 1e-3 of its digits, and the outputs move with them: an
+:class:`~skset.OTKEmbedding` of range 2.7 served 0.00034 from the same sets at 0 at an offset of
+1,000, 0.0044 at 1e4 and 0.29 at 1e6 (``benchmarks/bench_offsets.py``). Subtract such an offset
+before the graph, or export a ``dtype="float64"`` estimator, whose graph reads float64.
 
 Element masses: the graph's inputs are ``(x, mask)`` only, so OTK's outputs are those of the
 estimator with uniform element masses (``element_weight=None`` in ``predict`` / ``transform``); an
