@@ -61,8 +61,8 @@ BUSY_PRESSURE = 20.0
 #: outside its calls alone and never adapts to the load
 THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",
               "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS", "SKSET_NUM_THREADS")
-#: frames that :func:`scoped` adds between a user's call and the method (for ``stacklevel``)
-SCOPE_FRAMES = 1
+#: warnings point at the first frame outside this directory (:func:`user_stacklevel`)
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 #: the public methods that :class:`skset._base.SksetEstimator` runs inside :func:`call_scope`
 SCOPED_METHODS = frozenset({
     "fit", "partial_fit", "transform", "fit_transform", "predict", "predict_proba",
@@ -307,10 +307,20 @@ def set_work_size(X, width: int | None = None) -> float | None:
     return float(elements) * max(int(features), int(width or 0))
 
 
+def user_stacklevel() -> int:
+    """The ``stacklevel`` at which a warning raised by the caller of this function points at the
+    first frame outside skset: the user's line, however many of skset's frames lie between
+    (``partial_fit`` through ``fit``, ``fit`` through ``_fit``, the scope's wrapper)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def scoped(method, context=None):
     """``method`` (of an estimator) run inside :func:`call_scope` with the work of its input, and
     inside ``context()`` too when given (the caller's other policy for the method, in the same
-    frame: the ``stacklevel`` of the warnings raised through it stays ``SCOPE_FRAMES``)."""
+    frame). Its warnings find the user's frame with :func:`user_stacklevel`."""
     extra = nullcontext if context is None else context
 
     @functools.wraps(method)

@@ -13,7 +13,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._base import SksetEstimator, set_input_tags
 from ._sets import check_finite_output, check_sets, dtype_name, length_batches, pack, to_numpy
 from ._stats import weighted_median
-from ._threads import SCOPE_FRAMES
+from ._threads import user_stacklevel
 from ._validation import POSITIVE_INT, TORCH_PARAMS, check_sample_weight
 from .nn.dilated_kernels import KERNEL_TAPS, N_TAPS, DilatedKernelPPV, kernel_responses
 
@@ -197,7 +197,7 @@ class DilatedKernelFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, S
                 f"channels: the training series have a median of {median:g} time "
                 f"points of {n_channels} channels. An array laid out as (n_series, n_channels, "
                 "n_timepoints) (aeon's, sktime's) is read as series of n_channels steps: pass "
-                "X.transpose(0, 2, 1).", UserWarning, stacklevel=2 + SCOPE_FRAMES)
+                "X.transpose(0, 2, 1).", UserWarning, stacklevel=user_stacklevel())
         self.dilations_ = dilations_for(median, self.max_dilations)
         n_kernels = len(KERNEL_TAPS)
         self.channels_ = None

@@ -29,7 +29,7 @@ from ._nystrom_rows import map_rows
 from ._offsets import recentred
 from ._sets import check_choice_labels, check_kmer_lengths, check_sets, kmer_index, kmer_windows, to_numpy
 from ._streaming import PARTIAL_FIT_WEIGHTS_DOC, center_counts, minibatch_kmeans_step, step_rng, weight_scale
-from ._threads import SCOPE_FRAMES, one_thread
+from ._threads import one_thread, user_stacklevel
 from ._torch import resolve_dtype
 from ._validation import POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, Integer, Real, check_sample_weight
 from ._weighting import (
@@ -529,7 +529,7 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
                           f"training elements as the map reads them{sphere} ({n_distinct}"
                           + (f" in the {len(elems)} drawn: max_samples={self.max_samples}"
                              if len(elems) < len(raw) else "") + f"); using {k} anchors.", UserWarning,
-                          stacklevel=3 + SCOPE_FRAMES)  # through fit
+                          stacklevel=user_stacklevel())
         if self.anchors == "kmeans" and k < elems.shape[0]:
             km = KMeans(n_clusters=k, n_init=1, random_state=rng.randint(2**31 - 1))
             with one_thread():  # the same anchors whatever the threads

@@ -287,6 +287,19 @@ def test_warnings_point_at_the_callers_line():
     with pytest.warns(UserWarning, match="n_supports") as rec:
         OTKEmbedding(n_supports=500, random_state=0).fit(_sets(n=5, high=6))
     assert {r.filename for r in rec if "n_supports" in str(r.message)} == {__file__}
+    # a first partial_fit runs fit (two more of skset's frames): they pointed inside skset
+    for est, word in ((NystromFeatures(n_components=500, random_state=0), "n_components"),
+                      (OTKEmbedding(n_supports=500, random_state=0), "n_supports")):
+        with pytest.warns(UserWarning, match=word) as rec:
+            est.partial_fit(_sets(n=5, high=6))
+        assert {r.filename for r in rec if word in str(r.message)} == {__file__}
+    from sklearn.exceptions import ConvergenceWarning
+
+    from skset import DeepSetsClassifier
+
+    with pytest.warns(ConvergenceWarning) as rec:
+        DeepSetsClassifier(max_iter=1, random_state=0).fit(_sets(n=6, high=6), [0, 1] * 3)
+    assert {r.filename for r in rec if r.category is ConvergenceWarning} == {__file__}
 
 
 def test_wrapped_methods_keep_name_doc_and_signature():

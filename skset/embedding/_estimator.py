@@ -22,7 +22,7 @@ from .._sets import (
     to_numpy,
 )
 from .._streaming import PARTIAL_FIT_WEIGHTS_DOC, weight_scale
-from .._threads import SCOPE_FRAMES
+from .._threads import user_stacklevel
 from .._torch import map_on_threads, resolve_dtype, split_for_threads
 from .._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, check_sample_weight
 from .._weighting import count_distinct, drop_zero_weight, element_masses
@@ -483,7 +483,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         if self.n_supports_ < self.n_supports:
             warnings.warn(f"n_supports={self.n_supports} is larger than the number of distinct "
                           f"training elements ({self.n_supports_}); using {self.n_supports_} "
-                          "supports.", UserWarning, stacklevel=3 + SCOPE_FRAMES)
+                          "supports.", UserWarning, stacklevel=user_stacklevel())
         if q > 1 and len(sets) < q:
             raise ValueError(f"n_references={q} needs at least {q} training sets"
                              + (" of positive sample_weight" if kept is not None else "")

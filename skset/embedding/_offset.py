@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from .._offsets import PLAN_OFFSET_RATIO, far_offset
-from .._threads import SCOPE_FRAMES
+from .._threads import user_stacklevel
 from ..nn.otk import zero_column
 
 __all__ = ["fit_offset", "fitted_dtype", "input_space_mean", "offset_kept_on_error", "offset_embedding",
@@ -48,7 +48,7 @@ def fit_offset(otk, sets) -> np.ndarray | None:
             "products of the features as they are, and float32 rounds them (the embedding can "
             "move by as much as its range): standardise the features first (NystromFeatures "
             "before it does) or fit with dtype='float64'.", UserWarning,
-            stacklevel=5 + SCOPE_FRAMES)
+            stacklevel=user_stacklevel())
     return None
 
 

@@ -29,7 +29,6 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._base import SksetEstimator
 from .._sets import check_finite_output, check_sets, iter_packed, pack
-from .._threads import SCOPE_FRAMES
 from .._torch import (
     _to_cpu,
     make_generator,
@@ -135,8 +134,7 @@ class BaseNeuralEstimator(SksetEstimator):
         kw = dict(optimizer=optimizer, max_iter=max_iter,
                   learning_rate_init=self.learning_rate_init, weight_decay=self.alpha,
                   optimizer_state=self._optimizer_state, verbose=int(self.verbose),
-                  name=type(self).__name__,
-                  stacklevel=4 + SCOPE_FRAMES)  # the warning: at the user's fit call
+                  name=type(self).__name__)
         kw.update(overrides)
         state = self._optimizer_state
         if state is not None:  # a warm start: the optimizer's state, with today's alpha and a
@@ -515,8 +513,7 @@ n_labels) multi-label indicators for classifiers)
         with self._training_context(seed + self.n_iter_):
             self._train(loss_fn, batches, callbacks, max_iter=max_iter,
                         parameters=setup.parameters, warn_convergence=not incremental,
-                        # warnings point at the user's fit call (through fit and _fit)
-                        **{"stacklevel": 5 + SCOPE_FRAMES, **setup.overrides})
+                        **setup.overrides)
         self._after_training(data)
         return self
 

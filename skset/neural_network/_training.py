@@ -33,6 +33,7 @@ import numpy as np
 import torch
 from sklearn.exceptions import ConvergenceWarning
 
+from .._threads import user_stacklevel
 from .._validation import (
     NON_NEGATIVE,
     POSITIVE,
@@ -285,7 +286,7 @@ def train_module(
     name: str = "",
     warn_convergence: bool = True,
     callbacks: Iterable[Callback] = (),
-    stacklevel: int = 3,
+    stacklevel: int | None = None,
 ) -> TrainResult:
     """Train ``module`` with Adam/AdamW for up to ``max_iter`` epochs; the shared skset loop.
 
@@ -337,8 +338,8 @@ def train_module(
         training.
     callbacks : iterable of Callback
         Run in order at each hook (see :mod:`skset.neural_network._callbacks`).
-    stacklevel : int
-        Of the ``ConvergenceWarning`` (3: the caller of the function that called this one).
+    stacklevel : int or None
+        Of the ``ConvergenceWarning``; None: the first frame outside skset (the user's call).
 
     Returns
     -------
@@ -417,7 +418,7 @@ def train_module(
             f"{state.prefix}maximum iterations ({max_iter}) reached and the optimization hasn't "
             "converged yet.",
             ConvergenceWarning,
-            stacklevel=stacklevel,
+            stacklevel=user_stacklevel() if stacklevel is None else stacklevel,
         )
     return TrainResult(
         loss_curve=state.loss_curve, validation_scores=state.validation_scores,
