@@ -22,6 +22,8 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator
 
+from ._threads import user_stacklevel
+
 __all__ = ["save", "load", "FORMAT_VERSION"]
 
 FORMAT_VERSION = 1
@@ -149,7 +151,7 @@ def _json_param(name: str, value, cls_name: str):
                         for k, v in value.items()]}
     if name == "random_state":
         warnings.warn(f"{cls_name}: random_state={type(value).__name__} cannot be saved; it is "
-                      "stored as None (only a refit uses it).", UserWarning, stacklevel=4)
+                      "stored as None (only a refit uses it).", UserWarning, stacklevel=user_stacklevel())
         return None
     raise TypeError(f"{cls_name}: parameter {name} of type {type(value).__name__} cannot be "
                     "saved (only None, bool, int, float, str, lists, 1-D arrays and dicts of "

@@ -283,8 +283,9 @@ def test_save_refuses_what_it_cannot_store(tmp_path):
     with pytest.raises(TypeError, match="public skset estimators"):
         skset.save(LogisticRegression(), tmp_path / "lr")
     est = OTKEmbedding(n_supports=2, random_state=np.random.RandomState(0)).fit(_data()[0])
-    with pytest.warns(UserWarning, match="random_state"):
+    with pytest.warns(UserWarning, match="random_state") as rec:
         skset.save(est, tmp_path / "rs")
+    assert {r.filename for r in rec} == {__file__}  # the caller's line (it pointed inside save)
     loaded = skset.load(tmp_path / "rs")
     assert loaded.random_state is None
     np.testing.assert_array_equal(loaded.transform(_data()[0]), est.transform(_data()[0]))
