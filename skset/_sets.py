@@ -335,8 +335,8 @@ def check_set_labels(y, n_sets: int, *, name="y", multi_output=False, pool=False
     ``pool``: ``X`` is one 2-D pool of ``n_sets`` elements, one target per row)."""
     if y is None:
         raise ValueError(f"{name} is None; this estimator needs one target per set.")
-    if isinstance(y, torch.Tensor):
-        y = to_numpy(y)
+    if isinstance(y, torch.Tensor) or hasattr(y, "toarray"):  # a scipy.sparse y: dense rows
+        y = to_numpy(y) if isinstance(y, torch.Tensor) else y.toarray()
     try:
         y = np.asarray(y)
     except ValueError:  # ragged

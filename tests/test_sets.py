@@ -202,3 +202,26 @@ def test_pack_zeroes_only_the_padding_and_keeps_values(rng):
     assert X.shape == (4, 9, 3) and torch.all(X[~M] == 0)
     for i, s in enumerate(sets):
         np.testing.assert_array_equal(X[i, : len(s)].numpy(), s)
+
+
+def test_sparse_labels_read_as_their_dense_rows():
+    # a scipy.sparse y (which scikit-learn's final steps take) was read as "a scalar": a
+    # pipeline NystromFeatures -> OTKEmbedding -> OneVsRestClassifier failed at its first step
+    import scipy.sparse as sp
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.multiclass import OneVsRestClassifier
+    from sklearn.pipeline import make_pipeline
+
+    from skset import NystromFeatures, OTKEmbedding
+    from skset._sets import check_set_labels
+
+    y = np.array([0, 1, 1, 0, 1, 0])
+    np.testing.assert_array_equal(check_set_labels(sp.csr_matrix(y[:, None]), 6), y)
+    Y = np.c_[y, 1 - y, y]
+    np.testing.assert_array_equal(check_set_labels(sp.csr_matrix(Y), 6, multi_output=True), Y)
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(int(n), 2)) for n in rng.integers(4, 9, 6)]
+    pipe = make_pipeline(NystromFeatures(n_components=4, random_state=0),
+                         OTKEmbedding(n_supports=2, random_state=0),
+                         OneVsRestClassifier(LogisticRegression()))
+    assert pipe.fit(X, sp.csr_matrix(Y)).predict(X).shape == (6, 3)

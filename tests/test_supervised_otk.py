@@ -579,3 +579,12 @@ def test_files_without_the_layers_offset_load_as_they_computed(tmp_path):
     loaded = skset.load(tmp_path / "old.skset")
     assert loaded.module_.otk.input_offset is None
     np.testing.assert_array_equal(loaded.predict_proba(X), proba)
+
+
+def test_a_set_shorter_than_the_window_is_named_as_such():
+    # OTKClassifier said "set 1 has 3 element(s); at least 5 are needed", where the other
+    # estimators with k-mers name the window
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(n, 2)) for n in (8, 3, 9, 7)]
+    with pytest.raises(ValueError, match=r"set 1 has 3 elements, fewer than the k-mer window \(5\)"):
+        OTKClassifier(n_components=4, n_supports=2, window=5, max_iter=1).fit(X, [0, 1, 0, 1])

@@ -28,7 +28,7 @@ import torch
 from sklearn.utils.validation import check_is_fitted
 
 from .._base import SksetEstimator
-from .._sets import check_finite_output, check_sets, iter_packed, pack
+from .._sets import check_finite_output, check_kmer_lengths, check_sets, iter_packed, pack
 from .._torch import (
     _to_cpu,
     make_generator,
@@ -427,8 +427,9 @@ n_labels) multi-label indicators for classifiers)
         seed, rng = self._start_fit(warm)
         # a fitted model (a later partial_fit, warm_start) reads a set shorter than its k-mers as
         # one k-mer, as predict does: only a first fit refuses sets shorter than a given window
-        coll = check_sets(X, min_elements=1 if warm else self._min_elements,
-                          compute_dtype=self.dtype_)
+        coll = check_sets(X, compute_dtype=self.dtype_)
+        if not warm and self._min_elements > 1:  # the message names the k-mer window
+            check_kmer_lengths(coll.lengths, self._min_elements)
         self._check_columns(X, fitting=not warm)
         if warm and coll.n_features != self.n_features_in_:
             how = "partial_fit" if incremental else "warm_start=True"
