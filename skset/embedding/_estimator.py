@@ -189,7 +189,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         references leaves converged plans unchanged; float32 products of such features lose
         their digits). ``references_`` and a centring ``mean_`` stay in the input space, in
         float64. None when no feature is that far, and with ``reg_m`` or similarity-scaled
-        positions, whose plans a shift changes. ``to_module()`` reads the input space as it is.
+        positions, whose plans a shift changes. ``to_module()`` reads the sets less it too.
     position_sigma_ : float or None
         The positional width used: ``position_sigma``, or the one chosen for ``"auto"``.
     position_scores_ : dict or None

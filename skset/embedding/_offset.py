@@ -6,8 +6,8 @@ Balanced plans without positions are invariant to a shift of sets and references
 support takes mass ``1/p``: the raw embedding of the input sets is then that of the shifted sets
 plus ``offset / sqrt(p q)`` in every support (:func:`offset_embedding`). Positional weights
 (``P * S``) give each set its own column sums: the embedding carries ``offset`` times the pooled
-embedding of a column of ones, which :func:`with_ones` appends to the sets (a reference column
-of zeros: the similarities do not change) and :func:`split_ones` folds back.
+embedding of a column of ones, which :func:`skset.nn.otk.with_ones` appends to the sets (a
+reference column of zeros: the similarities do not change) and :func:`split_ones` folds back.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import torch
 
 from .._offsets import PLAN_OFFSET_RATIO, far_offset
 from .._threads import user_stacklevel
-from ..nn.otk import zero_column
+from ..nn.otk import with_ones
 
 __all__ = ["fit_offset", "fitted_dtype", "input_space_mean", "offset_kept_on_error", "offset_embedding",
            "reference_tensor", "shifted", "split_ones", "with_ones"]
@@ -88,14 +88,10 @@ def input_space_mean(otk, mean: np.ndarray) -> np.ndarray:
     return mean if part is None else mean + part  # float64
 
 
-def with_ones(X: torch.Tensor, M: torch.Tensor, references: torch.Tensor):
-    """``(X, references)`` with a feature of 1 on every real element and of 0 on every support."""
-    return torch.cat([X, M.unsqueeze(-1).to(X.dtype)], -1), zero_column(references)
-
-
 def split_ones(pooled: torch.Tensor, offset: np.ndarray) -> torch.Tensor:
-    """The pooled ``(B, q, p, d + 1)`` of :func:`with_ones` sets as the input sets' raw embedding
-    less :func:`offset_embedding`: ``offset`` times the ones' pooled value beyond mass ``1/p``."""
+    """The pooled ``(B, q, p, d + 1)`` of :func:`skset.nn.otk.with_ones` sets as the input sets'
+    raw embedding less :func:`offset_embedding`: ``offset`` times the ones' pooled value beyond
+    mass ``1/p``."""
     _, q, p, _ = pooled.shape
     off = torch.as_tensor(offset, dtype=pooled.dtype, device=pooled.device)
     return pooled[..., :-1] + (pooled[..., -1:] - 1.0 / np.sqrt(p * q)) * off

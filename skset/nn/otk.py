@@ -63,6 +63,13 @@ def zero_column(references: torch.Tensor) -> torch.Tensor:
     return torch.cat([references, references.new_zeros(references.shape[:-1] + (1,))], -1)
 
 
+def with_ones(x: torch.Tensor, mask: torch.Tensor, references: torch.Tensor):
+    """``(x, references)`` with a feature of 1 on every real element (0 on the padding) and of 0
+    on every support: the similarities do not change, and the pooled feature carries each
+    support's mass (the share of an offset subtracted from the sets)."""
+    return torch.cat([x, mask.unsqueeze(-1).to(x.dtype)], -1), zero_column(references)
+
+
 def otk_plans(
     x: torch.Tensor,
     mask: torch.Tensor,
@@ -330,11 +337,11 @@ class OTKLayer(nn.Module):
         self._check_offset()  # reg_m or the mode may have been set since
         if mask is None:
             mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
-        real = mask.unsqueeze(-1)
-        x = torch.where(real, x - offset, 0.0)
+        x = torch.where(mask.unsqueeze(-1), x - offset, 0.0)
         if self.position_sigma is None:  # every support pools mass 1/p: its share is exact
             return x, mask, self.references, offset
-        return torch.cat([x, real.to(x.dtype)], -1), mask, zero_column(self.references), offset
+        x, references = with_ones(x, mask, self.references)
+        return x, mask, references, offset
 
     def plans(self, x: torch.Tensor, mask: torch.Tensor | None = None,
               weights: torch.Tensor | None = None) -> torch.Tensor:
