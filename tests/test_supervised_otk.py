@@ -534,6 +534,18 @@ def test_network_without_a_map_reads_features_far_from_zero_as_its_embedding(cls
     assert np.abs(getattr(moved, out)(far) - getattr(near, out)(X)).max() < 0.01
 
 
+def _classifier_on_far_features(offset, n_components):
+    """30 sets of 2 features, the first near ``offset``; an OTKClassifier of 3 epochs on them."""
+    rng = np.random.default_rng(0)
+    y = np.arange(30) % 2
+    X = [rng.normal(loc=y[i], size=(int(rng.integers(2, 6)), 2)) + np.array([offset, 0.0])
+         for i in range(30)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return X, OTKClassifier(n_components=n_components, n_supports=3, max_iter=3,
+                                random_state=0).fit(X, y)
+
+
 @pytest.mark.parametrize("n_components", [None, 8])
 def test_exported_network_reads_its_sets_less_the_offset(n_components):
     # the serving module of a supervised OTK model left out its input_offset_: at features of
@@ -541,14 +553,7 @@ def test_exported_network_reads_its_sets_less_the_offset(n_components):
     from skset._sets import pack
     from skset.export import serving_module
 
-    rng = np.random.default_rng(0)
-    y = np.arange(30) % 2
-    X = [rng.normal(loc=y[i], size=(int(rng.integers(2, 6)), 2)) + np.array([1e4, 0.0])
-         for i in range(30)]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        clf = OTKClassifier(n_components=n_components, n_supports=3, max_iter=3,
-                            random_state=0).fit(X, y)
+    X, clf = _classifier_on_far_features(1e4, n_components)
     assert clf.input_offset_ is not None
     Xp, M = pack(X, dtype=torch.float32)
     with torch.no_grad():
@@ -563,13 +568,7 @@ def test_files_without_the_layers_offset_load_as_they_computed(tmp_path):
     # reads its sets as those models did (load refused them: "Missing key otk.input_offset")
     import skset
 
-    rng = np.random.default_rng(0)
-    y = np.arange(30) % 2
-    X = [rng.normal(loc=y[i], size=(int(rng.integers(2, 6)), 2)) + np.array([100.0, 0.0])
-         for i in range(30)]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        clf = OTKClassifier(n_components=None, n_supports=3, max_iter=3, random_state=0).fit(X, y)
+    X, clf = _classifier_on_far_features(100.0, None)
     layer = clf.module_.otk
     with torch.no_grad():  # as before: input-space references, the sets read as they are
         layer.references.add_(layer.input_offset)
