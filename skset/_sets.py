@@ -25,27 +25,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-__all__ = [
-    "SetCollection",
-    "check_sets",
-    "check_set_labels",
-    "check_finite_output",
-    "max_abs_value",
-    "pack",
-    "unpack",
-    "length_batches",
-    "iter_packed",
-    "kmer_windows",
-    "kmer_level_shape",
-    "code_kmers",
-    "kmer_dilation",
-    "kmer_index",
-    "kmer_span",
-    "kmer_width",
-    "check_element_weights",
-    "pack_weights",
-    "to_numpy",
-]
+__all__ = ["SetCollection", "check_sets", "check_set_labels", "check_finite_output", "max_abs_value",
+           "pack", "unpack", "length_batches", "iter_packed", "kmer_windows", "kmer_level_shape",
+           "code_kmers", "kmer_dilation", "kmer_index", "kmer_span", "kmer_width", "check_element_weights",
+           "pack_weights", "to_numpy"]
 
 _FLOAT_DTYPES = (np.float64, np.float32)
 
@@ -542,6 +525,8 @@ def check_element_weights(element_weight, lengths: Sequence[int], *,
         where = f"{name}: set {i}"
         if isinstance(w, torch.Tensor):
             w = w.detach().cpu().numpy()
+        if w is None:
+            raise ValueError(f"{where} is None; expected a 1-D array of {n} weights, one per element.")
         try:
             arr = np.array(w, dtype=np.float64)  # a copy
         except (TypeError, ValueError):
@@ -556,11 +541,12 @@ def check_element_weights(element_weight, lengths: Sequence[int], *,
         if (arr < 0).any():
             raise ValueError(f"{where} contains negative weights; element masses must be "
                              "non-negative.")
-        total = arr.sum()
+        with np.errstate(over="ignore"):
+            total = arr.sum()
         if not total > 0:
             raise ValueError(f"{where} is all zero; a set needs a positive total mass.")
-        if not np.isfinite(total):
-            raise ValueError(f"{where} sums to infinity; rescale the weights.")
+        if not np.isfinite(total):  # finite masses near float64's largest: only their ratios count
+            arr, total = arr / arr.max(), (arr / arr.max()).sum()
         out.append(arr / total)
     return out
 

@@ -448,7 +448,8 @@ def test_element_and_sample_weight_errors(rng):
              ([*good[:1], -good[1], *good[2:]], "set 1 contains negative"),
              ([*good[:3], np.full(len(sets[3]), np.nan)], "set 3 contains NaN"),
              ([*good[:3], np.zeros(len(sets[3]))], "set 3 is all zero"),
-             ([*good[:1], np.ones((len(sets[1]), 2)), *good[2:]], "set 1 has shape")]
+             ([*good[:1], np.ones((len(sets[1]), 2)), *good[2:]], "set 1 has shape"),
+             ([*good[:2], None, good[3]], "set 2 is None; expected a 1-D array")]
     for ew, match in cases:
         with pytest.raises(ValueError, match="element_weight:? " + match):
             est.fit(sets, element_weight=ew)
@@ -462,6 +463,11 @@ def test_element_and_sample_weight_errors(rng):
     w0 = [g.copy() for g in good]
     est.fit(sets, element_weight=good, sample_weight=np.arange(1.0, 5.0))
     assert all(np.array_equal(a, b) for a, b in zip(good, w0, strict=True))  # not modified
+    # finite masses whose sum overflows float64: only their ratios count
+    ratios = [np.arange(1.0, len(s) + 1) for s in sets]
+    huge = [r * (1.7e308 / r.max()) for r in ratios]
+    np.testing.assert_allclose(est.transform(sets, element_weight=huge),
+                               est.transform(sets, element_weight=ratios), rtol=1e-6, atol=1e-7)
 
 
 def test_pipeline_sample_weight_and_metadata_routing(rng):
