@@ -30,14 +30,19 @@ def shifted(text: str) -> str:
     return "\n".join(out).strip()
 
 
-def main():
+def assemble() -> str:
+    """The text of BENCHMARKS.md, from the result files as they are."""
     results = ROOT / "benchmarks" / "results"
     parts = [(results / "_summary.md").read_text().rstrip()]
     parts += [shifted((results / f"{t}.md").read_text()) for t in TOPICS]
     text = "\n\n---\n\n".join(parts)
     text += "\n\n(The sections after the summary are the files in `benchmarks/results/`, one per topic;"
     text += " `python benchmarks/make_benchmarks_md.py` assembles them.)\n"
-    (ROOT / "BENCHMARKS.md").write_text(text)
+    return text
+
+
+def main():
+    (ROOT / "BENCHMARKS.md").write_text(assemble())
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ import torch
 from sklearn.base import BaseEstimator
 
 from ._frames import set_columns
-from ._threads import SCOPED_METHODS, TRAINING_WORK_FACTOR, scoped, set_work_size
+from ._threads import SCOPED_METHODS, TRAINING_WORK_FACTOR, scoped, set_work_size, user_stacklevel
 from ._torch import _to_cpu, _to_device, random_streams, resolve_device, resolve_dtype
 from ._validation import InvalidParameterError, check_params
 
@@ -51,12 +51,21 @@ _TRAINING_METHODS = frozenset({"fit", "partial_fit", "fit_transform", "fit_predi
 
 
 @contextlib.contextmanager
-def _gradients_on():
-    """Autograd on for a fit, whatever the caller's mode: a fit called inside ``torch.no_grad()``
-    or ``torch.inference_mode()`` trains as anywhere else (the tensors it keeps are ordinary
-    ones)."""
+def _training_call(est):
+    """A fit's policy: autograd on, whatever the caller's mode (a fit called inside
+    ``torch.no_grad()`` or ``torch.inference_mode()`` trains as anywhere else: the tensors it
+    keeps are ordinary ones); and a fit that raises leaves ``est`` as it was before the call
+    (its attributes put back: no half-written model, whose new ``n_features_in_`` or ``window_``
+    no longer describe its references or network; what the fit changed in place, a network
+    trained by ``partial_fit`` or ``warm_start`` before an error, stays changed)."""
+    saved = dict(vars(est))
     with torch.inference_mode(False), torch.enable_grad():
-        yield
+        try:
+            yield
+        except Exception:
+            vars(est).clear()
+            vars(est).update(saved)
+            raise
 
 
 class SksetEstimator(BaseEstimator):
@@ -87,7 +96,7 @@ class SksetEstimator(BaseEstimator):
         for name in SCOPED_METHODS:
             method = cls.__dict__.get(name)
             if callable(method) and not getattr(method, "_skset_scoped", False):
-                setattr(cls, name, scoped(method, _gradients_on if name in _TRAINING_METHODS
+                setattr(cls, name, scoped(method, _training_call if name in _TRAINING_METHODS
                                           else None))
 
     def _check_columns(self, X, fitting: bool) -> None:
@@ -189,7 +198,7 @@ class SksetEstimator(BaseEstimator):
                     f"{type(self).__name__} was fitted on {dev}, which is not available here; "
                     "it is loaded on the CPU.",
                     UserWarning,
-                    stacklevel=2,
+                    stacklevel=user_stacklevel(),
                 )
             state["device_"] = target
         for k, v in state.items():

@@ -48,12 +48,19 @@ PLAN_OFFSET_RATIO = 10.0
 
 def far_offset(sets: list, weights: np.ndarray | None, dtype: torch.dtype,
                max_sets: int = 2000, ratio: float = OFFSET_RATIO,
-               max_rows: int = 20000) -> np.ndarray | None:
+               max_rows: int = 20000, masses: list | None = None) -> np.ndarray | None:
     """What a float32 network should subtract from each feature, in float64, before it reads the
     sets: the feature's (weighted) mean over up to ``max_sets`` training sets, evenly spaced
     (every few rows of each when they hold more than ``max_rows``: any value near the mean
     serves, the shift is exact), where it is more than ``ratio`` spreads from zero, and 0
-    elsewhere; None when no feature is (or the network computes in float64)."""
+    elsewhere; None when no feature is (or the network computes in float64). Sets of weight 0
+    and elements of mass 0 (``masses``: one array per set, or None) do not count: the offset is
+    that of the fit without them."""
+    if masses is not None:
+        sets = [s[m > 0] for s, m in zip(sets, masses, strict=True)]
+    if weights is not None:
+        keep = np.flatnonzero(np.asarray(weights) > 0)
+        sets, weights = [sets[i] for i in keep], np.asarray(weights, np.float64)[keep]
     if dtype != torch.float32 or not sets:
         return None
     pick = np.unique(np.linspace(0, len(sets) - 1, min(len(sets), max_sets)).astype(np.int64))

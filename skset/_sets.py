@@ -368,8 +368,10 @@ def _check_object_labels(y: np.ndarray, name: str) -> None:
     """Labels of an object array: a ``TypeError`` when strings mix with numbers (they cannot be
     sorted into classes), a ``ValueError`` for a missing (None, NaN) or infinite one."""
     flat = y.ravel().tolist()
-    if any(v is None for v in flat):
-        raise ValueError(f"{name} contains None; give every set a label.")
+    # None, NaN and pandas' NA (which refuses bool()) are missing labels, among strings too
+    if any(v is None or type(v).__name__ == "NAType" or (isinstance(v, (float, np.floating)) and v != v)
+           for v in flat):
+        raise ValueError(f"{name} contains a missing label (None, NaN or NA); give every set a label.")
     kinds = {"str" if isinstance(v, (str, bytes, np.str_)) else "number"
              if isinstance(v, (int, float, np.number, bool, np.bool_)) else type(v).__name__
              for v in flat}
@@ -508,6 +510,8 @@ def check_element_weights(element_weight, lengths: Sequence[int], *,
         return None
     if isinstance(element_weight, torch.Tensor):
         element_weight = element_weight.detach().cpu().numpy()
+    elif hasattr(element_weight, "to_numpy") and hasattr(element_weight, "columns"):  # a frame
+        element_weight = element_weight.to_numpy()  # its rows, not its column labels
     if isinstance(element_weight, (str, bytes, dict)) or np.isscalar(element_weight):
         raise ValueError(f"{name} must be a list of 1-D arrays, one per set, got "
                          f"{_describe(element_weight)}.")

@@ -34,6 +34,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import pickle
 import sys
 import threading
 import time
@@ -307,33 +308,46 @@ def set_work_size(X, width: int | None = None) -> float | None:
     return float(elements) * max(int(features), int(width or 0))
 
 
+#: frames of other libraries that call skset on the user's behalf: scikit-learn's mixins
+#: (``TransformerMixin.fit_transform``...) and ``set_output`` wrapper, joblib's unpickler and the
+#: pure-Python one it runs on (``joblib.load`` runs ``__setstate__``)
+_WRAPPER_FILES = (os.path.join("sklearn", "base.py"), os.path.join("sklearn", "utils", "_set_output.py"),
+                  os.path.join("joblib", "numpy_pickle"), os.path.abspath(pickle.__file__))
+
+
+def _calls_for_user(filename: str) -> bool:
+    path = os.path.abspath(filename)
+    return path.startswith(_PACKAGE_DIR) or any(w in path for w in _WRAPPER_FILES)
+
+
 def user_stacklevel() -> int:
     """The ``stacklevel`` at which a warning raised by the caller of this function points at the
-    first frame outside skset: the user's line, however many of skset's frames lie between
-    (``partial_fit`` through ``fit``, ``fit`` through ``_fit``, the scope's wrapper)."""
+    first frame outside skset and the wrappers that call it (``_WRAPPER_FILES``): the user's line,
+    however many of their frames lie between (``partial_fit`` through ``fit``, ``fit`` through
+    ``_fit``, the scope's wrapper, scikit-learn's mixins and ``set_output`` wrapper)."""
     frame, level = sys._getframe(1), 1
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
+    while frame is not None and _calls_for_user(frame.f_code.co_filename):
         frame, level = frame.f_back, level + 1
     return level
 
 
 def scoped(method, context=None):
     """``method`` (of an estimator) run inside :func:`call_scope` with the work of its input, and
-    inside ``context()`` too when given (the caller's other policy for the method, in the same
-    frame). Its warnings find the user's frame with :func:`user_stacklevel`."""
-    extra = nullcontext if context is None else context
+    inside ``context(estimator)`` too when given (the caller's other policy for the method, in
+    the same frame). Its warnings find the user's frame with :func:`user_stacklevel`."""
+    extra = (lambda est: nullcontext()) if context is None else context
 
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
         if getattr(_state, "inside", False):
-            with extra():
+            with extra(self):
                 return method(self, *args, **kwargs)
         X = args[0] if args else kwargs.get("X")
         try:
             work = self._thread_work(method.__name__, X)
         except Exception:  # an invalid input: the method raises its own error
             work = None
-        with call_scope(work), extra():
+        with call_scope(work), extra(self):
             return method(self, *args, **kwargs)
 
     wrapper._skset_scoped = True

@@ -215,8 +215,28 @@ def test_labels_complex_ragged_or_missing_are_named():
         check_set_labels(np.array([1 + 5j, 2, 3]), 3)
     with pytest.raises(ValueError, match="y is ragged"):
         check_set_labels([[1], [1, 2], [1]], 3, multi_output=True)
-    with pytest.raises(ValueError, match="y contains None"):  # not "mixes label types"
+    with pytest.raises(ValueError, match="y contains a missing label"):  # not "mixes label types"
         check_set_labels(np.array([1, None], dtype=object), 2)
+    # NaN or pandas' NA among string labels: missing too (it said "mixes label types")
+    with pytest.raises(ValueError, match="y contains a missing label"):
+        check_set_labels(np.array(["a", np.nan, "b"], dtype=object), 3)
+    pd = pytest.importorskip("pandas")
+    with pytest.raises(ValueError, match="y contains a missing label"):
+        check_set_labels(pd.array(["a", None, "b"], dtype="string"), 3)
+    assert list(check_set_labels(np.array(["a", "b", "a"], dtype=object), 3)) == ["a", "b", "a"]
+
+
+def test_element_weight_as_a_data_frame_is_read_by_rows():
+    """A frame of weights (one row per set of equal size) is read as its rows: iterating it gave
+    its column labels ("holds 3 entries but X holds 2 sets")."""
+    from skset._sets import check_element_weights
+
+    pd = pytest.importorskip("pandas")
+    w = pd.DataFrame([[1.0, 2.0, 1.0], [0.0, 1.0, 1.0]])
+    out = check_element_weights(w, [3, 3])
+    np.testing.assert_allclose(out[0], [0.25, 0.5, 0.25])
+    np.testing.assert_allclose(out[1], [0.0, 0.5, 0.5])
+    np.testing.assert_array_equal(w.to_numpy(), [[1.0, 2.0, 1.0], [0.0, 1.0, 1.0]])  # unchanged
 
 
 CLASSIFIERS = SUPERVISED[:3]

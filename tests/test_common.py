@@ -120,6 +120,27 @@ def test_sklearn_data_free_checks(est, check):
 
 
 @pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_a_refit_that_raises_leaves_the_fitted_model(est):
+    """A fit refused after it began (sets of another width, then a label per set missing; a set
+    of NaN for the transformer that reads no labels) leaves every attribute as it was: the model
+    computes as before. A half-written model had taken the new ``n_features_in_`` beside the old
+    references (a torch shape error on the old sets)."""
+    X, y = _data()
+    fitted = _fit(est, X, y)
+    before, expected = dict(vars(fitted)), _out(fitted, X)
+    wide = [np.hstack([x, x]) for x in X] + ([np.full((4, 6), np.nan)] if isinstance(est, SERIES) else [])
+    with pytest.raises(ValueError):
+        fitted.fit(wide, _y(est, y)[:3])
+    assert vars(fitted).keys() == before.keys()
+    assert all(vars(fitted)[k] is v for k, v in before.items())
+    np.testing.assert_array_equal(_out(fitted, X), expected)
+    fresh = clone(est)
+    with pytest.raises(ValueError):  # a first fit that raises leaves an unfitted estimator
+        fresh.fit(wide, _y(est, y)[:3])
+    assert not [k for k in vars(fresh) if k.endswith("_")]
+
+
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
 def test_not_fitted(est):
     X, _ = _data()
     method = "transform" if not (is_classifier(est) or is_regressor(est)) else "predict"
@@ -268,8 +289,9 @@ def test_gpu_fitted_model_loads_on_cpu(est, monkeypatch):
     with pytest.raises(RuntimeError, match="CUDA"):  # the simulation holds: raw, they need CUDA
         pickle.loads(pickle.dumps(dict(vars(a))))
     for load in (lambda: pickle.loads(blob), lambda: joblib.load(io.BytesIO(buf.getvalue()))):
-        with pytest.warns(UserWarning, match="not available here; it is loaded on the CPU"):
+        with pytest.warns(UserWarning, match="not available here; it is loaded on the CPU") as rec:
             loaded = load()
+        assert {r.filename for r in rec if "not available" in str(r.message)} == {__file__}
         assert loaded.device_ == torch.device("cpu")
         got = tensors(loaded)
         assert len(got) == len(before)

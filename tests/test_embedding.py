@@ -428,6 +428,50 @@ def test_no_offset_where_a_shift_changes_the_plans(kw):
     assert OTKEmbedding(n_supports=3, random_state=0, **kw).fit(far).input_offset_ is None
 
 
+def test_offset_from_the_sets_and_elements_that_count():
+    """Sets of weight 0 and elements of mass 0 take no part in the offset, as in the rest of the
+    fit: an outlier set of weight 0 (or an element of mass 0 in every set) at 1e5 took the offset
+    away, and the float32 embedding of the sets at 1,000 was noise (2.25 off, range 4)."""
+    rng = np.random.default_rng(3)
+    sets = [rng.normal(size=(6, 2)) + 1000 for _ in range(20)]
+    kw = dict(n_supports=3, position_sigma=None, random_state=0)
+    ref = OTKEmbedding(**kw).fit(sets)
+    outlier = OTKEmbedding(**kw).fit(sets + [rng.normal(size=(6, 2)) * 1e5],
+                                     sample_weight=[1.0] * 20 + [0.0])
+    massless = OTKEmbedding(**kw).fit([np.vstack([s, [[1e6, 1e6]]]) for s in sets],
+                                      element_weight=[np.r_[np.ones(6), 0.0]] * 20)
+    for e in (outlier, massless):
+        np.testing.assert_array_equal(e.input_offset_, ref.input_offset_)
+    np.testing.assert_array_equal(outlier.transform(sets), ref.transform(sets))
+    e64 = OTKEmbedding(dtype="float64", **kw).fit(sets)
+    np.testing.assert_allclose(outlier.transform(sets), e64.transform(sets), atol=1e-4)
+    # weights count: twice the weight is the set twice, in the offset too
+    w = np.r_[np.full(10, 2.0), np.ones(10)]
+    twice = OTKEmbedding(**kw).fit(sets[:10] * 2 + sets[10:])
+    np.testing.assert_allclose(OTKEmbedding(**kw).fit(sets, sample_weight=w).input_offset_,
+                               twice.input_offset_, rtol=1e-12)
+
+
+def test_plans_a_shift_changes_are_refused_after_a_fit_with_an_offset():
+    """``reg_m`` (or similarity-scaled positions) set after a fit that took an offset: the
+    shifted sets would give other plans (1.8 off in float64), so ``transform`` refuses, as
+    ``to_module()`` does."""
+    rng = np.random.default_rng(4)
+    sets = [rng.normal(size=(6, 2)) + 100 for _ in range(10)]
+    e = OTKEmbedding(n_supports=3, position_sigma=None, random_state=0).fit(sets)
+    assert e.input_offset_ is not None
+    Z = e.transform(sets)
+    for kw in ({"reg_m": 1.0}, {"position_sigma": 0.5, "position_mode": "similarity"}):
+        e.set_params(**kw)
+        if "position_sigma" in kw:
+            e.position_sigma_ = 0.5
+        with pytest.raises(ValueError, match="refit"):
+            e.transform(sets)
+        e.set_params(reg_m=None, position_sigma=None, position_mode="kernel")
+        e.position_sigma_ = None
+        np.testing.assert_array_equal(e.transform(sets), Z)
+
+
 def test_offset_without_positions_whatever_the_mode_and_kept_by_a_refused_fit():
     """``position_mode`` without positions changes nothing, the offset included; a refit that
     raises leaves the fitted model's offset (it read its sets less the new one)."""

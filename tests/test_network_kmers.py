@@ -250,12 +250,14 @@ def test_the_choice_reads_the_targets_as_the_estimator_does():
     assert est.window_ == 3
 
 
-def test_a_refit_that_fails_leaves_no_fitted_network():
-    from sklearn.exceptions import NotFittedError
-
+def test_a_refit_that_fails_leaves_the_fitted_network():
+    """The refit refused for its window leaves the network, its ``window_`` and its predictions
+    as they were (it read single elements through a k-mer network before the refits were
+    undone; then it was left unfitted)."""
     X, y = _ramps()
     est = SetTransformerClassifier(**{**SMALL, "max_iter": 1}).fit(X, y)
+    expected, window = est.predict_proba(X), est.window_
     with pytest.raises(ValueError, match="fewer than the k-mer window"):
         est.set_params(window=500).fit(X, y)
-    with pytest.raises(NotFittedError):  # it read single elements through a k-mer network
-        est.predict(X)
+    assert est.window_ == window
+    np.testing.assert_array_equal(est.predict_proba(X), expected)

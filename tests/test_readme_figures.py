@@ -175,3 +175,17 @@ def test_checker_reports_a_missing_results_file():
     problems = readme_drift(renamed, _REPORT.get)
     assert problems[0] == ("README.md:12: names benchmarks/results/abc_seed.md, which does not "
                            "exist")
+
+
+def test_benchmarks_md_is_assembled_from_the_result_files():
+    """BENCHMARKS.md is ``benchmarks/make_benchmarks_md.py``'s assembly of the result files as they
+    are: a result file changed without the report regenerated leaves the report stale (its
+    tables of features far from zero were missing). Regenerate with ``python
+    benchmarks/make_benchmarks_md.py``."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_benchmarks_md",
+                                                  ROOT / "benchmarks" / "make_benchmarks_md.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert (ROOT / "BENCHMARKS.md").read_text() == module.assemble()

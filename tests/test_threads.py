@@ -5,6 +5,7 @@ results bit-identical under the default policy, one thread and two threads."""
 import numpy as np
 import pytest
 import torch
+from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from threadpoolctl import threadpool_info
@@ -292,6 +293,10 @@ def test_warnings_point_at_the_callers_line():
                       (OTKEmbedding(n_supports=500, random_state=0), "n_supports")):
         with pytest.warns(UserWarning, match=word) as rec:
             est.partial_fit(_sets(n=5, high=6))
+        assert {r.filename for r in rec if word in str(r.message)} == {__file__}
+        # fit_transform runs through scikit-learn's set_output wrapper: it pointed there
+        with pytest.warns(UserWarning, match=word) as rec:
+            clone(est).fit_transform(_sets(n=5, high=6))
         assert {r.filename for r in rec if word in str(r.message)} == {__file__}
     from sklearn.exceptions import ConvergenceWarning
 

@@ -28,11 +28,11 @@ from .._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, TORCH_PARAMS, Bo
 from .._weighting import count_distinct, drop_zero_weight, element_masses
 from ..nn.otk import POSITION_MODES, OTKLayer, _zeroed_embed, embedding_output, otk_plans, zero_column
 from ._offset import (
+    check_offset_plans,
     fit_offset,
     fitted_dtype,
     input_space_mean,
     offset_embedding,
-    offset_kept_on_error,
     reference_tensor,
     shifted,
     split_ones,
@@ -301,17 +301,18 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         self.random_state = random_state
 
     def _check_X(self, X, fitting=False):
-        """The checked sets less ``input_offset_`` (set by a fit), which every plan reads."""
+        """The checked sets less ``input_offset_``, which every plan reads (a fit's: as given)."""
         coll = check_sets(X, n_features=None if fitting else self.n_features_in_,
                           compute_dtype=self._tdtype)
         self._check_columns(X, fitting)
-        if fitting:
-            self.input_offset_ = fit_offset(self, coll.sets)
-        offset = getattr(self, "input_offset_", None)  # absent in models fitted before it
-        if offset is None:
-            return coll.sets
+        return coll.sets if fitting else self._shifted_sets(coll.sets)
+
+    def _shifted_sets(self, sets):
+        if (offset := getattr(self, "input_offset_", None)) is None:  # absent in older models
+            return sets
+        check_offset_plans(self)
         np_dtype = np.float64 if self._tdtype == torch.float64 else np.float32
-        return [(s - offset).astype(np_dtype) for s in coll.sets]
+        return [(s - offset).astype(np_dtype) for s in sets]
 
     @property
     def _tdtype(self):
@@ -458,8 +459,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         self
         """
         seed, rng = self._begin_fit()
-        with offset_kept_on_error(self):  # a refused fit leaves the fitted model's offset
-            return self._fit(X, y, sample_weight, element_weight, seed, rng)
+        return self._fit(X, y, sample_weight, element_weight, seed, rng)
 
     def _fit(self, X, y, sample_weight, element_weight, seed, rng):
         sets = self._check_X(X, fitting=True)
@@ -468,8 +468,10 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         masses = self._check_masses(element_weight, sets)
         sw = check_sample_weight(sample_weight, len(sets), type(self).__name__)
         # sets of weight 0 are left out (exactly), equal weights are no weights
-        all_sets, all_masses = sets, masses
+        all_masses = masses
         kept, sw = drop_zero_weight(sw)
+        self.input_offset_ = fit_offset(self, sets, masses, kept, sw)
+        all_sets = sets = self._shifted_sets(sets)
         if kept is not None:
             sets = [sets[i] for i in kept]
             masses = None if masses is None else [masses[i] for i in kept]

@@ -13,7 +13,6 @@ reference column of zeros: the similarities do not change) and :func:`split_ones
 from __future__ import annotations
 
 import warnings
-from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -22,7 +21,7 @@ from .._offsets import PLAN_OFFSET_RATIO, far_offset
 from .._threads import user_stacklevel
 from ..nn.otk import with_ones
 
-__all__ = ["fit_offset", "fitted_dtype", "input_space_mean", "offset_kept_on_error", "offset_embedding",
+__all__ = ["check_offset_plans", "fit_offset", "fitted_dtype", "input_space_mean", "offset_embedding",
            "reference_tensor", "shifted", "split_ones", "with_ones"]
 
 
@@ -30,14 +29,18 @@ def _offset(otk):
     return getattr(otk, "input_offset_", None)  # absent in models fitted before it
 
 
-def fit_offset(otk, sets) -> np.ndarray | None:
-    """``input_offset_`` for the training ``sets`` (``OTKEmbedding._fit``'s, through
-    ``_check_X``): :func:`skset._offsets.far_offset` at ``PLAN_OFFSET_RATIO`` where a shift leaves
+def fit_offset(otk, sets, masses, kept, sw) -> np.ndarray | None:
+    """``input_offset_`` for the training ``sets`` (``OTKEmbedding._fit``'s: the sets of
+    positive weight ``kept`` (None: all), their weights ``sw`` (None: equal), the elements of
+    positive mass (``masses``: one array per set, or None) count):
+    :func:`skset._offsets.far_offset` at ``PLAN_OFFSET_RATIO`` where a shift leaves
     the plans as they are (balanced, positions not scaling the similarities), asked as float32
     in either dtype (the offset's ``c.z_j`` is absorbed from the first column update on: it moved
     unconverged plans); elsewhere None, with a warning in float32, whose unbalanced or
     similarity-scaled plans lose digits to such features and no shift can spare them."""
-    offset = far_offset(sets, None, torch.float32, ratio=PLAN_OFFSET_RATIO)
+    if kept is not None:
+        sets, masses = [sets[i] for i in kept], None if masses is None else [masses[i] for i in kept]
+    offset = far_offset(sets, sw, torch.float32, ratio=PLAN_OFFSET_RATIO, masses=masses)
     if otk.reg_m is None and (otk.position_mode != "similarity" or otk.position_sigma is None):
         return offset
     if offset is not None and otk._tdtype == torch.float32:
@@ -97,17 +100,12 @@ def split_ones(pooled: torch.Tensor, offset: np.ndarray) -> torch.Tensor:
     return pooled[..., :-1] + (pooled[..., -1:] - 1.0 / np.sqrt(p * q)) * off
 
 
-@contextmanager
-def offset_kept_on_error(otk):
-    """A fit that raises leaves ``input_offset_`` as it was (its ``_check_X`` sets the new one
-    first; the fitted model would read its sets less another offset)."""
-    had, previous = hasattr(otk, "input_offset_"), getattr(otk, "input_offset_", None)
-    try:
-        yield
-    except BaseException:
-        if had:
-            otk.input_offset_ = previous
-        else:
-            otk.__dict__.pop("input_offset_", None)
-        raise
-
+def check_offset_plans(otk) -> None:
+    """A ``ValueError`` where a model fitted with ``input_offset_`` now asks for plans a shift
+    changes: ``reg_m`` or similarity-scaled positions set since the fit (``set_params``)."""
+    sigma = getattr(otk, "position_sigma_", otk.position_sigma)
+    if otk.reg_m is not None or (otk.position_mode == "similarity" and sigma is not None):
+        raise ValueError(
+            f"{type(otk).__name__} was fitted on features far from zero and reads them less "
+            "input_offset_, which needs balanced plans that a shift leaves as they are: reg_m=None "
+            "and no position_mode='similarity' with positions. Set them back, or refit.")

@@ -314,13 +314,13 @@ class SetNetworkEstimator(BaseNeuralEstimator):
         raise NotImplementedError
 
     def _prepare_sets(self, sets: list, fitting: bool, sample_weight=None, y=None,
-                      seed: int = 0) -> list:
+                      seed: int = 0, side=None) -> list:
         """The sets the network sees, from the checked input sets (default: unchanged).
 
         ``fitting`` is True in a ``fit`` that is not a warm start (fit preprocessing state then,
         weighting each set by ``sample_weight``, float64 ``(n_sets,)`` or None, e.g. with
-        :func:`skset._weighting.weighted_mean_std`, from the targets ``y`` as given and the
-        fit's ``seed``).
+        :func:`skset._weighting.weighted_mean_std`, from the targets ``y`` as given, the
+        checked side data ``side`` and the fit's ``seed``).
         """
         return sets
 
@@ -425,22 +425,25 @@ n_labels) multi-label indicators for classifiers)
             raise ValueError(f"{type(self).__name__}: classes must be passed on the first call "
                              "to partial_fit (every class of the stream).")
         seed, rng = self._start_fit(warm)
-        # a fitted model (a later partial_fit, warm_start) reads a set shorter than its k-mers as
-        # one k-mer, as predict does: only a first fit refuses sets shorter than a given window
         coll = check_sets(X, compute_dtype=self.dtype_)
-        if not warm and self._min_elements > 1:  # the message names the k-mer window
-            check_kmer_lengths(coll.lengths, self._min_elements)
         self._check_columns(X, fitting=not warm)
         if warm and coll.n_features != self.n_features_in_:
             how = "partial_fit" if incremental else "warm_start=True"
             raise ValueError(f"X has {coll.n_features} features, but {type(self).__name__} was "
                              f"fitted on {self.n_features_in_} features ({how}).")
         sw = check_sample_weight(sample_weight, len(coll.sets), type(self).__name__, "sets")
+        # a fitted model (a later partial_fit, warm_start) reads a set shorter than its k-mers as
+        # one k-mer, as predict does: only a first fit refuses training sets (of positive weight)
+        # shorter than a given window, naming it
+        if not warm and self._min_elements > 1:
+            check_kmer_lengths(coll.lengths if sw is None else np.where(
+                sw > 0, coll.lengths, self._min_elements), self._min_elements)
         side = self._check_side_data(side, coll.sets)
         # the targets are checked before the sets are prepared (a k-mer choice reads y)
         targets, n_outputs = self._encode_targets(y, len(coll.sets), first_fit=not warm,
                                                   sample_weight=sw, classes=classes)
-        sets = self._prepare_sets(coll.sets, fitting=not warm, sample_weight=sw, y=y, seed=seed)
+        sets = self._prepare_sets(coll.sets, fitting=not warm, sample_weight=sw, y=y, seed=seed,
+                                  side=side)
         n = len(sets)
         # sets of weight 0 take no part (as if removed): the split and the batches see the others
         pool = np.arange(n) if sw is None else np.flatnonzero(sw > 0)

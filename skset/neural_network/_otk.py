@@ -192,11 +192,11 @@ class _BaseSupervisedOTK(KmerWidth, SetNetworkEstimator):
     def _use_nystrom(self) -> bool:
         return bool(self.n_components)
 
-    def _prepare_sets(self, sets, fitting, sample_weight=None, y=None, seed=0):
+    def _prepare_sets(self, sets, fitting, sample_weight=None, y=None, seed=0, side=None):
         """The sets less ``input_offset_`` (float64), the features a float32 network would
-        otherwise read rounded (:func:`skset._offsets.far_offset`; None: unchanged)."""
+        otherwise read rounded (:func:`skset._offsets.far_offset`, masses ``side``; None: as is)."""
         if fitting:
-            self.input_offset_ = far_offset(sets, sample_weight, self.dtype_)
+            self.input_offset_ = far_offset(sets, sample_weight, self.dtype_, masses=side)
         offset = getattr(self, "input_offset_", None)  # absent in models fitted before it
         return sets if offset is None else [s - offset for s in sets]
 

@@ -48,7 +48,7 @@ class _BaseSetNetwork(NetworkKmers, SetNetworkEstimator):
     # had none
     _legacy_params = {"standardize": False, "pooled_skip": False, "window": 1, "dilation": 1}
 
-    def _prepare_sets(self, sets, fitting, sample_weight=None, y=None, seed=0):
+    def _prepare_sets(self, sets, fitting, sample_weight=None, y=None, seed=0, side=None):
         """Standardise the element features with the training elements' mean and std (each
         element weighted by its set's ``sample_weight``: a set of weight 2 counts as two copies).
 
