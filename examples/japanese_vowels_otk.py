@@ -8,8 +8,9 @@ approximation of a Gaussian kernel, each utterance is pooled by the optimal tran
 embedding against a reference learned by k-means, and a linear model classifies the embeddings.
 ``GridSearchCV`` tunes the entropic regularisation ``epsilon`` and the number of supports.
 
-Run it with ``python examples/japanese_vowels_otk.py`` (about 15 s on two idle CPU cores; on a
-busy machine about its one-thread time there, see ``benchmarks/results/threads.md``).
+Run it with ``python examples/japanese_vowels_otk.py`` (about 9 s on two idle CPU cores, 5 s of
+it the grid search and refit; on a busy machine about its one-thread time there, see
+``benchmarks/results/threads.md``).
 """
 
 import os
