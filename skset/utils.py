@@ -162,6 +162,16 @@ def _check_chunk_labels(last, where: str, X, y, classes):
     return y
 
 
+def _is_indicator(y) -> bool:
+    """Whether ``y`` is a multi-label indicator matrix (scikit-learn's reading)."""
+    from sklearn.utils.multiclass import type_of_target
+
+    try:
+        return y is not None and type_of_target(y) == "multilabel-indicator"
+    except ValueError:  # not a target scikit-learn reads: the estimator's checks name it
+        return False
+
+
 def partial_fit(estimator, X, y=None, *, classes=None, sample_weight=None):
     """Feed one chunk of sets into ``estimator.partial_fit``, or through a ``Pipeline``.
 
@@ -224,7 +234,8 @@ def partial_fit(estimator, X, y=None, *, classes=None, sample_weight=None):
     where = f"step {name!r} ({type(last).__name__})" if name else type(last).__name__
     kw = {}
     if is_classifier(last):
-        if classes is None and not hasattr(last, "classes_"):
+        # a multi-label indicator y needs none: its width fixes the labels
+        if classes is None and not hasattr(last, "classes_") and not _is_indicator(y):
             raise ValueError(f"{where} is a classifier: pass classes= (every class of the "
                              "whole stream) on the first call, since a chunk may miss some.")
         if classes is not None:

@@ -238,6 +238,28 @@ def test_eigengap_spectral_clustering_matches_sklearn():
     assert one.n_clusters_ == 1 and np.all(one.labels_ == 0)
 
 
+def test_eigengap_spectral_clustering_sparse_input_and_empty_clusters():
+    """A sparse precomputed affinity (``kneighbors_graph``'s output) and sparse features are read
+    as their dense forms (they were refused); where k-means leaves a cluster empty (duplicate
+    points) ``n_clusters_`` counts the clusters of ``labels_``, with a warning."""
+    import scipy.sparse as sp
+
+    X, _ = make_blobs(60, centers=3, cluster_std=0.3, random_state=1)
+    dense = EigengapSpectralClustering(gamma=1.0, random_state=0).fit(X)
+    A = sp.csr_matrix(dense.affinity_matrix_)
+    pre = EigengapSpectralClustering(affinity="precomputed", random_state=0).fit(A)
+    np.testing.assert_array_equal(pre.labels_, EigengapSpectralClustering(
+        affinity="precomputed", random_state=0).fit(A.toarray()).labels_)
+    assert pre.n_clusters_ == 3
+    feats = EigengapSpectralClustering(gamma=1.0, random_state=0).fit(sp.csr_matrix(X))
+    np.testing.assert_array_equal(feats.labels_, dense.labels_)
+    with pytest.warns(UserWarning, match="3 clusters asked, 2 found") as rec:
+        m = EigengapSpectralClustering(n_clusters=3, random_state=0).fit(
+            np.array([[0.0, 0.0], [0.0, 0.0], [5.0, 5.0]]))
+    assert m.n_clusters_ == len(np.unique(m.labels_)) == 2
+    assert {r.filename for r in rec if "clusters asked" in str(r.message)} == {__file__}
+
+
 def test_eigengap_spectral_clustering_errors():
     X = np.random.default_rng(0).normal(size=(10, 2))
     with pytest.raises(ValueError, match="affinity"):

@@ -14,6 +14,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import average_precision_score, log_loss, roc_auc_score
 
 import skset
+import skset.utils
 from skset.neural_network._heads import fit_multilabel_logistic_head
 from skset.neural_network._multilabel import mean_average_precision
 from skset.neural_network._training import split_validation
@@ -290,6 +291,13 @@ def test_partial_fit(kind):
     FACTORIES[kind]().partial_fit(X[:30], Y[:30], classes=[0, 1, 2])
     with pytest.raises(ValueError, match="classes"):
         FACTORIES[kind]().partial_fit(X[:30], Y[:30], classes=["a", "b", "c"])
+    # skset.utils.partial_fit (and skset.distributed.fit through it) takes the same first chunk
+    # without classes (it asked for them): the model is the estimator's own partial_fit's
+    own = FACTORIES[kind]().partial_fit(X[:30], Y[:30])
+    streamed = skset.utils.partial_fit(FACTORIES[kind](), X[:30], Y[:30])
+    np.testing.assert_array_equal(streamed.predict_proba(X[60:]), own.predict_proba(X[60:]))
+    with pytest.raises(ValueError, match="pass classes="):  # single-label still asks
+        skset.utils.partial_fit(FACTORIES[kind](), X[:30], Y[:30, 0])
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 import torch
@@ -21,6 +22,7 @@ from sklearn.utils.validation import validate_data
 
 from .._base import SksetEstimator
 from .._sets import length_batches
+from .._threads import user_stacklevel
 from .._torch import CPU_CHUNK_PAIRS, map_on_threads
 from .._validation import POSITIVE, POSITIVE_INT, RANDOM_STATE
 from ..nn.spectral import eigengap_n_clusters, laplacian_eigh
@@ -208,7 +210,8 @@ class EigengapSpectralClustering(ClusterMixin, SksetEstimator):
     labels_ : ndarray of shape (n_samples,)
         Cluster labels ``0 .. n_clusters_ - 1``.
     n_clusters_ : int
-        The number of clusters used (given or estimated).
+        The number of clusters found: the number given or estimated, fewer (with a warning)
+        where k-means leaves a cluster empty, as on duplicate points.
     affinity_matrix_ : ndarray of shape (n_samples, n_samples)
         The dense affinity matrix.
     n_features_in_ : int
@@ -281,7 +284,10 @@ class EigengapSpectralClustering(ClusterMixin, SksetEstimator):
         self
         """
         self._check_params()
-        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=1)
+        # sparse too: a precomputed affinity is often kneighbors_graph's, and the rbf kernel and the
+        # neighbour graph read sparse features (the affinity is then dense, affinity_matrix_)
+        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=1,
+                          accept_sparse=("csr", "csc", "coo"))
         A = self._affinity_matrix(X)
         n = A.shape[0]
         if self.n_clusters is None:
@@ -301,8 +307,13 @@ class EigengapSpectralClustering(ClusterMixin, SksetEstimator):
             )
             # consecutive labels 0 .. k'-1 even if a cluster came out empty
             labels = np.unique(labels, return_inverse=True)[1].astype(np.int64)
+            if labels.max() + 1 < k:
+                warnings.warn(f"{type(self).__name__}: {k} clusters asked, {labels.max() + 1} found "
+                              "(k-means left the others empty, as on duplicate points); "
+                              "n_clusters_ counts the clusters found.", UserWarning,
+                              stacklevel=user_stacklevel())
         self.affinity_matrix_ = A
-        self.n_clusters_ = int(k)
+        self.n_clusters_ = int(labels.max()) + 1
         self.labels_ = labels
         return self
 
