@@ -103,6 +103,8 @@ class SksetEstimator(BaseEstimator):
         """Sets given as data frames (a list of pandas or polars frames): on a fit, their column
         names become ``feature_names_in_`` (removed when the sets have none); a later call
         refuses sets of other columns (:func:`skset._frames.set_columns`)."""
+        if isinstance(X, np.ndarray) and X.dtype == object and X.ndim == 1:
+            X = list(X)  # a 1-D object array of sets: its frames' columns are read as a list's
         if not isinstance(X, (list, tuple)):
             names = None  # arrays: read by position
         else:

@@ -17,12 +17,15 @@ float64 first, where it changes nothing but the rounding:
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 
+from ._threads import user_stacklevel
 from ._weighting import weighted_mean_std
 
-__all__ = ["OFFSET_RATIO", "PLAN_OFFSET_RATIO", "far_offset", "recentred"]
+__all__ = ["OFFSET_RATIO", "PLAN_OFFSET_RATIO", "far_offset", "recentred", "warn_unstandardized"]
 
 
 #: features whose mean is this many spreads from zero (``|mean_| / scale_``) are centred in float64
@@ -74,3 +77,18 @@ def far_offset(sets: list, weights: np.ndarray | None, dtype: torch.dtype,
     mean, std = weighted_mean_std(rows, w)
     far = np.abs(mean) > ratio * std
     return np.where(far, mean, 0.0) if far.any() else None
+
+
+def warn_unstandardized(est, mean: np.ndarray, std: np.ndarray) -> None:
+    """A warning from a float32 ``NystromFeatures`` fit left unstandardised whose features sit more
+    than ``PLAN_OFFSET_RATIO`` spreads from zero (``mean``, ``std``: the training rows'): its map
+    reads squared distances as ``|x|^2 - 2 x.w + |w|^2`` in float32, which cancel there (0.06
+    away from float64 at 300 spreads, 0.9 at 1,000, features of range about 1)."""
+    far = np.flatnonzero(np.abs(mean) > PLAN_OFFSET_RATIO * np.maximum(std, 1e-300))
+    if getattr(est, "dtype_", None) == torch.float32 and len(far):
+        warnings.warn(
+            f"{type(est).__name__}: features {', '.join(map(str, far[:5]))} sit more than "
+            f"{PLAN_OFFSET_RATIO:g} spreads from zero; unstandardised, the float32 map reads their "
+            "distances rounded (the features can move by as much as their range): leave "
+            "standardize at 'auto' or True, or fit with dtype='float64'.", UserWarning,
+            stacklevel=user_stacklevel())

@@ -26,7 +26,7 @@ from ._map_selection import (
     unit_rows,
 )
 from ._nystrom_rows import map_rows
-from ._offsets import recentred
+from ._offsets import recentred, warn_unstandardized
 from ._sets import check_choice_labels, check_kmer_lengths, check_sets, kmer_index, kmer_windows, to_numpy
 from ._streaming import PARTIAL_FIT_WEIGHTS_DOC, center_counts, minibatch_kmeans_step, step_rng, weight_scale
 from ._threads import one_thread, user_stacklevel
@@ -349,10 +349,10 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         return positive_sets(X, self._check_y(y, coll), sample_weight, element_weight)  # as given
 
     def _elements(self, X, *, fitting: bool, lengths: bool = True):
-        """Validate X; return the checked collection (``lengths``: and, fitting, that the sets
-        are as long as a k-mer)."""
-        if not isinstance(X, (list, tuple, np.ndarray)) and hasattr(X, "__array__"):
-            X = np.asarray(X)
+        """The checked collection of X (``lengths``: and, fitting, the sets as long as a k-mer)."""
+        if isinstance(X, torch.Tensor) or not isinstance(X, (list, tuple, np.ndarray)) and hasattr(
+                X, "__array__") and not hasattr(X, "columns"):  # a frame keeps its column names
+            X = to_numpy(X) if isinstance(X, torch.Tensor) else np.asarray(X)
         elif isinstance(X, (list, tuple)) and len(X) and (  # np.ndim raises on a ragged set
                 getattr(X[0], "ndim", None) or np.asarray(X[0], dtype=object).ndim) == 1:
             # a nested list of rows is one pool of elements (as scikit-learn reads it)
@@ -501,8 +501,7 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
                                                coll=data.coll)
         raw, ew, window, lengths = data.raw, data.weights, data.window, data.lengths
         mean, std = weighted_mean_std(raw, ew, keep_dtype=True)
-        # a feature is constant when its spread is rounding noise of its own magnitude (relative,
-        # so that data of any scale, 1e-30 or 1e30, is standardised alike)
+        # constant: a spread within rounding noise of the feature's magnitude (any scale alike)
         top = np.abs(raw if ew is None else raw[ew > 0]).max(0)
         std = np.where(constant_below(std, top), 1.0, std)
         # the choice draws from its own stream: when it picks the fixed choice, the fit is exactly
@@ -512,8 +511,8 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         if self.standardize_:
             self.mean_, self.scale_ = mean.astype(np_dtype), std.astype(np_dtype)
         else:
-            self.mean_ = np.zeros(raw.shape[1], dtype=np_dtype)
-            self.scale_ = np.ones(raw.shape[1], dtype=np_dtype)
+            self.mean_, self.scale_ = np.zeros(raw.shape[1], dtype=np_dtype), np.ones(raw.shape[1], np_dtype)
+            warn_unstandardized(self, mean, std)
         elems, w = self._anchor_elements(raw, ew, window, lengths, rng)
 
         if (self.anchors == "kmeans" and self.n_components < elems.shape[0]
@@ -525,11 +524,12 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
             k = min(self.n_components, n_distinct)
         if k < self.n_components:
             sphere = " on the sphere (normalize)" if self.normalize_ else ""
+            among = (f" among the {len(elems)} {'k-mers' if window > 1 else 'elements'} the anchors are "
+                     f"drawn from, max_samples={self.max_samples}" if window > 1 or len(elems) < len(raw)
+                     else "")
             warnings.warn(f"n_components={self.n_components} is larger than the number of distinct "
-                          f"training elements as the map reads them{sphere} ({n_distinct}"
-                          + (f" in the {len(elems)} drawn: max_samples={self.max_samples}"
-                             if len(elems) < len(raw) else "") + f"); using {k} anchors.", UserWarning,
-                          stacklevel=user_stacklevel())
+                          f"training elements as the map reads them{sphere} ({n_distinct}{among}); "
+                          f"using {k} anchors.", UserWarning, stacklevel=user_stacklevel())
         if self.anchors == "kmeans" and k < elems.shape[0]:
             km = KMeans(n_clusters=k, n_init=1, random_state=rng.randint(2**31 - 1))
             with one_thread():  # the same anchors whatever the threads

@@ -275,3 +275,22 @@ def test_a_none_set_and_a_flat_x_are_named(est):  # a 1-D X is neither a pool no
         clone(est).fit(X[:3] + [None] + X[4:], _target(est, yc, yr))
     with pytest.raises(ValueError, match=r"X is a 1-D array of shape \(8,\); expected a collection"):
         clone(est).fit(np.arange(8.0), _target(est, yc, yr))
+
+
+def test_an_object_array_of_frames_is_checked_as_a_list_of_them():
+    """Sets as a 1-D object array of data frames: their columns are read as a list's
+    (``feature_names_in_``; other columns refused: they were accepted, read by position)."""
+    pd = pytest.importorskip("pandas")
+    from skset import OTKEmbedding
+
+    rng = np.random.default_rng(0)
+    dfs = [pd.DataFrame(rng.normal(size=(6, 3)), columns=list("abc")) for _ in range(5)]
+    X = np.empty(5, dtype=object)
+    X[:] = dfs
+    est = OTKEmbedding(n_supports=3, random_state=0).fit(X)
+    assert list(est.feature_names_in_) == ["a", "b", "c"]
+    Y = np.empty(5, dtype=object)
+    Y[:] = [d[["c", "b", "a"]] for d in dfs]
+    with pytest.raises(ValueError, match=r"the sets have the columns \['c', 'b', 'a'\]"):
+        est.transform(Y)
+    np.testing.assert_array_equal(est.transform(X), est.transform(dfs))

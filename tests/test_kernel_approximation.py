@@ -717,10 +717,16 @@ def test_reversed_and_read_only_single_arrays_map_as_their_copies():
 def test_too_few_anchors_warning_names_max_samples_when_it_binds():
     rng = np.random.default_rng(2)
     X = [rng.normal(size=(9, 2)) for _ in range(20)]  # 180 distinct elements
-    with pytest.warns(UserWarning, match=r"\(3 in the 3 drawn: max_samples=3\); using 3 anchors"):
+    with pytest.warns(UserWarning, match=r"\(3 among the 3 elements the anchors are drawn from, "
+                      r"max_samples=3\); using 3 anchors"):
         NystromFeatures(n_components=8, max_samples=3, random_state=0).fit(X)
     with pytest.warns(UserWarning, match=r"reads them \(2\); using 2 anchors"):  # no draw binds
         NystromFeatures(n_components=8, random_state=0).fit([np.array([[0.0, 1.0], [1.0, 0.0]])])
+    # k-mers, none drawn: it said "in the 32 drawn", comparing them with the 40 elements
+    kmers = [rng.integers(0, 2, size=(10, 1)).astype(float) for _ in range(4)]
+    with pytest.warns(UserWarning, match=r"among the 32 k-mers the anchors are drawn from, "
+                      r"max_samples=auto\); using"):
+        NystromFeatures(n_components=64, window=3, kmer_coding="plain", random_state=0).fit(kmers)
 
 
 @pytest.mark.parametrize("scale", [1e-20, 1e-30])
@@ -764,3 +770,36 @@ def test_a_ragged_nested_list_names_the_set():
             est.fit([np.ones((3, 3)) * i for i in range(3)])
         with pytest.raises((ValueError, TypeError), match="set 0"):
             getattr(est, method)([[[1, 2, 3], [1, 2]], [[1, 2, 3]]])
+
+
+def test_unstandardised_far_features_in_float32_warn():
+    """``standardize=False`` in float32 on features far from zero: the map's squared distances
+    cancel (0.06 away from float64 at 300 spreads); the fit says so, naming the features. The
+    default standardises them, and float64 reads them as they are: no warning."""
+    rng = np.random.default_rng(0)
+    sets = [rng.normal(size=(20, 2)) + np.array([300.0, 0.0]) for _ in range(10)]
+    with pytest.warns(UserWarning, match=r"features 0 sit more than 10 spreads from zero") as rec:
+        NystromFeatures(8, standardize=False, random_state=0).fit(sets)
+    assert {r.filename for r in rec if "spreads" in str(r.message)} == {__file__}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        NystromFeatures(8, standardize=False, dtype="float64", random_state=0).fit(sets)
+        NystromFeatures(8, standardize=True, random_state=0).fit(sets)
+
+
+def test_pools_as_frames_and_tensors_are_read_as_estimators_read_them():
+    """A pandas frame as one pool keeps its column names (``feature_names_in_``; other columns
+    refused later: it was read as an array, and reordered columns moved the features by 0.96);
+    tensors that require grad, or in bfloat16, are read detached (a torch error before)."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame(rng.normal(size=(50, 3)), columns=list("abc"))
+    nf = NystromFeatures(8, random_state=0).fit(df)
+    assert list(nf.feature_names_in_) == ["a", "b", "c"]
+    with pytest.raises(ValueError, match="feature names"):
+        nf.transform(df[["c", "b", "a"]])
+    np.testing.assert_array_equal(nf.transform(df), nf.transform(df.to_numpy()))
+    X = torch.randn(3, 4, 3)
+    nf = NystromFeatures(4, random_state=0).fit(X)
+    np.testing.assert_array_equal(nf.transform(X.clone().requires_grad_(True)), nf.transform(X))
+    assert NystromFeatures(4, random_state=0).fit(X.to(torch.bfloat16)).n_features_in_ == 3

@@ -610,3 +610,13 @@ def test_a_set_shorter_than_the_window_is_named_as_such():
     X = [rng.normal(size=(n, 2)) for n in (8, 3, 9, 7)]
     with pytest.raises(ValueError, match=r"set 1 has 3 elements, fewer than the k-mer window \(5\)"):
         OTKClassifier(n_components=4, n_supports=2, window=5, max_iter=1).fit(X, [0, 1, 0, 1])
+
+
+def test_make_motif_order_refuses_more_motifs_than_words():
+    """Three distinct motifs of one letter from an alphabet of two cannot be drawn: a
+    ``ValueError`` naming them (the draw looped for ever)."""
+    with pytest.raises(ValueError, match="n_motifs=3 distinct motifs .* alphabet of 2 letters has 2"):
+        make_motif_order(3, min_length=10, max_length=10, alphabet_size=2, motif_length=1, n_motifs=3)
+    X, y = make_motif_order(3, min_length=10, max_length=10, alphabet_size=2, motif_length=1,
+                            n_motifs=2, random_state=0)
+    assert len(X) == 3 and set(y.tolist()) <= {0, 1}

@@ -320,4 +320,5 @@ class EigengapSpectralClustering(ClusterMixin, SksetEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.pairwise = self.affinity == "precomputed"
+        tags.input_tags.sparse = True
         return tags

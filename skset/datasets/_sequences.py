@@ -86,9 +86,13 @@ def make_motif_order(
     _int("max_length", max_length, min_length)
     if not (isinstance(mutation_rate, numbers.Real) and 0 <= mutation_rate <= 1):
         raise ValueError(f"mutation_rate must be in [0, 1], got {mutation_rate!r}")
+    if alphabet_size**motif_length < n_motifs:
+        raise ValueError(f"n_motifs={n_motifs} distinct motifs need at least as many words of "
+                         f"motif_length={motif_length} letters, but an alphabet of "
+                         f"{alphabet_size} letters has {alphabet_size**motif_length}.")
     rng = check_random_state(random_state)
 
-    # distinct motifs (redraw on the tiny chance two coincide)
+    # distinct motifs (redraw on the chance two coincide)
     while True:
         motifs = rng.randint(alphabet_size, size=(n_motifs, motif_length))
         if len({tuple(m) for m in motifs}) == n_motifs:
