@@ -25,7 +25,7 @@ from suite_data import KINDS, load  # noqa: E402
 
 from skset import OTKClassifier  # noqa: E402
 from skset._stats import paired_t  # noqa: E402
-from skset.neural_network import _otk, _otk_start  # noqa: E402
+from skset.neural_network import _otk_start  # noqa: E402
 
 
 class _Scored(Exception):
@@ -43,7 +43,7 @@ def run(name, framing, seed):
     width = {"window": KINDS[name]["window"]} if framing == "seq" else {}
     t = time.perf_counter()
     rec = dict(dataset=name, framing=framing, seed=seed, n_train=len(X_tr))
-    _otk.choose_start = _score_starts
+    _otk_start.choose_start = _score_starts
     try:
         OTKClassifier(random_state=seed, **width).fit(X_tr, y_tr)
     except _Scored as s:

@@ -328,7 +328,10 @@ class Framing:
             return {row: (value, seconds, {**self.otk_clf_over, "window": int(model.window_),
                                            "dilation": int(getattr(model, "dilation_", 1)),
                                            "position_sigma": model.position_sigma_,
-                                           "start_scores": getattr(model, "start_scores_", None)})}
+                                           "start_scores": getattr(model, "start_scores_", None),
+                                           "epsilon": getattr(model, "epsilon_", None),
+                                           "epsilon_scores": {str(k): v for k, v in getattr(
+                                               model, "epsilon_scores_", {}).items()} or None})}
         return {row: (value, seconds)}
 
     def _otk_clf(self, seed):

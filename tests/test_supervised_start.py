@@ -17,9 +17,10 @@ from skset.neural_network._otk_start import fold_hits, map_choice
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
-# window and positions given: the map's preprocessing and bandwidth are what the starts choose
+# window and positions given: the map's preprocessing and bandwidth are what the starts choose;
+# epsilon given: its rule scores the start too (tested below with "auto")
 SMALL = dict(n_components=8, window=3, n_supports=3, position_sigma=None, max_iter=2,
-             device="cpu")
+             epsilon=0.5, device="cpu")
 
 
 @pytest.fixture(scope="module")
@@ -121,3 +122,48 @@ def test_a_refit_forgets_the_earlier_scores(data):
     clf.set_params(standardize=True, normalize=True, keep_norm=True, bandwidth=0.5).fit(X, y)
     assert not hasattr(clf, "start_scores_")
     assert torch.is_tensor(clf.module_.center)
+
+
+@pytest.mark.parametrize("winner", [0.5, 0.1, "tie"])
+def test_epsilon_auto_keeps_the_papers_unless_the_pipelines_scores_better(data, monkeypatch, winner):
+    """``epsilon="auto"``: the kept start embedded at 0.5 and at 0.1, scored by the starts' test;
+    the fit is then exactly the fit with the epsilon it kept given (the other embedding draws
+    nothing from the generators the fit uses after it)."""
+    X, y = data
+    kw = {**SMALL, "epsilon": "auto", "standardize": True, "normalize": True, "keep_norm": True,
+          "bandwidth": 0.5}  # the map given: only the epsilon rule scores
+    calls = []
+
+    def hits(parts, y, folds, alpha, sample_weight, masses):
+        calls.append(parts[3].epsilon)
+        good = {0.5: parts[3].epsilon == 0.5, 0.1: parts[3].epsilon == 0.1, "tie": True}[winner]
+        return np.ones(len(y)) if good else (np.arange(len(y)) % 4 == 0).astype(float)
+
+    monkeypatch.setattr(_otk_start, "fold_hits", hits)
+    clf = OTKClassifier(**kw, random_state=0).fit(X, y)
+    assert calls == [0.5, 0.1] and not hasattr(clf, "start_scores_")
+    expected = 0.1 if winner == 0.1 else 0.5
+    assert clf.epsilon_ == clf.epsilon_scores_["chosen"] == clf.embedding_.epsilon == expected
+    assert clf.module_.otk.epsilon == expected
+    assert clf.epsilon_scores_["0.5"] == (0.25 if winner == 0.1 else 1.0)
+    given = OTKClassifier(**{**kw, "epsilon": expected}, random_state=0).fit(X, y)
+    assert not hasattr(given, "epsilon_scores_") and given.epsilon_ == expected
+    np.testing.assert_array_equal(clf.decision_function(X), given.decision_function(X))
+
+
+def test_epsilon_auto_without_a_choice_to_make(data, monkeypatch):
+    """Multi-label targets or a class of one set: 0.5, unscored; the regressor takes no "auto"
+    (its epsilon stays 0.5)."""
+    X, y = data
+    monkeypatch.setattr(_otk_start, "fold_hits", lambda *a: pytest.fail("scored"))
+    fixed = dict(standardize=True, normalize=True, keep_norm=True, bandwidth=0.5)
+    Y = np.stack([y, 1 - y], axis=1)
+    multi = OTKClassifier(**{**SMALL, "epsilon": "auto"}, **fixed, random_state=0).fit(X, Y)
+    assert multi.epsilon_ == 0.5 and not hasattr(multi, "epsilon_scores_")
+    y1 = np.asarray(y).copy()
+    y1[0] = 2  # a class of one set
+    one = OTKClassifier(**{**SMALL, "epsilon": "auto"}, **fixed, random_state=0).fit(X, y1)
+    assert one.epsilon_ == 0.5 and not hasattr(one, "epsilon_scores_")
+    assert OTKClassifier().epsilon == "auto" and OTKRegressor().epsilon == 0.5
+    with pytest.raises(ValueError, match="epsilon"):
+        OTKRegressor(**{**SMALL, "epsilon": "auto"}).fit(X, np.asarray(y, dtype=float))

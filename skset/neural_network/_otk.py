@@ -20,7 +20,6 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._config import get_config
 from .._kmer_inputs import KmerWidth
-from .._map_selection import DEFAULT_CHOICE
 from .._offsets import far_offset
 from .._sets import kmer_windows, pack_weights
 from .._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, Boolean, Integer
@@ -49,7 +48,7 @@ from ._otk_docs import (
     _ELEMENT_WEIGHT_FIT_DOC,
     _with_element_weight,
 )
-from ._otk_start import choose_start, map_choice, start_rule_applies
+from ._otk_start import PAPER_EPSILON, chosen_start
 from ._tasks import SetClassifierMixin, SetRegressorMixin
 from ._training import TRAINING_PARAMS
 
@@ -164,7 +163,7 @@ class _BaseSupervisedOTK(KmerWidth, SetNetworkEstimator):
         "keep_norm": ["auto", Boolean()],
         "n_supports": [POSITIVE_INT],
         "n_references": [POSITIVE_INT],
-        "epsilon": [POSITIVE],
+        "epsilon": [POSITIVE, "auto"],
         "sinkhorn_iter": [POSITIVE_INT],
         "position_sigma": [POSITIVE, None, "auto"],
         "position_mode": [*POSITION_MODES],
@@ -217,21 +216,12 @@ class _BaseSupervisedOTK(KmerWidth, SetNetworkEstimator):
         1-D array per set, or None; ``y``, the training part's targets, chooses the ``"auto"``
         parameters of the element map as :class:`NystromFeatures` does)."""
         seeds = (rng.randint(2**31 - 1) if self._use_nystrom else None, rng.randint(2**31 - 1))
-        self.__dict__.pop("start_scores_", None)  # set again where both starts are scored
         fit = (sets, seeds, sample_weight, masses, y)
-        parts = self._initial_embedding(self._initial_map(PAPER_MAP, *fit), *fit)
-        if self._chooses_start and start_rule_applies(self, y):
-            # the other start draws nothing from the global generators: the fit that follows is
-            # the same whichever start is kept
-            cuda = self.device_.type == "cuda"
-            with torch.random.fork_rng(devices=[self.device_] if cuda else []):
-                other = self._initial_map(DEFAULT_CHOICE, *fit)
-                if map_choice(other[0]) != map_choice(parts[0]):
-                    other = self._initial_embedding(other, *fit)
-                    parts = choose_start(self, parts, other, y, sample_weight, masses)
+        parts = chosen_start(self, self._initial_embedding(self._initial_map(PAPER_MAP, *fit), *fit),
+                             fit, y, sample_weight, masses)  # the classifier's rules (_otk_start)
         self.nystrom_, self.window_, _, self.embedding_ = parts
         self.dilation_ = 1 if self.nystrom_ is None else self.nystrom_.dilation_
-        self.position_sigma_ = self.embedding_.position_sigma_
+        self.position_sigma_, self.epsilon_ = self.embedding_.position_sigma_, self.embedding_.epsilon
         otk = self.embedding_.to_module()
         center = torch.as_tensor(self.embedding_.mean_, dtype=self.dtype_)
         return _OTKNetwork(self._element_map(), otk, self.window_, center, True, n_outputs,
@@ -256,11 +246,14 @@ class _BaseSupervisedOTK(KmerWidth, SetNetworkEstimator):
                                     incumbent=incumbent)
         return nystrom, nystrom.window_, nystrom.transform(sets)
 
-    def _initial_embedding(self, mapped, sets, seeds, sample_weight, masses, y):
-        """``mapped`` and the embedding fitted on its features (and its "auto" positions)."""
+    def _initial_embedding(self, mapped, sets, seeds, sample_weight, masses, y, epsilon=None):
+        """``mapped`` and the embedding fitted on its features (and its "auto" positions), at
+        ``epsilon`` (None: the parameter's; ``"auto"`` starts at the paper's)."""
         nystrom, window, feats = mapped
+        if epsilon is None:
+            epsilon = PAPER_EPSILON if self.epsilon == "auto" else self.epsilon
         embedding = OTKEmbedding(
-            n_supports=self.n_supports, n_references=self.n_references, epsilon=self.epsilon,
+            n_supports=self.n_supports, n_references=self.n_references, epsilon=epsilon,
             sinkhorn_iter=self.sinkhorn_iter, sinkhorn_tol=None, fit_method=self.fit_method,
             position_sigma=self.position_sigma, position_mode=self.position_mode, center=True,
             normalize=True, reg_m=self.reg_m, max_elements=self.max_elements,
@@ -398,7 +391,7 @@ class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
 
     def __init__(self, n_components=DEFAULT_N_COMPONENTS, *, bandwidth="auto", window="auto",
                  dilation="auto", kmer_coding="level_shape", standardize="auto",
-                 normalize="auto", keep_norm="auto", n_supports=10, n_references=1, epsilon=0.5,
+                 normalize="auto", keep_norm="auto", n_supports=10, n_references=1, epsilon="auto",
                  sinkhorn_iter=10, position_sigma="auto", position_mode="kernel", reg_m=None,
                  fit_method="kmeans", solver="alternating", learning_rate="adaptive",
                  learning_rate_init=0.01, alpha=1e-3, class_weight=None, batch_size=64,
@@ -521,7 +514,8 @@ OTKClassifier.__doc__ = compose_doc(
     The ``"auto"`` element map starts from the paper's map; where the pipeline's start chooses
     another, both initial embeddings are built and the pipeline's is kept only if a logistic
     head on it classifies the training sets better in 5-fold cross-validation by more than noise
-    (a paired t above 2 over the sets' hits; ``start_scores_``).
+    (a paired t above 2 over the sets' hits; ``start_scores_``). ``epsilon="auto"`` is chosen by
+    the same test between the paper's 0.5 and the pipeline's 0.1 (``epsilon_scores_``).
 
     Many classes with few sets each (the paper's SCOP task: 1,195 folds) fit as they are:
     ``classes_`` comes from all of ``y`` and ``predict_proba`` has a column per class (top-k
@@ -555,7 +549,11 @@ OTKClassifier.__doc__ = compose_doc(
         Where the ``"auto"`` element map started from the data (single-label classes of two
         sets or more, and the two starts choosing different maps): the cross-validated accuracy
         on the training sets of a logistic head on each start's initial embedding (``"paper"``,
-        ``"pipeline"``) and the start kept (``"chosen"``). Absent otherwise.""",
+        ``"pipeline"``) and the start kept (``"chosen"``). Absent otherwise.
+    epsilon_scores_ : dict
+        Where ``epsilon="auto"`` chose from the data (single-label classes of two sets or more):
+        the same cross-validated accuracy of the kept start embedded at each epsilon (keys
+        ``"0.5"`` and ``"0.1"``) and the one kept (``"chosen"``). Absent otherwise.""",
     _DOC_ATTRS,
     """
     See Also
@@ -629,7 +627,7 @@ class OTKRegressor(SetRegressorMixin, _BaseSupervisedOTK):
     def _sample_loss(out, target):
         return 0.5 * F.mse_loss(out, target.reshape(out.shape), reduction="none").sum(1)
 
-    _parameter_constraints = {**_BaseSupervisedOTK._parameter_constraints,
+    _parameter_constraints = {**_BaseSupervisedOTK._parameter_constraints, "epsilon": [POSITIVE],
                               "alpha": ["auto", NON_NEGATIVE],
                               "early_stopping": ["auto", Boolean()]}
 

@@ -75,6 +75,17 @@ _REG_POSITION_DOC = """    position_sigma : float, None or "auto", default=None
         and shuffled sets).
 """
 
+_CLF_EPSILON_DOC = """    epsilon : float or "auto", default="auto"
+        Entropic regularisation ``epsilon`` of the transport plans. ``"auto"``: the paper's 0.5,
+        unless the start embedded at the pipeline's 0.1 (:class:`OTKEmbedding`'s default)
+        classifies the training sets better, by the test that chooses the start (a logistic head
+        in 5-fold cross-validation, a paired t above 2 over the sets' hits; single-label classes
+        of two sets or more; ``epsilon_``, ``epsilon_scores_``).
+"""
+_REG_EPSILON_DOC = """    epsilon : float, default=0.5
+        Entropic regularisation ``epsilon`` of the transport plans.
+"""
+
 _DOC_PARAMS = """
     Parameters
     ----------
@@ -114,9 +125,7 @@ _DOC_PARAMS = """
         Supports per reference ``p``.
     n_references : int, default=1
         References ``q``; the embedding has ``q * p * k`` features.
-    epsilon : float, default=0.5
-        Entropic regularisation ``epsilon`` of the transport plans.
-    sinkhorn_iter : int, default=10
+""" + _CLF_EPSILON_DOC + """    sinkhorn_iter : int, default=10
         Sinkhorn iterations, a fixed count (differentiated through), as in the paper's supervised
         models (10; Appendix D.3). The unsupervised initialisation uses the same fixed count.
 """ + _CLF_POSITION_DOC + _CLF_POSITION_MODE_DOC + """    reg_m : float or None, default=None
@@ -177,7 +186,8 @@ _DOC_PARAMS = """
         Seeds the unsupervised initialisation, the validation split and the batch order.
 """
 
-_DOC_PARAMS_REGRESSION = _DOC_PARAMS.replace(_CLF_KMER_DOC, _REG_KMER_DOC).replace(
+_DOC_PARAMS_REGRESSION = _DOC_PARAMS.replace(_CLF_EPSILON_DOC, _REG_EPSILON_DOC).replace(
+    _CLF_KMER_DOC, _REG_KMER_DOC).replace(
     _CLF_POSITION_DOC, _REG_POSITION_DOC).replace(
     _CLF_POSITION_MODE_DOC, _REG_POSITION_MODE_DOC).replace("""    alpha : float, default=1e-3
         L2 penalty ``alpha/2 ||W||^2`` on the head's weights, added to the mean loss.
@@ -222,6 +232,8 @@ _DOC_ATTRS = """
         The k-mer dilation used: ``dilation``, or the one chosen for ``"auto"``.
     position_sigma_ : float or None
         The positional width used: ``position_sigma``, or the one chosen for ``"auto"``.
+    epsilon_ : float
+        The entropic regularisation used: ``epsilon``, or the one chosen for ``"auto"``.
     embedding_ : OTKEmbedding
         The unsupervised embedding the references were initialised from.
     input_offset_ : ndarray of shape (n_features,) or None
