@@ -25,7 +25,7 @@ import torch
 from ._threads import user_stacklevel
 from ._weighting import weighted_mean_std
 
-__all__ = ["OFFSET_RATIO", "PLAN_OFFSET_RATIO", "far_offset", "recentred", "warn_unstandardized"]
+__all__ = ["OFFSET_RATIO", "PLAN_OFFSET_RATIO", "far_offset", "recentred", "unstandardized_mean"]
 
 
 #: features whose mean is this many spreads from zero (``|mean_| / scale_``) are centred in float64
@@ -79,16 +79,22 @@ def far_offset(sets: list, weights: np.ndarray | None, dtype: torch.dtype,
     return np.where(far, mean, 0.0) if far.any() else None
 
 
-def warn_unstandardized(est, mean: np.ndarray, std: np.ndarray) -> None:
-    """A warning from a float32 ``NystromFeatures`` fit left unstandardised whose features sit more
-    than ``PLAN_OFFSET_RATIO`` spreads from zero (``mean``, ``std``: the training rows'): its map
-    reads squared distances as ``|x|^2 - 2 x.w + |w|^2`` in float32, which cancel there (0.06
-    away from float64 at 300 spreads, 0.9 at 1,000, features of range about 1)."""
-    far = np.flatnonzero(np.abs(mean) > PLAN_OFFSET_RATIO * np.maximum(std, 1e-300))
-    if getattr(est, "dtype_", None) == torch.float32 and len(far):
-        warnings.warn(
-            f"{type(est).__name__}: features {', '.join(map(str, far[:5]))} sit more than "
-            f"{PLAN_OFFSET_RATIO:g} spreads from zero; unstandardised, the float32 map reads their "
-            "distances rounded (the features can move by as much as their range): leave "
-            "standardize at 'auto' or True, or fit with dtype='float64'.", UserWarning,
-            stacklevel=user_stacklevel())
+def unstandardized_mean(est, mean: np.ndarray, std: np.ndarray, np_dtype) -> np.ndarray:
+    """``mean_`` of a ``NystromFeatures`` fit left unstandardised (``mean``, ``std``: the training
+    rows'): zeros, but in float32 the mean of the features more than ``PLAN_OFFSET_RATIO`` spreads
+    from zero, which the map then reads less it. A Gaussian kernel reads differences only, so the
+    map is the same; read as they are, its float32 squared distances ``|x|^2 - 2 x.w + |w|^2``
+    cancel (0.06 away from float64 at 300 spreads, 0.9 at 1,000, features of range about 1). On
+    the sphere (``normalize_``), which reads the features as they are, a warning instead."""
+    far = np.abs(mean) > PLAN_OFFSET_RATIO * np.maximum(std, 1e-300)
+    if getattr(est, "dtype_", None) != torch.float32 or not far.any():
+        return np.zeros(len(mean), dtype=np_dtype)
+    if not est.normalize_:
+        return np.where(far, mean, 0.0).astype(np_dtype)
+    warnings.warn(
+        f"{type(est).__name__}: features {', '.join(map(str, np.flatnonzero(far)[:5]))} sit more "
+        f"than {PLAN_OFFSET_RATIO:g} spreads from zero; unstandardised and on the sphere "
+        "(normalize=True), the float32 map reads their products rounded: standardise them "
+        "(standardize='auto' or True) or fit with dtype='float64'.", UserWarning,
+        stacklevel=user_stacklevel())
+    return np.zeros(len(mean), dtype=np_dtype)

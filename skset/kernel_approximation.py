@@ -26,7 +26,7 @@ from ._map_selection import (
     unit_rows,
 )
 from ._nystrom_rows import map_rows
-from ._offsets import recentred, warn_unstandardized
+from ._offsets import recentred, unstandardized_mean
 from ._sets import check_choice_labels, check_kmer_lengths, check_sets, kmer_index, kmer_windows, to_numpy
 from ._streaming import PARTIAL_FIT_WEIGHTS_DOC, center_counts, minibatch_kmeans_step, step_rng, weight_scale
 from ._threads import one_thread, user_stacklevel
@@ -189,8 +189,8 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
     normalization_ : ndarray of shape (k, k)
         ``kappa(w, w)^{-1/2}``.
     mean_, scale_ : ndarray of shape (n_features,) or ((window + 1) * n_features,)
-        Standardisation (zeros and ones without standardisation), of the elements, or of the
-        coded k-mers with ``kmer_coding="level_shape"`` and ``window > 1``.
+        Standardisation of the elements (of the coded k-mers with ``kmer_coding="level_shape"``);
+        without it ones and zeros, but in float32 the mean of a feature over 10 spreads from 0.
     bandwidth_ : float
         The bandwidth the kernel uses (absolute).
     relative_bandwidth_ : float
@@ -510,9 +510,9 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
                          np.random.RandomState((seed + 1) % 2**32), incumbent)
         if self.standardize_:
             self.mean_, self.scale_ = mean.astype(np_dtype), std.astype(np_dtype)
-        else:
-            self.mean_, self.scale_ = np.zeros(raw.shape[1], dtype=np_dtype), np.ones(raw.shape[1], np_dtype)
-            warn_unstandardized(self, mean, std)
+        else:  # zeros; in float32 the mean of features far from zero (skset._offsets)
+            self.mean_ = unstandardized_mean(self, mean, std, np_dtype)
+            self.scale_ = np.ones(raw.shape[1], dtype=np_dtype)
         elems, w = self._anchor_elements(raw, ew, window, lengths, rng)
 
         if (self.anchors == "kmeans" and self.n_components < elems.shape[0]

@@ -772,19 +772,33 @@ def test_a_ragged_nested_list_names_the_set():
             getattr(est, method)([[[1, 2, 3], [1, 2]], [[1, 2, 3]]])
 
 
-def test_unstandardised_far_features_in_float32_warn():
-    """``standardize=False`` in float32 on features far from zero: the map's squared distances
-    cancel (0.06 away from float64 at 300 spreads); the fit says so, naming the features. The
-    default standardises them, and float64 reads them as they are: no warning."""
+@pytest.mark.parametrize("offset", [300.0, 1e3, 1e4])
+def test_unstandardised_far_features_in_float32_are_read_less_their_mean(offset):
+    """``standardize=False`` in float32 on features far from zero: the map reads them less their
+    training mean (``mean_``; a Gaussian kernel reads differences only), so it is the map its
+    fitted attributes define, computed in float64, to 1e-4; read as they were, the float32
+    squared distances cancelled (0.06, 0.84 and 1.0 away at these offsets, features of range
+    about 1). ``to_module()`` reads them so too. On the sphere (``normalize=True``) the shift
+    would change the map: a warning instead, naming the features."""
     rng = np.random.default_rng(0)
-    sets = [rng.normal(size=(20, 2)) + np.array([300.0, 0.0]) for _ in range(10)]
+    sets = [rng.normal(size=(20, 2)) + np.array([offset, 0.0]) for _ in range(20)]
+    nf = NystromFeatures(8, standardize=False, normalize=False, random_state=0).fit(sets)
+    assert nf.mean_[0] == pytest.approx(offset, abs=1.0) and nf.mean_[1] == 0.0
+    X = np.concatenate(sets)
+    z, W = X - nf.mean_.astype(np.float64), nf.anchors_.astype(np.float64)
+    K = np.exp(-((z[:, None, :] - W[None]) ** 2).sum(-1) / (2 * nf.bandwidth_**2))
+    np.testing.assert_allclose(np.concatenate(nf.transform(sets)),
+                               K @ nf.normalization_.astype(np.float64), atol=1e-4)
+    Xp, M = pack(sets[:3], dtype=torch.float32)
+    with torch.no_grad():
+        psi = nf.to_module()(Xp, M)[0].numpy()
+    np.testing.assert_allclose(psi, np.stack(nf.transform(sets[:3])), atol=2e-3)
+    f64 = NystromFeatures(8, standardize=False, normalize=False, dtype="float64",
+                          random_state=0).fit(sets)
+    assert not f64.mean_.any()  # float64 reads them as they are
     with pytest.warns(UserWarning, match=r"features 0 sit more than 10 spreads from zero") as rec:
-        NystromFeatures(8, standardize=False, random_state=0).fit(sets)
+        NystromFeatures(8, standardize=False, normalize=True, random_state=0).fit(sets)
     assert {r.filename for r in rec if "spreads" in str(r.message)} == {__file__}
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        NystromFeatures(8, standardize=False, dtype="float64", random_state=0).fit(sets)
-        NystromFeatures(8, standardize=True, random_state=0).fit(sets)
 
 
 def test_pools_as_frames_and_tensors_are_read_as_estimators_read_them():
