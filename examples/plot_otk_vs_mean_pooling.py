@@ -9,7 +9,8 @@ with ``p = 1`` it is mean pooling again (centred and rescaled).
 
 This example measures the test accuracy of a logistic regression on both representations of the
 Japanese Vowels utterances (9 speakers, sets of 7 to 29 frames), for a growing number of supports
-``p``, averaged over seeds (the k-means reference and the Nystrom anchors depend on the seed). It
+``p`` (the raw coefficients averaged over seeds, since the k-means reference depends on the seed;
+the Nystrom features at one seed, for the example's run time). It
 does so on two element representations: the raw (standardised) LPC coefficients, and Nystrom
 features of a Gaussian kernel (:class:`~skset.NystromFeatures`), the paper's pipeline.
 """
