@@ -74,6 +74,8 @@ ALPHAS = np.logspace(-3, 3, 7)
 # a candidate replaces the incumbent (first the fixed choice) only when its leave-one-out errors
 # are lower by more than noise: a paired t statistic over the sampled sets above MIN_T
 MIN_T = 2.0
+#: per-set errors of two candidates closer than this (relative to their mean) are one error
+ROUNDING = 1e-9
 
 
 # -- scale-relative thresholds ---------------------------------------------------------------------
@@ -407,9 +409,11 @@ def select_element_map(sets, y, *, mean, scale, window: int, n_components: int, 
         if incumbent is None:
             incumbent = scored[0]
         best = min(scored, key=lambda ce: ce[1].mean())
-        # errors: lower is better (the incumbent's first); a constant difference counts as noise
-        # only when exactly constant (flat=0)
-        return (best if beats(incumbent[1], best[1], MIN_T, flat=0.0) else incumbent), scored
+        # errors: lower is better (the incumbent's first); differences within ROUNDING of the
+        # errors are none (two candidates that are one map, as standardised or not on one
+        # feature, differ by rounding alone, whose t is noise: the choice followed the scale)
+        flat = ROUNDING * float(np.abs(incumbent[1]).mean())
+        return (best if beats(incumbent[1], best[1], MIN_T, flat=flat) else incumbent), scored
 
     # two stages: the preprocessing at the first candidate bandwidth, then the bandwidth
     first_bw = cands[0]["bandwidth"]

@@ -38,13 +38,15 @@ def weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
 def paired_t(a: np.ndarray, b: np.ndarray, *, flat: float = 1e-12) -> float:
     """The paired t statistic of ``a - b``: ``mean / (sd / sqrt(n))`` with the sample standard
     deviation (``ddof=1``). Differences that do not vary (``sd <= flat``, or one pair) give
-    ``inf`` / ``-inf`` by the sign of their mean, 0 when it is 0; non-finite differences give
-    NaN (or +-inf for a single pair)."""
+    ``inf`` / ``-inf`` by the sign of their mean, 0 when it is within ``flat`` of 0 (the
+    rounding of two equal computations, such as two maps that are one map: their sign is noise,
+    and it made the choice depend on the data's scale); non-finite differences give NaN (or
+    +-inf for a single pair)."""
     d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
     mean = float(d.mean())
     sd = float(d.std(ddof=1)) if len(d) > 1 else 0.0
     if sd <= flat:
-        return float(np.sign(mean) * np.inf) if mean != 0 else 0.0
+        return float(np.sign(mean) * np.inf) if abs(mean) > flat else 0.0
     return mean / (sd / np.sqrt(len(d)))
 
 

@@ -48,6 +48,10 @@ def test_paired_t_of_differences_that_do_not_vary():
     tiny = a + 1e-3 + np.array([0.0, 1e-14, -1e-14])
     assert paired_t(tiny, a) == np.inf  # a spread below flat counts as none
     assert np.isfinite(paired_t(tiny, a, flat=0.0))
+    # rounding noise of equal values (two maps that are one map) is no difference: it was +-inf by
+    # the sign of a mean of 1e-16, and NystromFeatures' choice then depended on the data's scale
+    noise = a + np.array([1e-16, 2e-16, 0.0])
+    assert paired_t(noise, a) == 0.0 and paired_t(a, noise) == 0.0 and not beats(noise, a, 2.0)
 
 
 def test_beats_needs_a_higher_mean_by_more_than_noise():
