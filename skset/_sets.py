@@ -550,7 +550,8 @@ def check_element_weights(element_weight, lengths: Sequence[int], *,
         if not total > 0:
             raise ValueError(f"{where} is all zero; a set needs a positive total mass.")
         if not np.isfinite(total):  # finite masses near float64's largest: only their ratios count
-            arr, total = arr / arr.max(), (arr / arr.max()).sum()
+            arr = arr / arr.max()
+            total = arr.sum()
         out.append(arr / total)
     return out
 

@@ -307,8 +307,8 @@ class EigengapSpectralClustering(ClusterMixin, SksetEstimator):
             )
             # consecutive labels 0 .. k'-1 even if a cluster came out empty
             labels = np.unique(labels, return_inverse=True)[1].astype(np.int64)
-            if labels.max() + 1 < k:
-                warnings.warn(f"{type(self).__name__}: {k} clusters asked, {labels.max() + 1} found "
+            if (found := int(labels.max()) + 1) < k:
+                warnings.warn(f"{type(self).__name__}: {k} clusters asked, {found} found "
                               "(k-means left the others empty, as on duplicate points); "
                               "n_clusters_ counts the clusters found.", UserWarning,
                               stacklevel=user_stacklevel())

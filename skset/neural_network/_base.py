@@ -78,8 +78,8 @@ class BaseNeuralEstimator(SksetEstimator):
         """:meth:`_begin_fit`, and the history reset unless ``warm``; returns ``(seed, rng)``."""
         streams = self._begin_fit()
         if not warm:
-            # a fit that fails (a bad input found after this point) leaves no fitted network
-            # behind, rather than one its new fitted attributes no longer describe
+            # a fresh fit builds its network anew (a fit that raises gets the fitted one back:
+            # skset._base._training_call)
             self.__dict__.pop("module_", None)
             self._optimizer_state = None
             for attr in self._history:
