@@ -811,6 +811,32 @@ def test_knn_prior_and_the_mix():
     torch.testing.assert_close(G[1, :9, :9], 0.5 * (B + B.T))
 
 
+def test_knn_prior_of_a_small_instance_still_separates_its_clusters():
+    """With the default 10 neighbours an instance of 8 elements made every element every other's
+    neighbour (a uniform graph, no cluster told from another); it takes at most half its elements
+    (itself and three others), so two far groups of four share no edge, in a batch beside a larger one."""
+    from skset.nn.abc import _knn_graph
+
+    rng = np.random.default_rng(0)
+    small = np.concatenate([rng.normal(0, 0.1, (4, 2)), rng.normal(10, 0.1, (4, 2))])
+    big = rng.normal(size=(30, 2))
+    x = torch.zeros(2, 30, 2)
+    x[0, :8] = torch.from_numpy(small).float()
+    x[1] = torch.from_numpy(big).float()
+    mask = torch.arange(30)[None, :] < torch.tensor([[8], [30]])
+    G = _knn_graph(x, mask, 10)
+    assert G[0, :4, 4:8].eq(0).all() and G[0, :4, :4].eq(1).all() and G[0, 4:8, 4:8].eq(1).all()
+    # the larger instance keeps its 10 neighbours: brute force
+    d = torch.cdist(x[1], x[1]).square()
+    near = (d <= d.sort(-1).values[:, 10:11]).float()
+    torch.testing.assert_close(G[1], 0.5 * (near + near.T))
+    # spectral clustering on the prior alone finds the two groups
+    from sklearn.cluster import SpectralClustering
+    lab = SpectralClustering(2, affinity="precomputed", random_state=0).fit_predict(
+        G[0, :8, :8].numpy() + 1e-9)
+    assert len(set(lab[:4])) == 1 and len(set(lab[4:])) == 1 and lab[0] != lab[4]
+
+
 def test_knn_prior_keeps_every_tie_so_a_permuted_instance_gets_the_permuted_graph():
     """Integer features and duplicated elements tie at the k-th distance: all tied elements are
     neighbours (a top-k cut them by index), so permuting the elements permutes the graph, and

@@ -91,8 +91,9 @@ class ABCClusterer(KernelTraining, KernelSelection, KernelInference, BaseNeuralE
         the returned kernel is never worse on held-out data than spectral clustering on the
         prior: a user is never better served by not learning.
         ``"knn"``: the symmetrised graph of the ``n_neighbors`` nearest neighbours within the instance
-        (every element tied at the last neighbour's distance included); ``"rbf"``: minus the squared
-        distance over the instance's mean squared distance; ``"cosine"``. ``"auto"``: the best of kNN
+        (at most half of it, the element counted; every element tied at the last neighbour's
+        distance included); ``"rbf"``: minus the squared distance over the instance's mean squared
+        distance; ``"cosine"``. ``"auto"``: the best of kNN
         graphs of ``n_neighbors // 2``, ``n_neighbors`` and ``2 * n_neighbors`` neighbours on the
         validation instances (``prior_scores_``: clustering with the calibrated k rule and with the
         true k), or the best of RBF kernels of eight sharpnesses where it is better by more than the

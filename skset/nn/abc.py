@@ -69,7 +69,8 @@ class ABCKernel(nn.Module):
         pairs ``i != j`` (scale-free), ``exp(a) = 4``, ``b = 1``; ``"cosine"``: the cosine
         similarity, ``exp(a) = 4``, ``b = 1``. ``None``: the paper's model.
     n_neighbors : int, default=10
-        Neighbours of the ``"knn"`` prior (capped at ``n - 1`` per instance).
+        Neighbours of the ``"knn"`` prior (at most ``n_b // 2 - 1`` in an instance of ``n_b`` elements, so
+        that an element's neighbours and itself are at most half the instance).
 
     Shapes: ``forward(x (B, n, d_x), mask (B, n))`` -> logits ``C (B, n, n)`` with
     ``C[b, i, j] = c(z_i, z_j)`` (not symmetric); :func:`abc_affinity` turns them into ``kappa``.
@@ -183,16 +184,20 @@ def _knn_graph(x: torch.Tensor, mask: torch.Tensor | None, k: int) -> torch.Tens
     (the diagonal is 1: an element is its own neighbour); padded rows and columns are 0. Every
     element at the k-th distance is a neighbour (ties, from duplicated elements or integer
     features, are all kept rather than cut by the elements' order), so the graph of a permuted
-    instance is the permuted graph."""
+    instance is the permuted graph. An element of an instance of ``n_b`` elements takes at most
+    ``n_b // 2 - 1`` neighbours (at least one), so that its row holds at most half the instance:
+    with ``k`` of ``n_b - 1`` or more every element would be every other's neighbour, a graph
+    that tells no cluster from another."""
     B, n, _ = x.shape
     if mask is None:
         mask = torch.ones(B, n, dtype=torch.bool, device=x.device)
     pair = mask[:, :, None] & mask[:, None, :]
     d2 = torch.cdist(x, x).square().masked_fill(~pair, float("inf"))
     kk = min(int(k) + 1, n)  # + the element itself
-    # per instance at most n_b - 1 neighbours: then the k-th distance is padding's inf, and every
-    # real element is a neighbour (padding is masked below)
-    kth = d2.topk(kk, dim=-1, largest=False).values[..., -1:]
+    near = d2.topk(kk, dim=-1, largest=False).values  # (B, n, kk), ascending
+    # the element itself is at 0; instance b's last neighbour at min(k, max(n_b // 2 - 1, 1))
+    last = torch.clamp(mask.sum(1) // 2 - 1, min=1).clamp(max=kk - 1)
+    kth = near.gather(-1, last[:, None, None].expand(B, n, 1))
     G = ((d2 <= kth) & pair).to(x.dtype)
     return 0.5 * (G + G.transpose(1, 2))
 
