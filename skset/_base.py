@@ -57,12 +57,13 @@ def _training_call(est):
     keeps are ordinary ones); and a fit that raises leaves ``est`` as it was before the call
     (its attributes put back: no half-written model, whose new ``n_features_in_`` or ``window_``
     no longer describe its references or network; what the fit changed in place, a network
-    trained by ``partial_fit`` or ``warm_start`` before an error, stays changed)."""
+    trained by ``partial_fit`` or ``warm_start`` before an error, stays changed). An interrupt
+    (``KeyboardInterrupt``) restores it too: a refit stopped by the user keeps the model before."""
     saved = dict(vars(est))
     with torch.inference_mode(False), torch.enable_grad():
         try:
             yield
-        except Exception:
+        except BaseException:
             vars(est).clear()
             vars(est).update(saved)
             raise

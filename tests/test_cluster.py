@@ -837,6 +837,30 @@ def test_knn_prior_of_a_small_instance_still_separates_its_clusters():
     assert len(set(lab[:4])) == 1 and len(set(lab[4:])) == 1 and lab[0] != lab[4]
 
 
+@pytest.mark.parametrize("sim", ["knn", "rbf"])
+def test_distance_priors_of_an_instance_do_not_depend_on_its_batch(sim):
+    """Features far from zero (near 100, spread 0.01): the prior of an instance alone equals
+    the prior of the same instance padded into a batch of 30 (``cdist``'s matrix-product formula,
+    taken past 25 rows, had cancelled their digits: self-distances above others, affinities up
+    to 0.995 apart), and a shift of the features changes neither graph."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(10, 3, generator=g) * 0.01 + 100.0
+    net = ABCKernel(3, dim=8, n_heads=2, input_similarity=sim, n_neighbors=3)
+    alone = net.input_prior(x[None])[0]
+    batch = torch.zeros(2, 30, 3)
+    batch[0, :10], batch[1] = x, torch.randn(30, 3, generator=g)
+    mask = torch.zeros(2, 30, dtype=torch.bool)
+    mask[0, :10] = mask[1] = True
+    padded = net.input_prior(batch, mask)[0, :10, :10]
+    near = net.input_prior((x - 100.0)[None])[0]
+    if sim == "knn":
+        assert torch.equal(alone, padded) and torch.equal(alone, near)
+        assert alone.diagonal().eq(1).all()
+    else:
+        torch.testing.assert_close(padded, alone, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(near, alone, rtol=1e-3, atol=1e-3)
+
+
 def test_knn_prior_keeps_every_tie_so_a_permuted_instance_gets_the_permuted_graph():
     """Integer features and duplicated elements tie at the k-th distance: all tied elements are
     neighbours (a top-k cut them by index), so permuting the elements permutes the graph, and

@@ -489,6 +489,38 @@ def test_offset_without_positions_whatever_the_mode_and_kept_by_a_refused_fit():
     np.testing.assert_array_equal(before.transform(base), Z)
 
 
+def test_refit_after_positions_turned_off_takes_the_offset_as_a_fresh_fit():
+    """A fit with similarity-scaled positions, then ``set_params(position_sigma=None)`` and a fit
+    on far sets: the refit computes its offset for its own parameters (it had been refused,
+    told to refit, by the check of the previous fit's ``position_sigma_``)."""
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(6, 2)) for _ in range(10)]
+    far = [x + 1e4 for x in X]
+    kw = dict(n_supports=3, position_mode="similarity", random_state=0)
+    e = OTKEmbedding(position_sigma=0.3, **kw).fit(X)
+    e.set_params(position_sigma=None).fit(far)
+    fresh = OTKEmbedding(position_sigma=None, **kw).fit(far)
+    np.testing.assert_array_equal(e.input_offset_, fresh.input_offset_)
+    np.testing.assert_array_equal(e.transform(far), fresh.transform(far))
+
+
+def test_refused_partial_fit_leaves_float64_references_unchanged():
+    """A chunk refused after the references' step began (non-finite plans): ``references_``
+    keeps its values, and an array a user took from it earlier is not written into (the step
+    wrote into the fitted array itself)."""
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(6, 2)) for _ in range(10)]
+    e = OTKEmbedding(n_supports=3, dtype="float64", random_state=0).fit(X)
+    alias, before = e.references_, e.references_.copy()
+    e.set_params(sinkhorn_method="exp", epsilon=1e-4)
+    with pytest.warns(RuntimeWarning), pytest.raises(ValueError, match="non-finite"):
+        e.partial_fit([x * 50 for x in X])
+    np.testing.assert_array_equal(e.references_, before)
+    e.set_params(sinkhorn_method="auto", epsilon=0.5).partial_fit(X)
+    np.testing.assert_array_equal(alias, before)
+    assert not np.array_equal(e.references_, before)
+
+
 def test_plan_mode_layer_reads_far_features_as_float64():
     """Positions applied to the plan (``position_mode="plan"``) leave a balanced plan: its
     similarities are read against centred references, as the kernel mode's."""

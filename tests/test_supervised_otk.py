@@ -224,6 +224,26 @@ def test_pickle_clone_and_padding_invariance(motif_data):
     assert all(np.array_equal(a, b) for a, b in zip(X, X_copy, strict=True))
 
 
+def test_an_interrupted_refit_keeps_the_model_before(motif_data, monkeypatch):
+    """A refit stopped by ``KeyboardInterrupt`` after it dropped the old network (here in its
+    first head solve) leaves the fitted model as it was: it had kept ``classes_`` without
+    ``module_``, and ``predict`` said the model was not fitted."""
+    from skset.neural_network._otk import _BaseSupervisedOTK
+
+    X, y = motif_data
+    clf = OTKClassifier(**SMALL, random_state=0).fit(X, y)
+    before, proba = dict(vars(clf)), clf.predict_proba(X)
+
+    def interrupted(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_BaseSupervisedOTK, "_refit_head", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        clf.fit(X, y)
+    assert vars(clf).keys() == before.keys() and all(vars(clf)[k] is v for k, v in before.items())
+    np.testing.assert_array_equal(clf.predict_proba(X), proba)
+
+
 def test_predict_proba_and_string_labels(motif_data):
     X, y = motif_data
     labels = np.array(["first", "second"])[y]

@@ -307,10 +307,11 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         self._check_columns(X, fitting)
         return coll.sets if fitting else self._shifted_sets(coll.sets)
 
-    def _shifted_sets(self, sets):
+    def _shifted_sets(self, sets, fitting=False):
         if (offset := getattr(self, "input_offset_", None)) is None:  # absent in older models
             return sets
-        check_offset_plans(self)
+        if not fitting:  # a fit's offset is computed for its own parameters
+            check_offset_plans(self)
         np_dtype = np.float64 if self._tdtype == torch.float64 else np.float32
         return [(s - offset).astype(np_dtype) for s in sets]
 
@@ -341,9 +342,8 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
     def _position_sigma(self):
         """The positional width the embedding uses: ``position_sigma``, or for ``"auto"`` the
         fitted ``position_sigma_`` (``None`` before the choice)."""
-        if self.position_sigma == "auto":
-            return getattr(self, "position_sigma_", None)
-        return self.position_sigma
+        auto = self.position_sigma == "auto"
+        return getattr(self, "position_sigma_", None) if auto else self.position_sigma
 
     def _otk_settings(self, positions=True, position_sigma="fitted") -> dict:
         """The keyword arguments of :func:`skset.nn.otk_plans` / :func:`skset.nn.otk_embed`
@@ -471,7 +471,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         all_masses = masses
         kept, sw = drop_zero_weight(sw)
         self.input_offset_ = fit_offset(self, sets, masses, kept, sw)
-        all_sets = sets = self._shifted_sets(sets)
+        all_sets = sets = self._shifted_sets(sets, fitting=True)
         if kept is not None:
             sets = [sets[i] for i in kept]
             masses = None if masses is None else [masses[i] for i in kept]

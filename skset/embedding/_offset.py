@@ -58,7 +58,7 @@ def fit_offset(otk, sets, masses, kept, sw) -> np.ndarray | None:
 def shifted(otk, refs: np.ndarray, sign: int) -> np.ndarray:
     """``refs`` (float64) less (``sign=-1``) or plus (``+1``) ``input_offset_``: the space of
     ``OTKEmbedding._check_X``'s sets, or the input space (``refs`` themselves without one)."""
-    refs = np.asarray(refs, dtype=np.float64)
+    refs = np.array(refs, dtype=np.float64)  # a copy: the caller may write into it
     return refs if _offset(otk) is None else refs + sign * _offset(otk)
 
 

@@ -133,11 +133,15 @@ class ABCKernel(nn.Module):
     def input_prior(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """The similarity ``s(x_i, x_j)`` of the inputs, (B, n, n) (see ``input_similarity``)."""
         x = _zero_padding(x, mask)  # padding may hold anything (NaN * 0 would be NaN)
-        if self.input_similarity == "knn":
-            return _knn_graph(x, mask, self.n_neighbors)
         if self.input_similarity == "cosine":
             xn = F.normalize(x, dim=-1, eps=1e-12)
             return xn @ xn.transpose(1, 2)
+        # distances read differences only: each instance centred on its mean first, so that
+        # features far from zero (near 100, spread 0.01) keep their digits in float32
+        count = x.new_tensor(x.shape[1]) if mask is None else mask.sum(1).clamp_min(1)[:, None]
+        x = _zero_padding(x - x.sum(1, keepdim=True) / count.reshape(-1, 1, 1), mask)
+        if self.input_similarity == "knn":
+            return _knn_graph(x, mask, self.n_neighbors)
         # scale-free: each instance divided by its largest |x| first, so that the squared
         # distances cannot overflow (float32 inputs of size 1e20 and more)
         big = x.detach().abs().amax((1, 2), keepdim=True)
@@ -192,7 +196,10 @@ def _knn_graph(x: torch.Tensor, mask: torch.Tensor | None, k: int) -> torch.Tens
     if mask is None:
         mask = torch.ones(B, n, dtype=torch.bool, device=x.device)
     pair = mask[:, :, None] & mask[:, None, :]
-    d2 = torch.cdist(x, x).square().masked_fill(~pair, float("inf"))
+    # differences, not the matrix-product formula cdist switches to past 25 rows: an instance
+    # padded into a longer batch gets the same distances (and ties) as alone
+    d2 = torch.cdist(x, x, compute_mode="donot_use_mm_for_euclid_dist").square()
+    d2 = d2.masked_fill(~pair, float("inf"))
     kk = min(int(k) + 1, n)  # + the element itself
     near = d2.topk(kk, dim=-1, largest=False).values  # (B, n, kk), ascending
     # the element itself is at 0; instance b's last neighbour at min(k, max(n_b // 2 - 1, 1))
