@@ -104,6 +104,8 @@ class SksetEstimator(BaseEstimator):
         """Sets given as data frames (a list of pandas or polars frames): on a fit, their column
         names become ``feature_names_in_`` (removed when the sets have none); a later call
         refuses sets of other columns (:func:`skset._frames.set_columns`)."""
+        if hasattr(X, "to_numpy") and getattr(X, "ndim", None) == 1:
+            X = X.to_numpy()  # a Series of sets: read as check_sets reads it, an object array
         if isinstance(X, np.ndarray) and X.dtype == object and X.ndim == 1:
             X = list(X)  # a 1-D object array of sets: its frames' columns are read as a list's
         if not isinstance(X, (list, tuple)):
@@ -204,7 +206,6 @@ class SksetEstimator(BaseEstimator):
                     stacklevel=user_stacklevel(),
                 )
             state["device_"] = target
-        for k, v in state.items():
-            if k not in self._cpu_attributes:
-                state[k] = _to_device(v, target)
+        for k, v in state.items():  # (also: ordinary tensors where it is loaded in inference mode)
+            state[k] = _to_device(v, torch.device("cpu") if k in self._cpu_attributes else target)
         self.__dict__.update(state)

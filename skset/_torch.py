@@ -187,7 +187,24 @@ def _to_cpu(obj, clone: bool = False):
 
 
 def _to_device(obj, device):
-    """``obj`` with every tensor and module nested in it moved to ``device`` (modules in place)."""
-    return _map_tensors(obj, lambda t: t.to(device), lambda m: m.to(device))
+    """``obj`` with every tensor and module nested in it moved to ``device`` (modules in place),
+    inference tensors (made under ``torch.inference_mode()``, as by a load inside it) replaced by
+    ordinary copies, which a later fit can train."""
+    def tensor(t):
+        with torch.inference_mode(False):
+            return (t.clone() if t.is_inference() else t).to(device)
+
+    def module(m):
+        with torch.inference_mode(False):
+            for mod in m.modules():
+                for name, p in mod._parameters.items():
+                    if p is not None and p.is_inference():
+                        mod._parameters[name] = torch.nn.Parameter(p.clone(), p.requires_grad)
+                for name, b in mod._buffers.items():
+                    if b is not None and b.is_inference():
+                        mod._buffers[name] = b.clone()
+            return m.to(device)
+
+    return _map_tensors(obj, tensor, module)
 
 

@@ -475,3 +475,7 @@ def test_sets_as_data_frames_keep_their_columns(est):
     with pytest.raises(ValueError, match=r"set 1 has the columns \['c', 'a', 'b'\] but set 0"):
         _fit(est, [frames[0], *reordered[1:]], y)
     assert not hasattr(_fit(est, X, y), "feature_names_in_")
+    # a pandas Series of frames is read as the list (it was read by position, unchecked)
+    assert list(_fit(est, pd.Series(frames), y).feature_names_in_) == ["a", "b", "c"]
+    with pytest.raises(ValueError, match=r"fitted on \['a', 'b', 'c'\]"):
+        _out(fitted, pd.Series(reordered))

@@ -132,6 +132,31 @@ def test_loaded_model_warm_starts_like_the_original(est):
     _assert_same(fitted, loaded)
 
 
+@pytest.mark.parametrize("est", ESTIMATORS, ids=IDS)
+def test_model_loaded_in_inference_mode_trains_further(est):
+    """A model loaded (``skset.load`` or unpickled) inside ``torch.inference_mode()``, as by a
+    serving process, keeps ordinary tensors: a later ``partial_fit`` (or warm start) trains it
+    as the original (it raised torch's "Inference tensors cannot be saved for backward")."""
+    fitted = _fit(est)
+    buf = io.BytesIO()
+    skset.save(fitted, buf)
+    blob = pickle.dumps(fitted)
+    with torch.inference_mode():
+        buf.seek(0)
+        loaded = [skset.load(buf), pickle.loads(blob)]
+    if not hasattr(est, "partial_fit"):
+        return _assert_same(fitted, loaded[0])
+    X, y = _data(seed=2)
+    if is_regressor(est):
+        y = y.astype(float)
+    elif is_classifier(est):
+        y = np.array(["a", "b"])[y]
+    for m in (fitted, *loaded):
+        m.partial_fit(X, y)
+    _assert_same(fitted, loaded[0])
+    _assert_same(fitted, loaded[1])
+
+
 def test_unfitted_estimator_round_trip(tmp_path):
     est = OTKEmbedding(n_supports=4, epsilon=0.1)
     skset.save(est, tmp_path / "m")
