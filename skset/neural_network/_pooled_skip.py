@@ -17,7 +17,9 @@ POOLED_SKIP_DOC = """    pooled_skip : bool, default=False
         Add to the network's output a linear model of the mean and the max of each set's
         (standardised) elements (:class:`skset.nn.PooledLinear`, ``module_.skip``). Before
         training it is fitted alone, as the raw-pooling baseline (L2-regularised logistic
-        regression with ``C=1`` for classifiers, ridge with its penalty chosen by leave-one-out
+        regression with ``C=1`` for classifiers, in the multinomial form: with two classes, two
+        rows of weights, which is scikit-learn's one-vector binary model at ``C=2``; ridge with
+        its penalty chosen by leave-one-out
         for regressors, on the pooled features standardised over the training sets), and the
         network's last layer starts at zero: the untrained network predicts as that baseline,
         and training adds what mean and max pooling miss (the logistic penalty counts the sets
@@ -50,8 +52,9 @@ def fit_pooled_skip(est, module, data) -> None:
 
 
 def _fit_skip_head(est, head, Z, targets, weight) -> None:
-    """The skip's linear layer fitted alone, from zero: scikit-learn's ``LogisticRegression()``
-    (``C=1``; multi-label: one per label) for classifiers, ridge with the penalty of
+    """The skip's linear layer fitted alone, from zero: scikit-learn's multinomial
+    ``LogisticRegression()`` (``C=1``; two classes: two rows, the binary model's ``C=2``;
+    multi-label: one per label) for classifiers, ridge with the penalty of
     :func:`ridge_loo_alpha` for regressors (standardised targets). The penalty depends on the
     number of sets, so with the skip an integer ``sample_weight`` is not exactly as many copies
     of the set (without it, it is: see ``fit``)."""
@@ -62,7 +65,8 @@ def _fit_skip_head(est, head, Z, targets, weight) -> None:
         fit_ridge_head(head, Z, targets, ridge_loo_alpha(Z, targets, weight=weight), weight)
         return
     cw = est._class_weight_tensor(Z)
-    # scikit-learn's C = 1 for the n training sets as given (weights only weigh the loss)
+    # scikit-learn's multinomial C = 1 for the n training sets as given (weights only weigh the
+    # loss); two classes keep two rows, the one-vector binary model's C = 2
     alpha = 1.0 / Z.shape[0]
     if est._is_multilabel:
         fit_multilabel_logistic_head(head, Z, targets, alpha, weight=weight, pos_weight=cw)
