@@ -37,7 +37,8 @@ OFFSET_RATIO = 1e3
 def recentred(flat: np.ndarray, mean: np.ndarray, scale: np.ndarray, dtype: torch.dtype):
     """``(rows, mean)`` for the map: the rows centred in float64 and a zero mean when the map is
     float32 and a feature sits more than ``OFFSET_RATIO`` spreads from zero, else ``flat`` and
-    ``mean`` themselves (the common case, at no cost)."""
+    ``mean`` themselves (the common case, at no cost). An unstandardised model passes ``scale``
+    0: its ``mean_`` is non-zero only where a feature is far (:func:`unstandardized_mean`)."""
     if dtype != torch.float32 or not np.any(np.abs(mean) > OFFSET_RATIO * scale):
         return flat, mean
     return flat - mean.astype(np.float64), np.zeros_like(mean)
@@ -81,20 +82,23 @@ def far_offset(sets: list, weights: np.ndarray | None, dtype: torch.dtype,
 
 def unstandardized_mean(est, mean: np.ndarray, std: np.ndarray, np_dtype) -> np.ndarray:
     """``mean_`` of a ``NystromFeatures`` fit left unstandardised (``mean``, ``std``: the training
-    rows'): zeros, but in float32 the mean of the features more than ``PLAN_OFFSET_RATIO`` spreads
-    from zero, which the map then reads less it. A Gaussian kernel reads differences only, so the
-    map is the same; read as they are, its float32 squared distances ``|x|^2 - 2 x.w + |w|^2``
-    cancel (0.06 away from float64 at 300 spreads, 0.9 at 1,000, features of range about 1). On
-    the sphere (``normalize_``), which reads the features as they are, a warning instead."""
-    far = np.abs(mean) > PLAN_OFFSET_RATIO * np.maximum(std, 1e-300)
-    if getattr(est, "dtype_", None) != torch.float32 or not far.any():
+    rows'): zeros, but the mean of the features more than ``PLAN_OFFSET_RATIO`` spreads from zero
+    in float32 (``OFFSET_RATIO`` in float64), which the map then reads less it. A Gaussian kernel
+    reads differences only, so the map is the same; read as they are, its squared distances
+    ``|x|^2 - 2 x.w + |w|^2`` cancel (float32: 0.06 away from float64 at 300 spreads, 0.9 at
+    1,000, features of range about 1; float64: 0.001 at 1e6 spreads, 1.1 at 1e8). On the sphere
+    (``normalize_``), which reads the features as they are, a warning instead."""
+    single = getattr(est, "dtype_", None) == torch.float32
+    far = np.abs(mean) > (PLAN_OFFSET_RATIO if single else OFFSET_RATIO) * np.maximum(std, 1e-300)
+    if not far.any():
         return np.zeros(len(mean), dtype=np_dtype)
     if not est.normalize_:
         return np.where(far, mean, 0.0).astype(np_dtype)
     warnings.warn(
         f"{type(est).__name__}: features {', '.join(map(str, np.flatnonzero(far)[:5]))} sit more "
-        f"than {PLAN_OFFSET_RATIO:g} spreads from zero; unstandardised and on the sphere "
-        "(normalize=True), the float32 map reads their products rounded: standardise them "
-        "(standardize='auto' or True) or fit with dtype='float64'.", UserWarning,
+        f"than {PLAN_OFFSET_RATIO if single else OFFSET_RATIO:g} spreads from zero; unstandardised "
+        "and on the sphere (normalize=True), the map reads their products rounded: standardise "
+        "them (standardize='auto' or True)" + (" or fit with dtype='float64'." if single else "."),
+        UserWarning,
         stacklevel=user_stacklevel())
     return np.zeros(len(mean), dtype=np_dtype)

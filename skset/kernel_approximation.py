@@ -487,10 +487,10 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         ``fit`` or ``clone`` starts from ``DEFAULT_CHOICE`` again)."""
         seed, rng = self._begin_fit()
         np_dtype = np.float64 if self.dtype_ == torch.float64 else np.float32
+        self.window_ = 1 if self.window == "auto" else int(self.window)  # not a former fit's
+        self.dilation_ = 1 if self.dilation == "auto" else int(self.dilation)
         if sample_weight is not None:  # sets of weight 0 take no part, in the choices either
             X, y, sample_weight, element_weight = self._positive_sets(X, y, sample_weight, element_weight)
-        self.window_ = 1 if self.window == "auto" else int(self.window)
-        self.dilation_ = 1 if self.dilation == "auto" else int(self.dilation)
         data = self._training_elements(X, sample_weight, element_weight, fitting=True)
         y = self._check_y(y, data.coll)
         self.window_scores_ = None
@@ -631,12 +631,12 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         check_is_fitted(self)
         coll = self._elements(X, fitting=False)
         sets, window, lengths = self._map_inputs(coll)
-        tdtype = resolve_dtype(self.dtype)
+        tdtype = getattr(self, "dtype_", None) or resolve_dtype(self.dtype)  # the fit's
         dev = self.device_
         scale, anchors, norm = (torch.as_tensor(a, dtype=tdtype, device=dev)
                                 for a in (self.scale_, self.anchors_, self.normalization_))
         flat = sets[0] if len(sets) == 1 else np.concatenate(sets, axis=0)
-        flat, mean = recentred(flat, self.mean_, self.scale_, tdtype)  # features far from 0
+        flat, mean = recentred(flat, self.mean_, self.scale_ * bool(self.standardize_), tdtype)
         mean = torch.as_tensor(mean, dtype=tdtype, device=dev)
         if not (flat.flags.c_contiguous and flat.flags.writeable):
             flat = np.array(flat, order="C")  # torch reads neither negative strides nor read-only

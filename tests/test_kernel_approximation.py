@@ -7,7 +7,9 @@ from sklearn.kernel_approximation import Nystroem
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skset import NystromFeatures
+from skset._offsets import OFFSET_RATIO
 from skset._sets import pack
+from skset.datasets import make_motif_order
 from skset.nn import NystromLayer
 
 
@@ -795,10 +797,51 @@ def test_unstandardised_far_features_in_float32_are_read_less_their_mean(offset)
     np.testing.assert_allclose(psi, np.stack(nf.transform(sets[:3])), atol=2e-3)
     f64 = NystromFeatures(8, standardize=False, normalize=False, dtype="float64",
                           random_state=0).fit(sets)
-    assert not f64.mean_.any()  # float64 reads them as they are
+    # float64 reads them as they are up to OFFSET_RATIO spreads, less their mean beyond
+    assert f64.mean_[1] == 0.0 and f64.mean_[0] in (0.0, pytest.approx(offset, abs=1.0))
+    assert (f64.mean_[0] != 0) == (offset > OFFSET_RATIO * np.concatenate(sets)[:, 0].std())
     with pytest.warns(UserWarning, match=r"features 0 sit more than 10 spreads from zero") as rec:
         NystromFeatures(8, standardize=False, normalize=True, random_state=0).fit(sets)
     assert {r.filename for r in rec if "spreads" in str(r.message)} == {__file__}
+
+
+@pytest.mark.parametrize("offset", [1e6, 1e8])
+def test_unstandardised_far_features_in_float64_are_read_less_their_mean(offset):
+    """The same in float64 beyond ``OFFSET_RATIO`` spreads: fitted on the shifted sets the map
+    equals the map of the unshifted fit (it was 0.001 away at 1e6 spreads and noise, 1.1, at
+    1e8, where float64's squared distances cancel); and a float32 fit of features 900 from zero
+    with a spread of 1e-3 reads them as the float64 fit does (0.03 away: its transform had
+    tested the offset against ``scale_``, ones when unstandardised)."""
+    rng = np.random.default_rng(0)
+    base = [rng.normal(size=(20, 2)) for _ in range(6)]
+    kw = dict(n_components=6, standardize=False, random_state=0)
+    near = NystromFeatures(dtype="float64", **kw).fit(base)
+    far = NystromFeatures(dtype="float64", **kw).fit([b + offset for b in base])
+    np.testing.assert_allclose(np.vstack(far.transform([b + offset for b in base])),
+                               np.vstack(near.transform(base)), atol=1e-6)
+    tight = [900.0 + 1e-3 * b for b in base]
+    f32, f64 = (NystromFeatures(dtype=d, **kw).fit(tight) for d in ("float32", "float64"))
+    np.testing.assert_allclose(np.vstack(f32.transform(tight)), np.vstack(f64.transform(tight)),
+                               atol=1e-4)
+
+
+def test_transform_computes_in_the_fitted_dtype_and_a_refit_forgets_the_width():
+    """``set_params(dtype=...)`` after a fit: ``transform`` computes in the fitted ``dtype_`` (as
+    ``partial_fit`` refuses the change; it had computed far features in float32, 1.03 off); a
+    refit does not read a former fit's ``window_`` (a pool of 10 rows was refused after a fit
+    that took 20-mers, with ``sample_weight``)."""
+    rng = np.random.default_rng(0)
+    sets = [rng.normal(size=(20, 2)) + 1e4 for _ in range(6)]
+    nf = NystromFeatures(6, standardize=False, dtype="float64", random_state=0).fit(sets)
+    Z = nf.transform(sets)
+    nf.set_params(dtype="float32")
+    np.testing.assert_array_equal(np.vstack(nf.transform(sets)), np.vstack(Z))
+    X, y = make_motif_order(n_samples=60, min_length=40, max_length=60, random_state=0)
+    est = NystromFeatures(16, random_state=0).fit(X, y)
+    assert est.window_ > 10
+    pool = rng.normal(size=(10, 4))
+    est.fit(pool, sample_weight=np.ones(10))
+    assert est.window_ == 1
 
 
 def test_pools_as_frames_and_tensors_are_read_as_estimators_read_them():
