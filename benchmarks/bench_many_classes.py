@@ -156,7 +156,7 @@ def main():
 
     # the head from zero on the trained model's embeddings, against scikit-learn
     Ztr, Zte = clf.transform(Xtr), clf.transform(Xte)
-    alpha, n = clf.alpha, len(Xtr)
+    alpha, n = clf.alpha_, len(Xtr)
     codes = np.searchsorted(clf.classes_, ytr)
     head = torch.nn.Linear(Ztr.shape[1], len(clf.classes_))
     torch.nn.init.zeros_(head.weight)

@@ -167,3 +167,23 @@ def test_epsilon_auto_without_a_choice_to_make(data, monkeypatch):
     assert OTKClassifier().epsilon == "auto" and OTKRegressor().epsilon == 0.5
     with pytest.raises(ValueError, match="epsilon"):
         OTKRegressor(**{**SMALL, "epsilon": "auto"}).fit(X, np.asarray(y, dtype=float))
+
+
+def test_classifier_alpha_auto_is_scikit_learns_c1_on_the_training_sets(data):
+    """``alpha="auto"`` (the default): one over the training sets of positive weight (the
+    multinomial ``LogisticRegression()`` penalty of the pipeline's head), the fit of that value
+    given explicitly to the last digit; a float is kept as given; a warm start keeps the first
+    fit's ``alpha_``."""
+    X, y = data
+    auto = OTKClassifier(**SMALL, random_state=0).fit(X, y)
+    assert auto.alpha == "auto" and auto.alpha_ == 1 / len(X)
+    given = OTKClassifier(**SMALL, alpha=1 / len(X), random_state=0).fit(X, y)
+    np.testing.assert_array_equal(auto.decision_function(X), given.decision_function(X))
+    sw = np.ones(len(X))
+    sw[:10] = 0.0
+    assert OTKClassifier(**SMALL, random_state=0).fit(X, y, sample_weight=sw).alpha_ == 1 / 50
+    assert OTKClassifier(**SMALL, alpha=0.01, random_state=0).fit(X, y).alpha_ == 0.01
+    auto.set_params(warm_start=True).fit(X[:30], y[:30])
+    assert auto.alpha_ == 1 / len(X)
+    with pytest.raises(ValueError, match="alpha"):
+        OTKClassifier(alpha="1/n").fit(X, y)

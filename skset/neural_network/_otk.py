@@ -386,7 +386,8 @@ class _BaseSupervisedOTK(KmerWidth, SetNetworkEstimator):
 
 
 class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
-    _parameter_constraints = with_class_weight(_BaseSupervisedOTK._parameter_constraints)
+    _parameter_constraints = with_class_weight({**_BaseSupervisedOTK._parameter_constraints,
+                                                "alpha": ["auto", NON_NEGATIVE]})
     _chooses_start = True
 
     def __init__(self, n_components=DEFAULT_N_COMPONENTS, *, bandwidth="auto", window="auto",
@@ -394,7 +395,7 @@ class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
                  normalize="auto", keep_norm="auto", n_supports=10, n_references=1, epsilon="auto",
                  sinkhorn_iter=10, position_sigma="auto", position_mode="kernel", reg_m=None,
                  fit_method="kmeans", solver="alternating", learning_rate="adaptive",
-                 learning_rate_init=0.01, alpha=1e-3, class_weight=None, batch_size=64,
+                 learning_rate_init=0.01, alpha="auto", class_weight=None, batch_size=64,
                  max_elements=131_072, max_iter=50, tol=1e-4, early_stopping=False,
                  validation_fraction=0.1, n_iter_no_change=10, warm_start=False, verbose=0,
                  device="auto", dtype="float32", random_state=None):
@@ -433,7 +434,7 @@ class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
         self.random_state = random_state
 
     def _head_alpha(self) -> float:
-        return float(self.alpha)
+        return float(self.alpha_ if self.alpha == "auto" else self.alpha)
 
     @staticmethod
     def _costly_head(head, n_sets: int) -> bool:
@@ -448,7 +449,7 @@ class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
     def _fit_head(self, head, Z, targets, weight=None, first=False):
         cw = self._class_weight_tensor(Z)
         if self._is_multilabel:  # per-label logistic regressions, one (D, L) weight matrix
-            fit_multilabel_logistic_head(head, Z, targets, float(self.alpha), weight=weight,
+            fit_multilabel_logistic_head(head, Z, targets, self._head_alpha(), weight=weight,
                                          pos_weight=cw)
             return
         if cw is not None:  # class weights multiply the sets' weights (as in the loss)
@@ -469,7 +470,7 @@ class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
         cheap = not self._costly_head(head, Z.shape[0])
         loose = warm and not cheap
         tol = HEAD_TOL_BETWEEN if loose else HEAD_TOL_CHEAP if cheap else HEAD_TOL
-        fit_logistic_head(head, Z, targets, float(self.alpha),
+        fit_logistic_head(head, Z, targets, self._head_alpha(),
                           max_iter=HEAD_WARM_ITER if loose else 100, weight=weight, tol=tol)
         # a class without a set here (a first partial_fit chunk may miss some): its unpenalised
         # bias ran off to about -7, which later epochs' steps of 0.01 never brought back; it

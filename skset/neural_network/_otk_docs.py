@@ -21,8 +21,12 @@ _ELEMENT_WEIGHT_DOC = """
 
 
 _ALPHA_DOC = """
-    alpha : float, default=1e-3
-        L2 penalty ``alpha/2 ||W||^2`` on the head's weights, added to the mean loss."""
+    alpha : float or "auto", default="auto"
+        L2 penalty ``alpha/2 ||W||^2`` on the head's weights, added to the mean loss.
+        ``"auto"``: one over the number of training sets (of positive weight), the penalty of
+        scikit-learn's multinomial ``LogisticRegression()`` (``C=1``), the head of the pipeline
+        this model starts from; set at the first fit (``alpha_``) and kept by warm starts and
+        ``partial_fit``."""
 
 # kmer_coding and position_sigma: the classifier's defaults read the order as the pipeline
 # does; the regressor keeps the paper's (regression.md)
@@ -156,8 +160,12 @@ _DOC_PARAMS = """
         ``"adaptive"`` halves the learning rate each time the validation loss (the training loss
         without ``early_stopping``) has not decreased by more than ``tol`` (relative to its best
         value in this ``fit``) for 5 consecutive epochs, as in the paper.
-    alpha : float, default=1e-3
+    alpha : float or "auto", default="auto"
         L2 penalty ``alpha/2 ||W||^2`` on the head's weights, added to the mean loss.
+        ``"auto"``: one over the number of training sets (of positive weight), the penalty of
+        scikit-learn's multinomial ``LogisticRegression()`` (``C=1``), the head of the pipeline
+        this model starts from; set at the first fit (``alpha_``) and kept by warm starts and
+        ``partial_fit``.
     tol, n_iter_no_change : float, int, default=1e-4, 10
         Stopping rule of scikit-learn's MLP (on the training loss, or on the validation score with
         ``early_stopping``).
@@ -189,9 +197,7 @@ _DOC_PARAMS = """
 _DOC_PARAMS_REGRESSION = _DOC_PARAMS.replace(_CLF_EPSILON_DOC, _REG_EPSILON_DOC).replace(
     _CLF_KMER_DOC, _REG_KMER_DOC).replace(
     _CLF_POSITION_DOC, _REG_POSITION_DOC).replace(
-    _CLF_POSITION_MODE_DOC, _REG_POSITION_MODE_DOC).replace("""    alpha : float, default=1e-3
-        L2 penalty ``alpha/2 ||W||^2`` on the head's weights, added to the mean loss.
-""", """    alpha : float or "auto", default="auto"
+    _CLF_POSITION_MODE_DOC, _REG_POSITION_MODE_DOC).replace(_ALPHA_DOC.lstrip("\n") + "\n", """    alpha : float or "auto", default="auto"
         L2 penalty ``alpha/2 ||W||^2`` on the head's weights, added to the mean loss (on
         standardised targets). ``"auto"``: chosen when the head is first fitted, on the
         unsupervised embedding of the training part, by exact leave-one-out (closed form from one

@@ -79,6 +79,10 @@ def chosen_start(est, parts, fit, y, sample_weight, masses):
     the same whichever start is kept."""
     for attr in ("start_scores_", "epsilon_scores_"):  # set again where their rules score
         est.__dict__.pop(attr, None)
+    if est._is_classifier:  # the classifier's alpha="auto": scikit-learn's C=1 on these sets
+        sets, _, weights = fit[:3]
+        n = len(sets) if weights is None else int(np.count_nonzero(weights))
+        est.alpha_ = 1.0 / max(n, 1) if est.alpha == "auto" else float(est.alpha)
     with torch.random.fork_rng(devices=[est.device_] if est.device_.type == "cuda" else []):
         if est._chooses_start and start_rule_applies(est, y):
             other = est._initial_map(DEFAULT_CHOICE, *fit)
@@ -129,7 +133,7 @@ def start_hits(est, paper, pipeline, y, sample_weight=None, masses=None) -> list
     k = min(START_FOLDS, int(np.unique(y, return_counts=True)[1].min()))
     folds = list(StratifiedKFold(k, shuffle=True, random_state=paper[3].random_state)
                  .split(np.zeros(len(y)), y))
-    return [fold_hits(parts, y, folds, float(est.alpha), sample_weight, masses)
+    return [fold_hits(parts, y, folds, est._head_alpha(), sample_weight, masses)
             for parts in (paper, pipeline)]
 
 
