@@ -96,12 +96,19 @@ def step_rng(random_state, n_steps: int) -> np.random.RandomState:
     return np.random.RandomState((seed + 7919 * int(n_steps)) % 2**32)
 
 
-def weight_scale(sample_weight) -> float:
+def weight_scale(sample_weight, n_rows: int = 1) -> float:
     """The largest of the raw ``sample_weight`` (1 for ``None``): the checked weights are divided
     by it (:func:`skset._validation.check_sample_weight`), and a stream multiplies it back so
-    that the weights of different calls count alike. Call after the check."""
+    that the weights of different calls count alike. Call after the check. A ``ValueError``
+    where the counts it scales, up to ``n_rows`` elements of that weight, would overflow
+    float64 (only the weights' ratios matter: they can be divided)."""
     if sample_weight is None:
         return 1.0
     if isinstance(sample_weight, torch.Tensor):
         sample_weight = sample_weight.detach().cpu().numpy()
-    return float(np.max(np.asarray(sample_weight, dtype=np.float64)))
+    top = float(np.max(np.asarray(sample_weight, dtype=np.float64)))
+    if not np.isfinite(top * max(n_rows, 1)):
+        raise ValueError(f"sample_weight: weights up to {top:.3g} over {n_rows} elements overflow "
+                         "the fitted counts (float64); only the weights' ratios matter: divide "
+                         "them all by the same factor.")
+    return top

@@ -6,6 +6,7 @@ Every estimator that takes ``sample_weight`` (one weight per set, or per row of 
 * :func:`drop_zero_weight` - the samples of positive weight, and their weights (``None`` when all
   equal: a constant weight is exactly no weight);
 * :func:`positive_sets` - the sets of positive weight, their labels and weights;
+* :func:`positive_rows` - the rows a choice reads: those of positive weight;
 * :func:`element_masses` - checked element masses, ``None`` when every set's are uniform;
 * :func:`kmer_weights` - the weight of each k-mer, the mean of its elements' weights;
 * :func:`sample_elements` - the elements a fit draws its anchors or supports from: weight-0
@@ -22,12 +23,14 @@ The checks of the weights themselves (:func:`skset._validation.check_sample_weig
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ._sets import check_element_weights, kmer_windows
 
 __all__ = ["count_distinct", "drop_zero_weight", "element_masses", "kmeans_weights", "kmer_weights",
-           "positive_sets", "resolve_max_samples", "sample_elements", "set_totals",
+           "positive_rows", "positive_sets", "resolve_max_samples", "sample_elements", "set_totals",
            "weighted_mean_std"]
 
 
@@ -66,6 +69,25 @@ def positive_sets(X, y, sample_weight, element_weight=None):
     if element_weight is not None and len(element_weight) == len(sample_weight):
         element_weight = pick(list(element_weight))
     return pick(X), (None if y is None else pick(y)), sample_weight[keep], element_weight
+
+
+def positive_rows(coll, sets: list, y, weights: np.ndarray | None, rows_are_read: bool):
+    """``(coll, sets, y)`` as a data-driven choice should read them: the rows of weight 0 (an
+    element of mass 0, a row of a pool of weight 0) left out, as the fit leaves them out of its
+    moments and its k-means. ``weights``: one per row of the stacked ``sets`` (of a pool, per row
+    of ``coll.sets[0]``), or None; ``rows_are_read``: the rows of ``sets`` are what the choice
+    reads (single elements, or k-mers already cut), else the rows stay (a k-mer cut later keeps
+    its elements of mass 0, as its weight, their mean, does)."""
+    if weights is None or weights.all():
+        return coll, sets, y
+    keep = weights > 0
+    if coll.form == "2d":  # a pool: its rows and their labels
+        y = None if y is None else np.asarray(y)[keep]
+        return dataclasses.replace(coll, sets=[coll.sets[0][keep]]), sets, y
+    if not rows_are_read or len(keep) != sum(len(s) for s in sets):
+        return coll, sets, y
+    parts = np.split(keep, np.cumsum([len(s) for s in sets])[:-1])
+    return coll, [s[k] if k.any() else s for s, k in zip(sets, parts, strict=True)], y
 
 
 def element_masses(element_weight, sets, name: str) -> list[np.ndarray] | None:

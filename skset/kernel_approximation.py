@@ -35,6 +35,7 @@ from ._validation import POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, Integer,
 from ._weighting import (
     element_masses,
     kmer_weights,
+    positive_rows,
     positive_sets,
     resolve_max_samples,
     sample_elements,
@@ -407,8 +408,7 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         if self._coded:  # the coded k-mers are read as views of raw from here on (one copy)
             sets = np.split(raw, np.cumsum(lengths)[:-1])
         return _TrainingElements(coll=coll, sets=sets, window=window, lengths=lengths,
-                                 raw=raw, weights=ew,
-                                 scale=weight_scale(sample_weight))
+                                 raw=raw, weights=ew, scale=weight_scale(sample_weight, len(raw)))
 
     def _anchor_elements(self, raw, ew, window, lengths, rng):
         """``(elements, weights)`` the anchors learn from: ``raw`` standardised, cut into k-mers,
@@ -504,10 +504,10 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         # constant: a spread within rounding noise of the feature's magnitude (any scale alike)
         top = np.abs(raw if ew is None else raw[ew > 0]).max(0)
         std = np.where(constant_below(std, top), 1.0, std)
-        # the choice draws from its own stream: when it picks the fixed choice, the fit is exactly
-        # the fit with those values given explicitly
-        self._choose_map(data.coll, data.sets, window, y, mean, std,
-                         np.random.RandomState((seed + 1) % 2**32), incumbent)
+        # its own stream (taking the fixed choice, the fit is exactly the one given it); weight > 0
+        coll, sets, y_map = positive_rows(data.coll, data.sets, y, ew, window == 1 or self._coded)
+        self._choose_map(coll, sets, window, y_map, mean, std, np.random.RandomState((seed + 1) % 2**32),
+                         incumbent)
         if self.standardize_:
             self.mean_, self.scale_ = mean.astype(np_dtype), std.astype(np_dtype)
         else:  # zeros; in float32 the mean of features far from zero (skset._offsets)

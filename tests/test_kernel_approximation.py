@@ -860,3 +860,43 @@ def test_pools_as_frames_and_tensors_are_read_as_estimators_read_them():
     nf = NystromFeatures(4, random_state=0).fit(X)
     np.testing.assert_array_equal(nf.transform(X.clone().requires_grad_(True)), nf.transform(X))
     assert NystromFeatures(4, random_state=0).fit(X.to(torch.bfloat16)).n_features_in_ == 3
+
+
+def test_rows_of_weight_zero_take_no_part_in_the_auto_choices():
+    """An element of mass 0 (``element_weight``), or a pool row of ``sample_weight`` 0, is a
+    removed element in the map's ``"auto"`` choice too, as in its moments and k-means: the fit
+    chooses as without them (a mass-0 element that encoded the label had taken a bandwidth 4
+    times wider; weight-0 pool rows the same)."""
+    rng = np.random.default_rng(0)
+    n = 40
+    y = np.arange(n) % 2
+    sets = [np.r_[[[100.0 * (2 * y[i] - 1) + rng.normal(), 0.0]], rng.normal(size=(15, 2))]
+            for i in range(n)]
+    ew = [np.r_[0.0, np.ones(15)] for _ in range(n)]
+    a = NystromFeatures(8, random_state=0).fit(sets, y, element_weight=ew)
+    b = NystromFeatures(8, random_state=0).fit([s[1:] for s in sets], y)
+    assert a.selection_scores_ == b.selection_scores_
+    assert a.bandwidth_ == pytest.approx(b.bandwidth_) and a.relative_bandwidth_ == b.relative_bandwidth_
+    rng = np.random.default_rng(2)
+    X, yp = rng.normal(size=(150, 2)), np.arange(150) % 2
+    far = np.c_[10.0 * yp + 0.3 * rng.normal(size=150), 0.3 * rng.normal(size=150)]
+    a = NystromFeatures(8, random_state=0).fit(np.r_[X, far], np.r_[yp, yp],
+                                               sample_weight=np.r_[np.ones(150), np.zeros(150)])
+    b = NystromFeatures(8, random_state=0).fit(X, yp)
+    assert a.selection_scores_ == b.selection_scores_
+    assert a.relative_bandwidth_ == b.relative_bandwidth_
+
+
+def test_weights_whose_counts_overflow_are_refused_by_name():
+    """Finite weights of 1e308 over 40 elements: the fitted counts (weights times elements)
+    would be infinite (then a later ``partial_fit`` failed inside torch's eigh): a ValueError
+    that says to divide them; weights of 1e300 fit as the weights themselves."""
+    from skset import OTKEmbedding
+
+    rng = np.random.default_rng(0)
+    sets = [rng.normal(size=(10, 2)) for _ in range(4)]
+    for est in (NystromFeatures(4, random_state=0), OTKEmbedding(n_supports=2, random_state=0)):
+        with pytest.raises(ValueError, match="overflow the fitted counts"):
+            est.fit(sets, sample_weight=np.full(4, 1e308))
+        est.fit(sets, sample_weight=np.full(4, 1e300))
+        assert np.isfinite(est.counts_).all()

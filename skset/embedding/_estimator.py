@@ -493,7 +493,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         refs, assign, n_iter, self._bary_iter = fit_references(self, sets, rng, masses, sw)
         self.references_ = shifted(self, refs, 1).astype(fitted_dtype(self, np_dtype))
         ref_t = reference_tensor(self)
-        scale = weight_scale(sample_weight)
+        scale = weight_scale(sample_weight, sum(len(s) for s in sets))
         self.counts_ = reference_counts(self, sets, masses, sw, assign, rng) * scale
         self.n_samples_seen_ = scale * (len(sets) if sw is None else float(sw.sum()))
         self.n_steps_ = 1

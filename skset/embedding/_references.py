@@ -204,7 +204,7 @@ def update_references(otk, X, sample_weight, element_weight):
     sets = otk._check_X(X)
     masses = otk._check_masses(element_weight, sets)
     sw = check_sample_weight(sample_weight, len(sets), type(otk).__name__)
-    scale = weight_scale(sample_weight)
+    scale = weight_scale(sample_weight, sum(len(s) for s in sets))
     ref_t = reference_tensor(otk)  # as the offset sets (OTKEmbedding._check_X) read them
     q = ref_t.shape[0]
     assignments = (np.zeros(len(sets), dtype=np.int64) if q == 1

@@ -40,6 +40,7 @@ from ._heads import (
 from ._multilabel import CLASS_WEIGHT_DOC, MULTILABEL_DOC, with_class_weight
 from ._otk_docs import (
     _ALPHA_DOC,
+    _CLF_RULE_ATTRS,
     _DOC_ATTRS,
     _DOC_PARAMS,
     _DOC_PARAMS_REGRESSION,
@@ -546,15 +547,7 @@ OTKClassifier.__doc__ = compose_doc(
     class_weight_ : ndarray of shape (n_classes,) or None
         The class weights of ``class_weight`` (multi-label: the weight of each label's
         positives); None without.
-    start_scores_ : dict
-        Where the ``"auto"`` element map started from the data (single-label classes of two
-        sets or more, and the two starts choosing different maps): the cross-validated accuracy
-        on the training sets of a logistic head on each start's initial embedding (``"paper"``,
-        ``"pipeline"``) and the start kept (``"chosen"``). Absent otherwise.
-    epsilon_scores_ : dict
-        Where ``epsilon="auto"`` chose from the data (single-label classes of two sets or more):
-        the same cross-validated accuracy of the kept start embedded at each epsilon (keys
-        ``"0.5"`` and ``"0.1"``) and the one kept (``"chosen"``). Absent otherwise.""",
+""" + _CLF_RULE_ATTRS,
     _DOC_ATTRS,
     """
     See Also

@@ -20,6 +20,19 @@ _ELEMENT_WEIGHT_DOC = """
             Mass of each element of each set of ``X`` (see :meth:`fit`); ``None``: uniform."""
 
 
+#: the classifier's attributes of its rules (start, epsilon) and of its head's penalty
+_CLF_RULE_ATTRS = """    start_scores_ : dict
+        Where the ``"auto"`` element map started from the data (single-label classes of two
+        sets or more, and the two starts choosing different maps): the cross-validated accuracy
+        on the training sets of a logistic head on each start's initial embedding (``"paper"``,
+        ``"pipeline"``) and the start kept (``"chosen"``). Absent otherwise.
+    epsilon_scores_ : dict
+        Where ``epsilon="auto"`` chose from the data (single-label classes of two sets or more):
+        the same cross-validated accuracy of the kept start embedded at each epsilon (keys
+        ``"0.5"`` and ``"0.1"``) and the one kept (``"chosen"``). Absent otherwise.
+    alpha_ : float
+        The head's penalty: ``alpha``, or for ``"auto"`` one over the training sets."""
+
 _ALPHA_DOC = """
     alpha : float or "auto", default="auto"
         L2 penalty ``alpha/2 ||W||^2`` on the head's weights, added to the mean loss.
@@ -197,7 +210,8 @@ _DOC_PARAMS = """
 _DOC_PARAMS_REGRESSION = _DOC_PARAMS.replace(_CLF_EPSILON_DOC, _REG_EPSILON_DOC).replace(
     _CLF_KMER_DOC, _REG_KMER_DOC).replace(
     _CLF_POSITION_DOC, _REG_POSITION_DOC).replace(
-    _CLF_POSITION_MODE_DOC, _REG_POSITION_MODE_DOC).replace(_ALPHA_DOC.lstrip("\n") + "\n", """    alpha : float or "auto", default="auto"
+    _CLF_POSITION_MODE_DOC, _REG_POSITION_MODE_DOC).replace(
+    _ALPHA_DOC.lstrip("\n") + "\n", """    alpha : float or "auto", default="auto"
         L2 penalty ``alpha/2 ||W||^2`` on the head's weights, added to the mean loss (on
         standardised targets). ``"auto"``: chosen when the head is first fitted, on the
         unsupervised embedding of the training part, by exact leave-one-out (closed form from one
