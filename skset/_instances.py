@@ -41,6 +41,12 @@ def _check_pool(X, y):
     if y.ndim != 1 or len(y) != len(X):
         raise ValueError(f"y must hold one label per element of X ({len(X)}), got shape "
                          f"{y.shape}.")
+    missing = (np.isnan(y) if y.dtype.kind in "fc" else
+               np.array([v is None or (isinstance(v, float) and v != v) for v in y], dtype=bool)
+               if y.dtype == object else np.zeros(len(y), dtype=bool))
+    if missing.any():  # np.unique made each NaN a class of its own
+        raise ValueError(f"y has a missing label (NaN or None) at element "
+                         f"{int(np.flatnonzero(missing)[0])}; every element needs its class.")
     classes, y_idx = np.unique(y, return_inverse=True)
     by_class = [np.flatnonzero(y_idx == c) for c in range(len(classes))]
     return X, y, by_class

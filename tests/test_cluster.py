@@ -1235,6 +1235,10 @@ def test_pool_sampling_and_generators_refuse_non_finite_values():
     P[3, 1] = np.nan
     with pytest.raises(ValueError, match="NaN or infinity"):
         sample_clustering_instances(P, np.repeat(np.arange(4), 10), 2, 5, random_state=0)
+    y = np.repeat(np.arange(4.0), 10)
+    y[0] = np.nan  # each NaN label had been a class of its own
+    with pytest.raises(ValueError, match="missing label .* at element 0"):
+        sample_clustering_instances(np.nan_to_num(P), y, 2, 5, random_state=0)
     with pytest.raises(ValueError, match="radius_range"):
         make_circles_instances(2, 10, radius_range=(np.inf, np.inf))
     with pytest.raises(ValueError, match="noise"):

@@ -380,6 +380,22 @@ def test_read_ts_and_generators_refuse_what_they_cannot_read(tmp_path):
         make_circles_instances(2, 20, noise=np.nan)
     with pytest.raises(ValueError, match="among 0-9"):  # an empty pool
         load_digits_split(seen=(0, 1), unseen=(11,))
+    # clear errors where a numpy TypeError or IndexError came, and no silent reading of a
+    # string as digits, of floats as ints, of an infinite spread
+    from skset.datasets import make_gaussian_mixture_sets
+
+    with pytest.raises(ValueError, match="cluster_std"):  # sets of infinities
+        make_gaussian_mixture_sets(2, set_size=5, cluster_std=np.inf)
+    for bad in ("19", (1.9, 2.9), (1, 2, 3)):  # "19" was (1, 9); (1.9, 2.9) was (1, 2)
+        with pytest.raises(ValueError, match="set_size"):
+            make_max_regression(3, set_size=bad)
+    with pytest.raises(ValueError, match="mean_range"):  # an IndexError
+        make_normal_var(3, set_size=4, mean_range=(1,))
+    with pytest.raises(ValueError, match="var_range"):  # numpy's TypeError
+        make_normal_var(3, set_size=4, var_range=None)
+    with pytest.raises(ValueError, match="both finite numbers"):
+        make_max_regression(3, low="a")
+    assert [len(x) for x in make_max_regression(3, set_size=np.array([2, 4]), random_state=0)[0]]
 
 
 def test_deep_sets_warm_start_takes_a_norm_that_residual_none_ignores():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from numbers import Integral
+from numbers import Integral, Real
 
 import numpy as np
 from sklearn.utils import check_random_state
@@ -17,13 +17,27 @@ def _sizes(set_size, n_sets: int, rng, name: str = "set_size") -> np.ndarray:
         if set_size < 1:
             raise ValueError(f"{name}={set_size} must be >= 1.")
         return np.full(n_sets, int(set_size), dtype=np.int64)
-    try:
-        low, high = (int(v) for v in set_size)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name}={set_size!r} must be an int or a (low, high) pair.") from None
+    pair = None if isinstance(set_size, str) else np.asarray(set_size, dtype=object).ravel()
+    if pair is None or len(pair) != 2 or not all(
+            isinstance(v, Integral) and not isinstance(v, bool) for v in pair):
+        raise ValueError(f"{name}={set_size!r} must be an int or a (low, high) pair of ints.")
+    low, high = int(pair[0]), int(pair[1])
     if not 1 <= low <= high:
         raise ValueError(f"{name}={set_size!r} needs 1 <= low <= high.")
     return rng.randint(low, high + 1, size=n_sets).astype(np.int64)
+
+
+def _real(v) -> bool:
+    """Whether ``v`` is a finite real number (not a bool, a string or an array)."""
+    return isinstance(v, Real) and not isinstance(v, bool) and bool(np.isfinite(v))
+
+
+def _real_pair(v) -> bool:
+    """Whether ``v`` is a ``(low, high)`` pair of finite real numbers."""
+    try:
+        return len(v) == 2 and all(_real(x) for x in v)
+    except TypeError:
+        return False
 
 
 def _check_n_sets(n_sets) -> int:
@@ -72,8 +86,8 @@ def make_max_regression(
     n_sets = _check_n_sets(n_sets)
     if isinstance(n_features, bool) or not isinstance(n_features, Integral) or n_features < 1:
         raise ValueError(f"n_features={n_features!r} must be a positive integer.")
-    if not (np.isfinite(low) and np.isfinite(high) and high > low):
-        raise ValueError(f"high={high} must be greater than low={low}, both finite.")
+    if not (_real(low) and _real(high) and high > low):
+        raise ValueError(f"high={high!r} must be greater than low={low!r}, both finite numbers.")
     rng = check_random_state(random_state)
     sizes = _sizes(set_size, n_sets, rng)
     X = [rng.uniform(low, high, size=(int(n), n_features)) for n in sizes]
@@ -130,10 +144,10 @@ def make_normal_var(
     sizes = _sizes(set_size, n_sets, rng)
     if min(sizes) <= ddof:
         raise ValueError(f"set sizes must exceed ddof={ddof}.")
-    if not (np.isfinite(var_range).all() and 0 <= var_range[0] <= var_range[1]):
-        raise ValueError(f"var_range={var_range!r} must satisfy 0 <= low <= high, both finite.")
-    if not (np.isfinite(mean_range).all() and mean_range[0] <= mean_range[1]):
-        raise ValueError(f"mean_range={mean_range!r} must satisfy low <= high, both finite.")
+    if not (_real_pair(var_range) and 0 <= var_range[0] <= var_range[1]):
+        raise ValueError(f"var_range={var_range!r} must be a pair 0 <= low <= high, both finite.")
+    if not (_real_pair(mean_range) and mean_range[0] <= mean_range[1]):
+        raise ValueError(f"mean_range={mean_range!r} must be a pair low <= high, both finite.")
     mu = rng.uniform(mean_range[0], mean_range[1], size=n_sets)
     var = rng.uniform(var_range[0], var_range[1], size=n_sets)
     X = [rng.normal(m, np.sqrt(v), size=(int(n), 1))
@@ -190,8 +204,8 @@ def make_gaussian_mixture_sets(
     n_sets = _check_n_sets(n_sets)
     if isinstance(n_features, bool) or not isinstance(n_features, Integral) or n_features < 1:
         raise ValueError(f"n_features={n_features!r} must be a positive integer.")
-    if not cluster_std > 0:
-        raise ValueError(f"cluster_std={cluster_std} must be positive.")
+    if not (_real(cluster_std) and cluster_std > 0):
+        raise ValueError(f"cluster_std={cluster_std!r} must be a positive finite number.")
     rng = check_random_state(random_state)
     sizes = _sizes(set_size, n_sets, rng)
     ks = _sizes(n_components, n_sets, rng, name="n_components")
