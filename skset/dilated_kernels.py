@@ -275,8 +275,9 @@ class DilatedKernelFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, S
     def to_module(self) -> DilatedKernelPPV:
         """The fitted map as a torch module (``forward(x, mask) -> (B, n_features_out)``)."""
         check_is_fitted(self)
-        chan = None if self.channels_ is None else torch.as_tensor(self.channels_)
-        return DilatedKernelPPV(self.dilations_, torch.as_tensor(self.thresholds_), chan)
+        # copies: the module (and a serving module made from it) never writes into the estimator
+        chan = None if self.channels_ is None else torch.tensor(self.channels_)
+        return DilatedKernelPPV(self.dilations_, torch.tensor(self.thresholds_), chan)
 
     _serving_outputs = ("transform",)
 

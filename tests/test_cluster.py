@@ -1243,3 +1243,36 @@ def test_pool_sampling_and_generators_refuse_non_finite_values():
         make_circles_instances(2, 10, radius_range=(np.inf, np.inf))
     with pytest.raises(ValueError, match="noise"):
         make_circles_instances(2, 10, noise="a")
+
+
+def test_abc_reads_the_fits_standardisation_and_refuses_a_warm_start_that_changes_it():
+    """``set_params(standardize=...)`` after a fit: ``predict`` reads the fit's standardisation
+    (it had raised ``AttributeError: mean_``, or read standardised-trained data raw, affinities
+    0.19 apart); a warm start with ``standardize``, ``input_similarity`` or ``n_neighbors``
+    changed is refused by name (they were ignored or applied to the old network); a missing
+    label in instance-list input is a ValueError naming the instance (a numpy TypeError)."""
+    rng = np.random.RandomState(0)
+    centers = rng.randn(6, 2) * 4
+    Xp = np.concatenate([c + rng.randn(40, 2) for c in centers]) * 100 + 1000
+    yp = np.repeat(np.arange(6), 40)
+    kw = dict(hidden_size=8, n_heads=2, max_steps=20, eval_every=10, batch_size=4,
+              instance_size=30, n_validation_instances=8, random_state=0, device="cpu")
+    inst = [Xp[:50]]
+    for std in (False, True):
+        abc = ABCClusterer(**kw, standardize=std).fit(Xp, yp)
+        A = abc.affinity(inst)[0]
+        abc.set_params(standardize=not std)
+        np.testing.assert_array_equal(abc.affinity(inst)[0], A)
+        abc.set_params(warm_start=True)
+        with pytest.raises(ValueError, match="standardize="):
+            abc.fit(Xp, yp)
+    warm = ABCClusterer(**kw, input_similarity=None, warm_start=True).fit(Xp, yp)
+    for change in ({"input_similarity": "knn"}, {"n_neighbors": 5}):
+        with pytest.raises(ValueError, match=list(change)[0]):
+            warm.set_params(**change).fit(Xp, yp)
+        warm.set_params(input_similarity=None, n_neighbors=10)
+    X = [rng.randn(10, 2) for _ in range(8)]
+    y = [np.array([0, 1] * 5, dtype=object) for _ in range(8)]
+    y[3] = np.array([None, 1] * 5, dtype=object)
+    with pytest.raises(ValueError, match="instance 3 contain a missing label"):
+        ABCClusterer(hidden_size=8, n_heads=2, max_steps=5, eval_every=5, device="cpu").fit(X, y)

@@ -315,3 +315,19 @@ def test_pipeline_routes_sample_weight():
     pipe.fit(X, y, dilatedkernelfeatures__sample_weight=w)
     direct = DilatedKernelFeatures(n_thresholds=3, random_state=0).fit(X, sample_weight=w)
     np.testing.assert_array_equal(pipe[0].thresholds_, direct.thresholds_)
+
+
+def test_the_module_is_a_copy_of_the_fitted_map():
+    """``to_module()`` (and a serving module made from it) owns its thresholds and channels: a
+    checkpoint loaded into it, or an edit in place, leaves the estimator's map as it was (they
+    had shared the estimator's arrays)."""
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(int(rng.integers(10, 40)), 3)) for _ in range(10)]
+    est = DilatedKernelFeatures(n_thresholds=3, max_dilations=3, random_state=0).fit(X)
+    before = est.transform(X)
+    layer = est.to_module()
+    with torch.no_grad():
+        layer.thresholds.fill_(1e9)
+        if layer.channels is not None:
+            layer.channels.zero_()
+    np.testing.assert_array_equal(est.transform(X), before)

@@ -187,3 +187,13 @@ def test_classifier_alpha_auto_is_scikit_learns_c1_on_the_training_sets(data):
     assert auto.alpha_ == 1 / len(X)
     with pytest.raises(ValueError, match="alpha"):
         OTKClassifier(alpha="1/n").fit(X, y)
+
+
+def test_classifier_alpha_given_on_a_warm_start_is_alpha_(data):
+    """A warm start after ``set_params(alpha=0.1)`` fits its head with 0.1, and ``alpha_`` says
+    so (it kept the first fit's one over the training sets)."""
+    X, y = data
+    clf = OTKClassifier(**SMALL, warm_start=True, random_state=0).fit(X, y)
+    assert clf.alpha_ == 1 / len(X)
+    clf.set_params(alpha=0.1).fit(X, y)
+    assert clf.alpha_ == 0.1

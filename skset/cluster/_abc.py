@@ -210,7 +210,10 @@ class ABCClusterer(KernelTraining, KernelSelection, KernelInference, BaseNeuralE
         one big batch (user guide, :ref:`abc-cost`). Labels do not depend on the number of
         threads.
     warm_start : bool, default=False
-        Continue training the fitted network (and its optimiser state) in the next ``fit``.
+        Continue training the fitted network (and its optimiser state) in the next ``fit``;
+        the architecture, ``standardize``, ``input_similarity`` and ``n_neighbors`` must be the
+        fit's (a ``ValueError`` names one changed since). ``predict`` and ``affinity`` read the
+        fit's standardisation whatever ``standardize`` says now.
     device : str, default="auto"
         Torch device (``"auto"``: CUDA when available, else the CPU).
     random_state : int, RandomState or None, default=None
@@ -410,10 +413,12 @@ class ABCClusterer(KernelTraining, KernelSelection, KernelInference, BaseNeuralE
 
     # ------------------------------------------------------------------ fitting
     def _model_params(self) -> dict:
-        """The parameters that build the network (``_build_module``): a warm start and
-        ``skset.save`` refuse them changed since the fit."""
+        """The parameters that build the network (``_build_module``) and what it reads (the
+        standardisation, the prior): a warm start and ``skset.save`` refuse them changed since
+        the fit."""
         return {k: getattr(self, k) for k in ("hidden_size", "n_layers", "n_heads",
-                                              "compatibility", "compat_dim", "norm", "residual")}
+                                              "compatibility", "compat_dim", "norm", "residual",
+                                              "standardize", "input_similarity", "n_neighbors")}
 
     def fit(self, X, y):
         """Train the kernel on labelled instances or on a labelled pool.

@@ -53,6 +53,10 @@ def check_instance_labels(y, sets, name: str = "y") -> list[np.ndarray]:
             raise ValueError(f"{name}: instance {i} has {len(s)} elements but {len(lab)} labels.")
         if lab.dtype.kind == "f" and not np.isfinite(lab).all():
             raise ValueError(f"{name}: the labels of instance {i} contain NaN or infinity.")
+        if lab.dtype == object and any(v is None or (isinstance(v, float) and not np.isfinite(v))
+                                       for v in lab.tolist()):
+            raise ValueError(f"{name}: the labels of instance {i} contain a missing label "
+                             "(None or NaN).")
         out.append(np.unique(lab, return_inverse=True)[1].astype(np.int64).ravel())
     return out
 

@@ -36,12 +36,13 @@ class KernelInference:
     :class:`~skset.cluster._abc_select.KernelSelection`, the k rule."""
 
     def _scale(self, sets):
-        out = sets if not self.standardize else [(s - self.mean_) / self.scale_ for s in sets]
+        fitted = "mean_" in self.__dict__  # the fit's standardisation, whatever set_params says
+        out = sets if not fitted else [(s - self.mean_) / self.scale_ for s in sets]
         limit = float(np.finfo(np.float32).max)  # the network reads float32
         for i, s in enumerate(out):
             if s.size and not np.abs(s).max() <= limit:
                 raise ValueError(f"X: set {i} has values of magnitude {np.abs(s).max():.3g} "
-                                 f"{'after the standardisation ' if self.standardize else ''}"
+                                 f"{'after the standardisation ' if fitted else ''}"
                                  f"beyond float32's range ({limit:.3g}); rescale the data.")
         return out
 

@@ -36,6 +36,8 @@ class KernelTraining:
         self.n_features_in_ = d
         if self.standardize:
             self.mean_, self.scale_ = standardization(data.elements)
+        else:  # what predict reads: the fit's standardisation, or none
+            self.__dict__.pop("mean_", None), self.__dict__.pop("scale_", None)
         # what an earlier fit chose or recorded: a refit chooses it again, or has none of it
         for attr in ("input_similarity_", "prior_params_", "kernel_mix_", "kernel_scores_",
                      "validation_k_right_", "lr_decay_start_"):

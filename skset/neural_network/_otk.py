@@ -448,6 +448,8 @@ class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
         return self._is_multilabel or not self._costly_head(head, n_sets)
 
     def _fit_head(self, head, Z, targets, weight=None, first=False):
+        if self.alpha != "auto":  # a float, also on a warm start: alpha_ says what is used
+            self.alpha_ = float(self.alpha)
         cw = self._class_weight_tensor(Z)
         if self._is_multilabel:  # per-label logistic regressions, one (D, L) weight matrix
             fit_multilabel_logistic_head(head, Z, targets, self._head_alpha(), weight=weight,
