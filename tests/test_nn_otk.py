@@ -418,3 +418,19 @@ def test_layer_input_offset_refuses_nan_and_a_later_unbalanced_setting():
     layer.reg_m = 1.0  # set after construction: the forward checks again
     with pytest.raises(ValueError, match="balanced"):
         layer(torch.randn(2, 4, 2))
+
+
+@pytest.mark.parametrize("mode", ["kernel", "plan", "similarity"])
+def test_positions_count_real_elements_whatever_the_masks_layout(mode):
+    """A set padded at its start (mask ``[F, T, T, T]``) takes the positions ``i/n`` of its
+    real elements' ranks, 0, 1/3, 2/3, as alone (they came from the padded index: the embedding
+    was 0.62 away from the set's alone)."""
+    from skset.nn import otk_embed
+
+    torch.manual_seed(0)
+    x = torch.randn(1, 3, 2, dtype=torch.float64)
+    Z = torch.randn(1, 3, 2, dtype=torch.float64)
+    xp = torch.cat([torch.full((1, 1, 2), float("nan"), dtype=torch.float64), x], 1)
+    mask = torch.tensor([[False, True, True, True]])
+    kw = dict(epsilon=0.5, sinkhorn_iter=50, position_sigma=0.3, position_mode=mode)
+    torch.testing.assert_close(otk_embed(xp, mask, Z, **kw), otk_embed(x, None, Z, **kw))

@@ -245,3 +245,50 @@ def test_warm_start_does_not_compound_the_output_shrinkage(cls, monkeypatch):
         est.partial_fit(X, y)
         assert est.output_shrinkage_ == 1.0
         np.testing.assert_allclose(est.predict(Xt), raw, rtol=1e-9)
+
+
+def _small_regression(n=40, seed=0):
+    rng = np.random.default_rng(seed)
+    X = [rng.normal(size=(int(rng.integers(3, 7)), 2)) for _ in range(n)]
+    return X, np.array([s[:, 0].mean() for s in X])
+
+
+def test_a_warm_fit_that_fails_keeps_the_shrunk_output():
+    """A warm fit or ``partial_fit`` that raises before its first step (inputs 1e20 times
+    larger: an infinite loss) leaves the predictions of the shrunk network (its output layer
+    had been unshrunk in place, so predictions moved by 0.1 while ``output_shrinkage_`` kept
+    its factor)."""
+    X, y = _small_regression()
+    X = [s * 1e-6 for s in X]
+    y = y * 1e6 * 1e-6
+    big = [s * 1e20 for s in X]
+    for how in ("warm_start", "partial_fit"):
+        m = DeepSetsRegressor(hidden_size=8, n_layers=1, max_iter=30, early_stopping=True,
+                              learning_rate_init=0.02, warm_start=how == "warm_start",
+                              random_state=0, device="cpu").fit(X, y)
+        before, c = m.predict(X), m.output_shrinkage_
+        with pytest.raises((FloatingPointError, ValueError)):
+            m.fit(big, y) if how == "warm_start" else m.partial_fit(big, y)
+        assert m.output_shrinkage_ == c
+        np.testing.assert_array_equal(m.predict(X), before)
+
+
+def test_shrinkage_targets_and_tiny_weights_edge_cases():
+    """One validation set leaves no residual to test the factor with: 0, the training mean (it
+    kept the raw least-squares factor); a constant target whose mean is not exact in binary
+    (0.1) takes the scale 1, as an exact one does (2.8e-17 before: a later chunk was refused);
+    relative weights that float32 rounds to 0 count as 0 (a batch of them gave a NaN loss)."""
+    from skset.neural_network._tasks import validated_shrinkage
+
+    assert validated_shrinkage(torch.tensor([[1.0]]), torch.tensor([[0.3]])) == 0.0
+    X, y = _small_regression(60)
+    for cls in (DeepSetsRegressor, OTKRegressor):
+        kw = dict(max_iter=3, random_state=0, device="cpu")
+        m = cls(**kw).partial_fit(X[:30], np.full(30, 0.1))
+        assert m.y_scale_ == pytest.approx(1.0)
+        m.partial_fit(X[30:], y[30:])
+        assert np.isfinite(m.predict(X)).all()
+        w = np.r_[np.ones(10), np.full(50, 1e-46)]
+        est = cls(batch_size=4, **kw).fit(X, y, sample_weight=w)
+        ref = cls(batch_size=4, **kw).fit(X, y, sample_weight=np.r_[np.ones(10), np.zeros(50)])
+        np.testing.assert_array_equal(est.predict(X), ref.predict(X))

@@ -432,6 +432,8 @@ n_labels) multi-label indicators for classifiers)
             raise ValueError(f"X has {coll.n_features} features, but {type(self).__name__} was "
                              f"fitted on {self.n_features_in_} features ({how}).")
         sw = check_sample_weight(sample_weight, len(coll.sets), type(self).__name__, "sets")
+        if sw is not None and self.dtype_ == torch.float32:  # weights float32 rounds to 0 are 0
+            sw = np.where(sw < np.finfo(np.float32).tiny, 0.0, sw)  # (0/0 in a batch of them)
         # a fitted model (a later partial_fit, warm_start) reads a set shorter than its k-mers as
         # one k-mer, as predict does: only a first fit refuses training sets (of positive weight)
         # shorter than a given window, naming it

@@ -179,7 +179,8 @@ def encode_regression_targets(y, n_sets: int, first_fit: bool,
     fitted = {}
     if first_fit:
         y_mean, std = weighted_mean_std(y2, sample_weight)
-        y_scale = np.where(std > 0, std, 1.0)
+        # constant: a spread within rounding of the targets' magnitude (0.1 x 30 gave 2.8e-17)
+        y_scale = np.where(std > 1e-12 * np.abs(y2).max(0), std, 1.0)
         fitted = {"_y_ndim": y.ndim, "y_mean_": y_mean, "y_scale_": y_scale}
     elif y2.shape[1] != len(y_mean):
         raise ValueError(f"y has {y2.shape[1]} outputs but the first fit had "

@@ -5,6 +5,8 @@ and the validated output shrinkage of :func:`validated_shrinkage`)."""
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -145,7 +147,8 @@ def validated_shrinkage(out: torch.Tensor, target: torch.Tensor,
     ``c_hat = <out, target> / <out, out>`` (the least-squares factor, clipped to ``[0, 1]``) is
     shrunk further by its own noise: ``c = c_hat * max(0, 1 - 1 / t^2)`` with ``t^2 = c_hat^2
     <out, out> / s^2`` and ``s^2`` the residual mean square of ``c_hat * out`` on the ``n - 1``
-    degrees of freedom left (a positive-part James-Stein factor): a validation score that could be
+    degrees of freedom left (a positive-part James-Stein factor; one validation set leaves none:
+    0): a validation score that could be
     chance gives a factor near 0, a clear one a factor near ``c_hat``.
     """
     out, target = out.double().reshape(out.shape[0], -1), target.double().reshape(out.shape[0], -1)
@@ -155,7 +158,7 @@ def validated_shrinkage(out: torch.Tensor, target: torch.Tensor,
     if not ff > 0:
         return 0.0
     c = min(max(float((w * out * target).sum()) / ff, 0.0), 1.0)
-    if c == 0.0:
+    if c == 0.0 or out.shape[0] < 2:  # one held-out set: no residual to test the factor with
         return 0.0
     n = out.numel()
     s2 = float((w * (target - c * out).square()).sum()) / max(n - 1, 1)
@@ -219,6 +222,8 @@ class SetRegressorMixin(RegressorMixin):
         saved = getattr(self, "_unshrunk_output", None)
         if saved is None:
             return
+        # on a copy: a warm fit that fails leaves the fitted (shrunk) network as it was
+        self.module_ = copy.deepcopy(self.module_)
         with torch.no_grad():
             for layer, values in zip(self._shrunk_layers(), saved):
                 for p, v in zip(layer.parameters(), values):

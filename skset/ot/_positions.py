@@ -27,11 +27,12 @@ def position_weights(
 
 
 def _position_offsets(mask, n_supports, dtype):
-    """``i/n - j/p`` with ``n`` each set's real length, ``(B, n_max, p)``."""
+    """``i/n - j/p`` with ``n`` each set's real length and ``i`` an element's rank among the real
+    ones (a mask need not be a prefix), ``(B, n_max, p)``."""
     n_real = mask.sum(1, keepdim=True).to(dtype)  # (B, 1)
-    i = torch.arange(mask.shape[1], device=mask.device, dtype=n_real.dtype)
+    i = (mask.cumsum(1) - 1).clamp_min(0).to(n_real.dtype)  # (B, n_max)
     j = torch.arange(n_supports, device=mask.device, dtype=n_real.dtype) / n_supports
-    return (i.unsqueeze(0) / n_real).unsqueeze(-1) - j.view(1, 1, -1)
+    return (i / n_real).unsqueeze(-1) - j.view(1, 1, -1)
 
 
 # floor of the row-shifted log weights: exp(-1e4) is 0 in any float, and a finite floor keeps the
