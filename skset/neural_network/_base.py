@@ -472,8 +472,9 @@ n_labels) multi-label indicators for classifiers)
             self.module_ = self._init_module(data, n_outputs, seed, rng).to(
                 device=self.device_, dtype=self.dtype_)
             self._model_params_ = self._model_params()
+            undo = None
         else:
-            self._before_warm_training()
+            undo = self._before_warm_training()
 
         gen = make_generator(seed + self.n_iter_)
         dev, dt, Y = self.device_, self.dtype_, data.targets
@@ -516,10 +517,15 @@ n_labels) multi-label indicators for classifiers)
                 validation, setup.callbacks, early,
                 n_iter_no_change=self._fit_patience(len(tr), batch_size))
             max_iter = self.max_iter
-        with self._training_context(seed + self.n_iter_):
-            self._train(loss_fn, batches, callbacks, max_iter=max_iter,
-                        parameters=setup.parameters, warn_convergence=not incremental,
-                        **setup.overrides)
+        try:
+            with self._training_context(seed + self.n_iter_):
+                self._train(loss_fn, batches, callbacks, max_iter=max_iter,
+                            parameters=setup.parameters, warn_convergence=not incremental,
+                            **setup.overrides)
+        except BaseException:
+            if undo is not None:  # the network as the fit before left it
+                undo()
+            raise
         self._after_training(data)
         return self
 
@@ -547,9 +553,11 @@ n_labels) multi-label indicators for classifiers)
         """Work after training (``data.validation``: the validation split, None without one;
         with one, the best epoch is restored); default none."""
 
-    def _before_warm_training(self) -> None:
+    def _before_warm_training(self):
         """Work before a warm start or ``partial_fit`` trains the fitted network again (undo
-        what :meth:`_after_training` applied for prediction only); default none."""
+        what :meth:`_after_training` applied for prediction only); returns what puts it back
+        where training raises (a callable), or None; default none."""
+        return None
 
     @property
     def _n_outputs_fitted(self) -> int:

@@ -5,8 +5,6 @@ and the validated output shrinkage of :func:`validated_shrinkage`)."""
 
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -221,15 +219,20 @@ class SetRegressorMixin(RegressorMixin):
         warm fit would shrink the output again, by factors that compound."""
         saved = getattr(self, "_unshrunk_output", None)
         if saved is None:
-            return
-        # on a copy: a warm fit that fails leaves the fitted (shrunk) network as it was
-        self.module_ = copy.deepcopy(self.module_)
-        with torch.no_grad():
-            for layer, values in zip(self._shrunk_layers(), saved):
-                for p, v in zip(layer.parameters(), values):
-                    p.copy_(v.to(device=p.device, dtype=p.dtype))
+            return None
+        layers = self._shrunk_layers()
+        shrunk = [[p.detach().clone() for p in layer.parameters()] for layer in layers]
+
+        def put(values):
+            with torch.no_grad():
+                for layer, vals in zip(layers, values):
+                    for p, v in zip(layer.parameters(), vals):
+                        p.copy_(v.to(device=p.device, dtype=p.dtype))
+
+        put(saved)
         self._unshrunk_output = None
         self.output_shrinkage_ = 1.0
+        return lambda: put(shrunk)  # a warm fit that fails puts the shrunk output back
 
     def _encode_targets(self, y, n_sets, first_fit, sample_weight=None, classes=None):
         """``(standardised targets, n_outputs)`` of ``y``; a first fit sets ``y_mean_``,

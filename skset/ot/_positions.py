@@ -30,7 +30,7 @@ def _position_offsets(mask, n_supports, dtype):
     """``i/n - j/p`` with ``n`` each set's real length and ``i`` an element's rank among the real
     ones (a mask need not be a prefix), ``(B, n_max, p)``."""
     n_real = mask.sum(1, keepdim=True).to(dtype)  # (B, 1)
-    i = (mask.cumsum(1) - 1).clamp_min(0).to(n_real.dtype)  # (B, n_max)
+    i = (mask.to(n_real.dtype).cumsum(1) - 1).clamp_min(0)  # (B, n_max); ONNX sums no bools
     j = torch.arange(n_supports, device=mask.device, dtype=n_real.dtype) / n_supports
     return (i / n_real).unsqueeze(-1) - j.view(1, 1, -1)
 
