@@ -79,7 +79,8 @@ def run(name, framing, seed):
             epsilon=eps).fit(feats, y if embedding.position_sigma == "auto" else None,
                              sample_weight=sw, element_weight=ew)
         hits.append(_otk_start.fold_hits((nystrom, window, feats, emb), y, folds,
-                                         float(est.alpha), sw, masses))
+                                         _otk_start.head_alpha(est.alpha, len(y), sw), sw,
+                                         masses))
         sigmas.append(emb.position_sigma_)
     return dict(dataset=name, framing=framing, seed=seed, n_train=len(X_tr),
                 start=chosen,

@@ -10,6 +10,8 @@ import numbers
 
 import numpy as np
 
+from ._sets import missing_labels
+
 
 def _composition(rng, n: int, k: int) -> np.ndarray:
     """``k`` positive integers summing to ``n``, uniform over such compositions."""
@@ -41,9 +43,7 @@ def _check_pool(X, y):
     if y.ndim != 1 or len(y) != len(X):
         raise ValueError(f"y must hold one label per element of X ({len(X)}), got shape "
                          f"{y.shape}.")
-    missing = (np.isnan(y) if y.dtype.kind in "fc" else
-               np.array([v is None or (isinstance(v, float) and v != v) for v in y], dtype=bool)
-               if y.dtype == object else np.zeros(len(y), dtype=bool))
+    missing = missing_labels(y)
     if missing.any():  # np.unique made each NaN a class of its own
         raise ValueError(f"y has a missing label (NaN or None) at element "
                          f"{int(np.flatnonzero(missing)[0])}; every element needs its class.")

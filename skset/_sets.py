@@ -28,7 +28,7 @@ import torch
 __all__ = ["SetCollection", "check_sets", "check_set_labels", "check_finite_output", "max_abs_value",
            "pack", "unpack", "length_batches", "iter_packed", "kmer_windows", "kmer_level_shape",
            "code_kmers", "kmer_dilation", "kmer_index", "kmer_span", "kmer_width", "check_element_weights",
-           "pack_weights", "to_numpy"]
+           "missing_labels", "pack_weights", "to_numpy"]
 
 _FLOAT_DTYPES = (np.float64, np.float32)
 
@@ -364,13 +364,21 @@ def check_choice_labels(y, sets, *, pool: bool = False):
     return y[:, 0] if getattr(y, "ndim", 1) == 2 and y.shape[1] == 1 else y
 
 
+def missing_labels(y: np.ndarray) -> np.ndarray:
+    """Whether each label of ``y`` is missing: NaN in a float array; None, NaN or pandas' NA
+    (which refuses ``bool()``) in an object array, among strings too."""
+    if y.dtype != object:
+        return np.isnan(y) if y.dtype.kind in "fc" else np.zeros(y.shape, dtype=bool)
+    return np.array([v is None or type(v).__name__ == "NAType"
+                     or (isinstance(v, (float, np.floating)) and v != v) for v in y.ravel().tolist()],
+                    dtype=bool).reshape(y.shape)
+
+
 def _check_object_labels(y: np.ndarray, name: str) -> None:
     """Labels of an object array: a ``TypeError`` when strings mix with numbers (they cannot be
     sorted into classes), a ``ValueError`` for a missing (None, NaN) or infinite one."""
     flat = y.ravel().tolist()
-    # None, NaN and pandas' NA (which refuses bool()) are missing labels, among strings too
-    if any(v is None or type(v).__name__ == "NAType" or (isinstance(v, (float, np.floating)) and v != v)
-           for v in flat):
+    if missing_labels(y).any():
         raise ValueError(f"{name} contains a missing label (None, NaN or NA); give every set a label.")
     kinds = {"str" if isinstance(v, (str, bytes, np.str_)) else "number"
              if isinstance(v, (int, float, np.number, bool, np.bool_)) else type(v).__name__

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from .. import _instances  # through the module: tests spy on its sampler
-from .._sets import check_sets, length_batches, pack
+from .._sets import check_sets, length_batches, missing_labels, pack
 from .._torch import make_generator
 from ..neural_network._training import split_validation
 
@@ -53,8 +53,7 @@ def check_instance_labels(y, sets, name: str = "y") -> list[np.ndarray]:
             raise ValueError(f"{name}: instance {i} has {len(s)} elements but {len(lab)} labels.")
         if lab.dtype.kind == "f" and not np.isfinite(lab).all():
             raise ValueError(f"{name}: the labels of instance {i} contain NaN or infinity.")
-        if lab.dtype == object and any(v is None or (isinstance(v, float) and not np.isfinite(v))
-                                       for v in lab.tolist()):
+        if missing_labels(lab).any():
             raise ValueError(f"{name}: the labels of instance {i} contain a missing label "
                              "(None or NaN).")
         out.append(np.unique(lab, return_inverse=True)[1].astype(np.int64).ravel())

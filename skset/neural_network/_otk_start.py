@@ -16,7 +16,8 @@ The classifier's ``epsilon="auto"`` is chosen by the same test on the start it k
 the paper's ``epsilon=0.5`` and at the pipeline's ``0.1`` (``choose_epsilon``): on the benchmark
 suite's point clouds (DigitPoints) the smaller one is kept at every seed (t of 4.1-4.5), on
 WatchWindows at two seeds of three, and nowhere else (``benchmarks/results/supervised_otk.md``,
-"The classifier's epsilon chosen from its start").
+"The classifier's epsilon chosen from its start"). Its ``alpha="auto"`` (:func:`head_alpha`),
+which these rules' logistic heads use too, is set here, where the start is built.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from .._weighting import kmer_weights
 from ._heads import fit_logistic_head
 
 __all__ = ["PAPER_EPSILON", "PIPELINE_EPSILON", "START_FOLDS", "START_MIN_T", "choose_epsilon",
-           "choose_start", "chosen_start", "epsilon_rule_applies", "map_choice", "start_hits",
-           "start_rule_applies"]
+           "choose_start", "chosen_start", "epsilon_rule_applies", "head_alpha", "map_choice",
+           "start_hits", "start_rule_applies"]
 
 START_FOLDS, START_MIN_T = 5, 2.0
 #: ``OTKClassifier``'s ``epsilon="auto"``: the paper's value, unless the pipeline's
@@ -71,6 +72,16 @@ def _foldable(y) -> bool:
     return len(counts) > 1 and counts.min() >= 2
 
 
+def head_alpha(alpha, n_sets: int, sample_weight=None) -> float:
+    """The classifier's head penalty: ``alpha``, or for ``"auto"`` one over the ``n_sets``
+    training sets of positive ``sample_weight`` (scikit-learn's multinomial
+    ``LogisticRegression()``, ``C=1``)."""
+    if alpha != "auto":
+        return float(alpha)
+    n = n_sets if sample_weight is None else int(np.count_nonzero(sample_weight))
+    return 1.0 / max(n, 1)
+
+
 def chosen_start(est, parts, fit, y, sample_weight, masses):
     """The initial ``parts`` of the paper's start after the classifier's rules, each where it
     applies: the pipeline's element map (:func:`choose_start`), then ``epsilon``
@@ -79,10 +90,8 @@ def chosen_start(est, parts, fit, y, sample_weight, masses):
     the same whichever start is kept."""
     for attr in ("start_scores_", "epsilon_scores_"):  # set again where their rules score
         est.__dict__.pop(attr, None)
-    if est._is_classifier:  # the classifier's alpha="auto": scikit-learn's C=1 on these sets
-        sets, _, weights = fit[:3]
-        n = len(sets) if weights is None else int(np.count_nonzero(weights))
-        est.alpha_ = 1.0 / max(n, 1) if est.alpha == "auto" else float(est.alpha)
+    if est._is_classifier:
+        est.alpha_ = head_alpha(est.alpha, len(fit[0]), fit[2])
     with torch.random.fork_rng(devices=[est.device_] if est.device_.type == "cuda" else []):
         if est._chooses_start and start_rule_applies(est, y):
             other = est._initial_map(DEFAULT_CHOICE, *fit)
