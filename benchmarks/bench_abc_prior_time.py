@@ -7,8 +7,13 @@ Run from two checkouts to compare the prior's computation. Results: ``results/ab
 "Instances of a few elements".
 """
 import os; os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-import time, torch, statistics
+import statistics
+import time
+
+import torch
+
 from skset.nn.abc import ABCKernel
+
 torch.set_num_threads(2)
 for d in (2, 64):
     x = torch.randn(32, 100, d); mask = torch.ones(32, 100, dtype=torch.bool)
