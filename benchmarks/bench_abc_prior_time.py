@@ -36,8 +36,8 @@ def main():
         prior = ABCKernel(d, dim=64, n_heads=4, input_similarity="knn")
         plain = ABCKernel(d, dim=64, n_heads=4)
         with torch.no_grad():
-            t_prior = median_time(lambda p=prior: p.input_prior(x, mask))
-            t_forward = median_time(lambda k=plain: k(x, mask))
+            t_prior = median_time(lambda p=prior, x=x, m=mask: p.input_prior(x, m))
+            t_forward = median_time(lambda k=plain, x=x, m=mask: k(x, m))
         print(f"d={d}: kNN prior {t_prior * 1e3:.2f} ms, the kernel's forward "
               f"{t_forward * 1e3:.2f} ms (32 instances of 100)")
 
