@@ -78,7 +78,7 @@ FACTORIES = {
                                                    pooling="sized_mean", **NN),
     "OTKClassifier": lambda: OTKClassifier(n_components=4, n_supports=2, max_iter=1,
                                            window="auto", kmer_coding="level_shape",
-                                           epsilon="auto", random_state=0),
+                                           epsilon="auto", alpha="auto", random_state=0),
     "OTKRegressor": lambda: OTKRegressor(n_components=None, n_supports=2, max_iter=1,
                                          position_sigma="auto", random_state=0),
 }
