@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ._masks import as_mask
 from .attention import SAB, _zero_padding
 
 __all__ = ["ABCKernel", "abc_affinity", "abc_loss", "same_cluster_matrix"]
@@ -132,6 +133,7 @@ class ABCKernel(nn.Module):
 
     def input_prior(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """The similarity ``s(x_i, x_j)`` of the inputs, (B, n, n) (see ``input_similarity``)."""
+        mask = as_mask(mask, x)
         x = _zero_padding(x, mask)  # padding may hold anything (NaN * 0 would be NaN)
         if self.input_similarity == "cosine":
             xn = F.normalize(x, dim=-1, eps=1e-12)
@@ -157,6 +159,7 @@ class ABCKernel(nn.Module):
 
     def encode(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """The contextual embedding ``Z = T(X)`` of shape (B, n, dim)."""
+        mask = as_mask(mask, x)
         # padding may hold anything: zeroed by a select, so that no NaN or inf reaches a sum
         z = torch.tanh(self.embed(_zero_padding(x, mask)))
         for blk in self.blocks:
@@ -164,6 +167,7 @@ class ABCKernel(nn.Module):
         return z
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        mask = as_mask(mask, x)
         z = self.encode(x, mask)
         q, k = self.query(z), self.key(z)
         if self.compatibility == "multiplicative":
@@ -223,6 +227,7 @@ def abc_affinity(logits: torch.Tensor, mask: torch.Tensor | None = None) -> torc
     -------
     Tensor of shape (B, n, n)
     """
+    mask = as_mask(mask, logits)
     if mask is not None:  # padded logits may hold anything (NaN * 0 is NaN): zero them first
         pair = mask[:, :, None] & mask[:, None, :]
         logits = torch.where(pair, logits, torch.zeros((), dtype=logits.dtype,
@@ -246,6 +251,7 @@ def same_cluster_matrix(labels: torch.Tensor, mask: torch.Tensor | None = None) 
     -------
     bool Tensor of shape (B, n, n)
     """
+    mask = as_mask(mask, labels)
     T = (labels[:, :, None] == labels[:, None, :])
     if mask is not None:
         T = T & mask[:, :, None] & mask[:, None, :]
@@ -274,6 +280,7 @@ def abc_loss(logits: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor | No
     loss : scalar Tensor
         The weighted mean over the real pairs of each instance, averaged over instances.
     """
+    mask = as_mask(mask, logits)
     B, n, _ = logits.shape
     if mask is None:
         mask = torch.ones(B, n, dtype=torch.bool, device=logits.device)

@@ -60,6 +60,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ._masks import as_mask
 from .deep_sets import PooledLinear, add_pooled_skip, mlp_head
 from .norm import make_norm
 
@@ -250,6 +251,11 @@ class MultiheadAttention(nn.Module):
         all its rows (a fully masked row is NaN in the plain softmax of torch < 2.5) and its
         attention output is then set to 0, on any torch and kernel.
         """
+        if key_mask is query_mask:
+            key_mask = query_mask = as_mask(key_mask, key, "key_mask")
+        else:
+            key_mask = as_mask(key_mask, key, "key_mask")
+            query_mask = as_mask(query_mask, query, "query_mask")
         if not padding_finite:
             # padding may hold anything (NaN, inf): zero it before the projections, or a NaN
             # key would turn its masked score into NaN, and NaN rows would reach the weights'
@@ -341,6 +347,10 @@ class MAB(_Dropout, nn.Module):
 
         Padded rows of ``x`` and ``y`` may hold anything (NaN, inf): they are zeroed first
         (once), unless ``padding_finite=True`` says that they hold finite values."""
+        if y_mask is x_mask:
+            x_mask = y_mask = as_mask(x_mask, x, "x_mask")
+        else:
+            x_mask, y_mask = as_mask(x_mask, x, "x_mask"), as_mask(y_mask, y, "y_mask")
         if not padding_finite:
             same = y is x and y_mask is x_mask
             x = _zero_padding(x, x_mask)
@@ -364,6 +374,7 @@ class SAB(nn.Module):
         self.mab = MAB(dim, n_heads, norm=norm, residual=residual, dropout=dropout)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        mask = as_mask(mask, x)
         return self.mab(x, x, mask, mask)
 
 
@@ -395,6 +406,7 @@ class ISAB(nn.Module):
         self.mab2 = MAB(dim, n_heads, norm=norm, residual=residual, dropout=dropout)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        mask = as_mask(mask, x)
         x = _zero_padding(x, mask)  # once for both MABs
         ind = self.inducing.unsqueeze(0).expand(x.shape[0], -1, -1)
         h = self.mab1(ind, x, None, mask, padding_finite=True)
@@ -435,6 +447,7 @@ class PMA(_Dropout, nn.Module):
                        dropout=dropout)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        mask = as_mask(mask, x)
         x = _zero_padding(x, mask)  # padding may hold anything: keep it out of ff's gradients
         if self.residual == "original":
             z = F.relu(self._drop(self.ff(x)))
@@ -534,6 +547,7 @@ class SetTransformer(nn.Module):
 
     def embed(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """The pooled representation ``(B, n_seeds * dim)``."""
+        mask = as_mask(mask, x)
         h = self.input(_zero_padding(x, mask))
         for blk in self.blocks:
             h = blk(h, mask)
@@ -543,6 +557,7 @@ class SetTransformer(nn.Module):
         return z.flatten(1)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        mask = as_mask(mask, x)
         return add_pooled_skip(self, self.decoder(self.embed(x, mask)), x, mask)
 
     def attention_weights(self, x: torch.Tensor,

@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ._masks import as_mask
 from .norm import make_norm
 
 __all__ = ["masked_pool", "PooledLinear", "DeepSetsBlock", "DeepSetsEncoder", "DeepSets",
@@ -39,6 +40,7 @@ def masked_pool(x: torch.Tensor, mask: torch.Tensor | None, how: str = "sum",
     Returns a ``(B, D)`` tensor; padded elements contribute nothing (not even to a max), and a
     row without a real element pools to 0 (whatever ``how``).
     """
+    mask = as_mask(mask, x)
     if how not in _POOLS:
         raise ValueError(f"pooling={how!r} is not supported; use "
                          f"{', '.join(map(repr, _POOLS[:-1]))} or {_POOLS[-1]!r}.")
@@ -104,10 +106,12 @@ class PooledLinear(nn.Module):
 
     def features(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """The standardised mean and max of each set, ``(B, 2 d)``."""
+        mask = as_mask(mask, x)
         z = torch.cat([masked_pool(x, mask, "mean"), masked_pool(x, mask, "max")], dim=1)
         return (z - self.shift) / self.scale
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        mask = as_mask(mask, x)
         return self.linear(self.features(x, mask))
 
 
@@ -137,6 +141,7 @@ class DeepSetsBlock(nn.Module):
             self.norm2 = make_norm(norm, dim)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        mask = as_mask(mask, x)
         if self.residual is None:
             return self.lin(F.relu(x))
         f = self.norm2(self.lin2(F.relu(self.norm1(self.lin1(x), mask))), mask)
@@ -175,6 +180,7 @@ class DeepSetsEncoder(nn.Module):
             self.final = nn.Linear(dim, dim)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        mask = as_mask(mask, x)
         h = self.input(x if mask is None else x.masked_fill(~mask.unsqueeze(-1), 0.0))
         for blk in self.blocks:
             h = blk(h, mask)
@@ -238,11 +244,13 @@ class DeepSets(nn.Module):
 
     def embed(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """The pooled representation ``(B, dim)`` (``"sized_mean"``: the scaled mean)."""
+        mask = as_mask(mask, x)
         how = "scaled_mean" if self.pooling == "sized_mean" else self.pooling
         return masked_pool(self.encoder(x, mask), mask, how, getattr(self, "pool_size", 1.0))
 
     def log_size(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """``log(n_i / pool_size)`` of each set, ``(B, 1)``: 0 on sets of ``pool_size``."""
+        mask = as_mask(mask, x)
         if mask is None:
             n = torch.full((x.shape[0], 1), x.shape[1], dtype=x.dtype, device=x.device)
         else:
@@ -257,4 +265,5 @@ class DeepSets(nn.Module):
         return self.decoder[1:](self.decoder[0](z) + self.log_size(x, mask) * self.size_weight)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        mask = as_mask(mask, x)
         return add_pooled_skip(self, self.decode(self.embed(x, mask), x, mask), x, mask)

@@ -24,6 +24,7 @@ import itertools
 import torch
 from torch import nn
 
+from ._masks import as_mask
 from .attention import _zero_padding  # a select, not a product: NaN * 0 is NaN
 
 __all__ = ["N_TAPS", "KERNEL_TAPS", "DilatedKernelPPV", "kernel_responses"]
@@ -65,6 +66,7 @@ def kernel_responses(x: torch.Tensor, mask: torch.Tensor, dilation: int,
         Responses, kernel first; those of padded points are garbage that
         :class:`DilatedKernelPPV` masks.
     """
+    mask = as_mask(mask, x)
     if not padding_zero:
         x = _zero_padding(x, mask)
     taps = _taps(x.transpose(1, 2), dilation)                          # 9 x (B, C, n)
@@ -129,6 +131,7 @@ class DilatedKernelPPV(nn.Module):
         return below.long()
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        mask = as_mask(mask, x)
         B = x.shape[0]
         n_thr = self.thresholds.shape[-1]
         counts = mask.sum(1).clamp(min=1).to(x.dtype)[None, :, None]        # (1, B, 1)

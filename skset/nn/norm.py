@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ._masks import as_mask
+
 __all__ = ["SetNorm", "set_norm", "make_norm"]
 
 
@@ -43,6 +45,7 @@ def set_norm(
     Tensor of shape (B, n, D)
         Padded rows hold finite values that carry no meaning.
     """
+    mask = as_mask(mask, x)
     D = x.shape[-1]
     if mask is None:
         mu = x.mean(dim=(-2, -1), keepdim=True)

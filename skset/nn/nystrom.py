@@ -19,6 +19,8 @@ import math
 import torch
 from torch import nn
 
+from ._masks import as_mask
+
 __all__ = ["NystromLayer", "gaussian_kernel", "inv_sqrt_psd", "nystrom_map", "kmer_unfold",
            "kmer_level_shape"]
 
@@ -193,6 +195,7 @@ def kmer_unfold(x: torch.Tensor, mask: torch.Tensor, window: int, dilation: int 
     ``max(n_b - span + 1, 1)`` real k-mers: a set shorter than the span has one, its last element
     repeated past its end (as :class:`skset.NystromFeatures` builds them).
     """
+    mask = as_mask(mask, x)
     if window == 1:
         return x, mask
     B, n, d = x.shape
@@ -345,6 +348,7 @@ class NystromLayer(nn.Module):
         return _FrozenNystromLayer(self, normalization)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None):
+        mask = as_mask(mask, x)
         if mask is None:
             mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
         # padding may hold anything (NaN, inf): zero it first, or it would reach the padded

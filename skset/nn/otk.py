@@ -46,6 +46,7 @@ from torch import nn
 from ..ot import position_log_weights, position_weights, sinkhorn
 from ..ot._common import _check_nonempty, _check_weights, _similarity
 from ..ot._compiled import try_embed
+from ._masks import as_mask
 from .attention import _zero_padding
 
 __all__ = ["OTKLayer", "otk_embed", "otk_plans", "otk_pool"]
@@ -93,6 +94,7 @@ def otk_plans(
     relaxation of the set-side marginal (``None``: balanced). ``position_sigma`` and
     ``position_mode`` are described in the module docstring.
     """
+    mask = as_mask(mask, x)
     check_position_mode(position_mode)
     if mask is None:
         mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
@@ -169,6 +171,7 @@ def otk_embed(
     fails, a :class:`skset.CompileWarning` (once per process) and the eager code. The estimators
     pass ``skset.get_config()["compile"]`` here (``skset.set_config(compile=True)``).
     """
+    mask = as_mask(mask, x)
     check_position_mode(position_mode)
     if mask is None:
         mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
@@ -347,6 +350,7 @@ class OTKLayer(nn.Module):
               weights: torch.Tensor | None = None) -> torch.Tensor:
         """The transport plans ``(B, q, n, p)`` (positional weights applied); ``weights (B, n)``:
         element masses, ``None`` for uniform."""
+        mask = as_mask(mask, x)
         if mask is None:
             mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
         x, mask, references, _ = self._read(x, mask)
@@ -363,6 +367,7 @@ class OTKLayer(nn.Module):
         ``compile=True`` (see :func:`otk_embed`). Padded rows of ``x`` may hold anything (they
         are zeroed before ``P^T x``) unless ``padding_zero=True`` says that they are 0 already
         (the output of a :class:`skset.nn.NystromLayer`): then no pass over ``x`` zeroes them."""
+        mask = as_mask(mask, x)
         embed = otk_embed
         x_in, mask, references, offset = self._read(x, mask)
         if offset is not None or (padding_zero and mask is not None):

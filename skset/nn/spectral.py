@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import torch
 
+from ._masks import as_mask
+
 __all__ = [
     "normalized_laplacian",
     "laplacian_eigh",
@@ -63,6 +65,7 @@ def normalized_laplacian(affinity: torch.Tensor, mask: torch.Tensor | None = Non
     mask : bool Tensor of shape (B, n) or None
         ``True`` on real nodes; ``None`` means all real.
     """
+    mask = as_mask(mask, affinity)
     B, n, _ = affinity.shape
     if mask is None:
         mask = torch.ones(B, n, dtype=torch.bool, device=affinity.device)
@@ -84,6 +87,7 @@ def laplacian_eigh(affinity: torch.Tensor, mask: torch.Tensor | None = None,
 
     Real eigenvalues come first (clipped to ``[0, 2]``); the padded ones (3) last.
     """
+    mask = as_mask(mask, affinity)
     L = normalized_laplacian(affinity, mask)
     if eigenvectors:
         w, V = torch.linalg.eigh(L)
@@ -217,6 +221,7 @@ def spectral_embedding(eigenvectors: torch.Tensor, mask: torch.Tensor | None,
 
     Columns ``j >= k_b`` and padded rows are zero.
     """
+    mask = as_mask(mask, eigenvectors)
     B, n, _ = eigenvectors.shape
     k_max = int(n_clusters.max())
     U = eigenvectors[:, :, :k_max]
@@ -278,6 +283,7 @@ def batched_kmeans(X: torch.Tensor, mask: torch.Tensor | None, n_clusters: torch
         Padded positions get -1.
     inertia : Tensor of shape (B,)
     """
+    mask = as_mask(mask, X)
     B, n, p = X.shape
     dev, dt = X.device, X.dtype
     if mask is None:
@@ -362,6 +368,7 @@ def spectral_cluster(affinity: torch.Tensor, mask: torch.Tensor | None = None,
     n_clusters : int64 Tensor of shape (B,)
     eigenvalues : Tensor of shape (B, n)
     """
+    mask = as_mask(mask, affinity)
     B, n, _ = affinity.shape
     if mask is None:
         mask = torch.ones(B, n, dtype=torch.bool, device=affinity.device)
