@@ -258,6 +258,26 @@ def test_otk_embed_rejects_like_eager(compiled_ok):
     assert _compiled.compile_failed() is None
 
 
+
+def test_exp_domain_overflow_warns_like_eager(compiled_ok):
+    """``method="exp"`` returns what it computed, compiled or not; the compiled kernels name the
+    sets whose embedding is not finite as the eager solver does (they returned NaN silently)."""
+    sets = [3 * s for s in _sets(9, n_sets=6)]
+    X, M = pack(sets, dtype=torch.float32)
+    X[:2] += 10.0  # far from the references: the exp-domain scalings overflow at this epsilon
+    refs = torch.randn(1, 3, 4, generator=torch.Generator().manual_seed(0))
+    kw = dict(epsilon=1e-2, method="exp", sinkhorn_iter=10)
+    with torch.no_grad():
+        with pytest.warns(RuntimeWarning, match="sinkhorn\\(method='exp'\\).*not finite") as eager_w:
+            eager = otk_embed(X, M, refs, **kw)
+        with pytest.warns(RuntimeWarning, match="sinkhorn\\(method='exp'\\).*not finite") as comp_w:
+            compiled = otk_embed(X, M, refs, compile=True, **kw)
+    bad = ~torch.isfinite(eager).flatten(1).all(1)
+    assert bad.any() and torch.equal(bad, ~torch.isfinite(compiled).flatten(1).all(1))
+    named = [str(w.message).split("(set ")[1].split(")")[0] for w in (eager_w[0], comp_w[0])]
+    assert named[0] == named[1]
+    assert _compiled.compile_failed() is None
+
 # -- fallback -------------------------------------------------------------------------------------
 @pytest.fixture
 def fresh_compiled_state():

@@ -40,6 +40,7 @@ from ._common import (
     _tracing,
 )
 from ._positions import position_log_weights, position_weights
+from ._sinkhorn import _warn_nonfinite_exp
 
 __all__ = ["CompileWarning", "try_embed", "otk_embed", "compile_seconds"]
 
@@ -411,5 +412,7 @@ def _embed(x, mask, references, a, *, epsilon, n_iter, method, tol, position_sig
         E[bad] = torch.exp(logK + f.unsqueeze(2) + g.unsqueeze(1))[:nb]
         u[bad] = 1.0
         v[bad] = 1.0
-    out = _call("finish", E, u, v, x, S, scale, q=q, log_domain=False)
-    return out[:B0]
+    out = _call("finish", E, u, v, x, S, scale, q=q, log_domain=False)[:B0]
+    if method == "exp":  # returned as computed, the sets that over- or underflowed named
+        _warn_nonfinite_exp(out.view(B0, q * p, k), epsilon, stacklevel=7)
+    return out

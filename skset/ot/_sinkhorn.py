@@ -493,7 +493,7 @@ def sinkhorn(
     return P.index_put((bad,), P_bad)
 
 
-def _warn_nonfinite_exp(P: torch.Tensor, epsilon: float) -> None:
+def _warn_nonfinite_exp(P: torch.Tensor, epsilon: float, stacklevel: int = 3) -> None:
     """Warn, naming them, about the sets whose exp-domain plan is not finite (its scalings under-
     or overflowed; ``method="auto"`` redoes such sets in the log domain)."""
     bad = (~torch.isfinite(P).all(dim=(1, 2))).nonzero().squeeze(1).tolist()
@@ -504,7 +504,7 @@ def _warn_nonfinite_exp(P: torch.Tensor, epsilon: float) -> None:
                   f"(set {shown}) are not finite: the exp-domain scalings under- or overflowed at "
                   f"epsilon={epsilon:g} in {str(P.dtype).replace('torch.', '')}. Use method='auto' "
                   "(the log domain for such sets) or 'log', or a larger epsilon.", RuntimeWarning,
-                  stacklevel=3)
+                  stacklevel=stacklevel)
 
 
 def transport_similarity(plan: torch.Tensor, similarity: torch.Tensor) -> torch.Tensor:
