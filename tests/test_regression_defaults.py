@@ -211,6 +211,16 @@ def test_otk_regressor_alpha_float_is_kept():
         est = OTKRegressor(alpha=0.5, early_stopping=False, max_iter=2, random_state=0,
                            device="cpu", n_components=8, n_supports=3).fit(X, y)
     assert est.alpha_ == 0.5
+    # a warm start back at "auto" chooses again (it kept the explicit 0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.set_params(warm_start=True, alpha="auto").fit(X, y)
+    auto = est.alpha_
+    assert auto != 0.5
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(X, y)  # then kept
+    assert est.alpha_ == auto
 
 
 @pytest.mark.parametrize("cls", REGRESSORS)

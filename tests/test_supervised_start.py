@@ -197,3 +197,8 @@ def test_classifier_alpha_given_on_a_warm_start_is_alpha_(data):
     assert clf.alpha_ == 1 / len(X)
     clf.set_params(alpha=0.1).fit(X, y)
     assert clf.alpha_ == 0.1
+    # back to "auto": one over this fit's training sets (it kept the explicit 0.1)
+    clf.set_params(alpha="auto").fit(X[:40], y[:40])
+    assert clf.alpha_ == 1 / 40
+    clf.fit(X, y)  # then kept, as a warm start keeps the first fit's
+    assert clf.alpha_ == 1 / 40

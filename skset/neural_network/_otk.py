@@ -49,7 +49,7 @@ from ._otk_docs import (
     _ELEMENT_WEIGHT_FIT_DOC,
     _with_element_weight,
 )
-from ._otk_start import PAPER_EPSILON, chosen_start
+from ._otk_start import PAPER_EPSILON, chosen_start, head_alpha
 from ._tasks import SetClassifierMixin, SetRegressorMixin
 from ._training import TRAINING_PARAMS
 
@@ -449,7 +449,9 @@ class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
 
     def _fit_head(self, head, Z, targets, weight=None, first=False):
         if self.alpha != "auto":  # a float, also on a warm start: alpha_ says what is used
-            self.alpha_ = float(self.alpha)
+            self.alpha_, self._alpha_given = float(self.alpha), True
+        elif getattr(self, "_alpha_given", False):  # "auto" again after a float: this fit's
+            self.alpha_, self._alpha_given = head_alpha("auto", len(Z), weight), False
         cw = self._class_weight_tensor(Z)
         if self._is_multilabel:  # per-label logistic regressions, one (D, L) weight matrix
             fit_multilabel_logistic_head(head, Z, targets, self._head_alpha(), weight=weight,
@@ -631,9 +633,11 @@ class OTKRegressor(SetRegressorMixin, _BaseSupervisedOTK):
         return float(self.alpha_)
 
     def _fit_head(self, head, Z, targets, weight=None, first=False):
-        if first or not hasattr(self, "alpha_") or self.alpha != "auto":  # "auto": the first's
-            self.alpha_ = (ridge_loo_alpha(Z, targets, weight=weight) if self.alpha == "auto"
-                           else float(self.alpha))
+        # "auto": chosen by the first fit (or the first after a float) and kept by warm starts
+        if self.alpha != "auto":
+            self.alpha_, self._alpha_given = float(self.alpha), True
+        elif first or not hasattr(self, "alpha_") or getattr(self, "_alpha_given", False):
+            self.alpha_, self._alpha_given = ridge_loo_alpha(Z, targets, weight=weight), False
         fit_ridge_head(head, Z, targets, self.alpha_, weight)
 
     def _output_layer(self, module):

@@ -39,7 +39,7 @@ _ALPHA_DOC = """
         ``"auto"``: one over the number of training sets (of positive weight), the penalty of
         scikit-learn's multinomial ``LogisticRegression()`` (``C=1``), the head of the pipeline
         this model starts from; set at the first fit (``alpha_``) and kept by warm starts and
-        ``partial_fit``."""
+        ``partial_fit`` (a warm start back at ``"auto"`` after a float sets it again)."""
 
 # kmer_coding and position_sigma: the classifier's defaults read the order as the pipeline
 # does; the regressor keeps the paper's (regression.md)
@@ -178,7 +178,7 @@ _DOC_PARAMS = """
         ``"auto"``: one over the number of training sets (of positive weight), the penalty of
         scikit-learn's multinomial ``LogisticRegression()`` (``C=1``), the head of the pipeline
         this model starts from; set at the first fit (``alpha_``) and kept by warm starts and
-        ``partial_fit``.
+        ``partial_fit`` (a warm start back at ``"auto"`` after a float sets it again).
     tol, n_iter_no_change : float, int, default=1e-4, 10
         Stopping rule of scikit-learn's MLP (on the training loss, or on the validation score with
         ``early_stopping``).
@@ -218,7 +218,8 @@ _DOC_PARAMS_REGRESSION = _DOC_PARAMS.replace(_CLF_EPSILON_DOC, _REG_EPSILON_DOC)
         SVD) over ``10^-6 ... 10^3`` (19 values) and an infinite penalty (a zero head: the
         training mean), with the one-standard-error rule (the largest penalty whose
         leave-one-out error is within one standard error of the paired per-set differences from
-        the lowest); kept for the rest of training (``alpha_``). A target the embedding does not
+        the lowest); kept for the rest of training (``alpha_``) and by warm starts, chosen
+        again by a warm start back at ``"auto"`` after a float. A target the embedding does not
         predict then gets the mean, whose zero head also leaves the anchors and references
         untrained.
 """).replace(

@@ -78,7 +78,7 @@ def head_alpha(alpha, n_sets: int, sample_weight=None) -> float:
     ``LogisticRegression()``, ``C=1``)."""
     if alpha != "auto":
         return float(alpha)
-    n = n_sets if sample_weight is None else int(np.count_nonzero(sample_weight))
+    n = n_sets if sample_weight is None else int((torch.as_tensor(sample_weight) != 0).sum())
     return 1.0 / max(n, 1)
 
 
@@ -92,6 +92,7 @@ def chosen_start(est, parts, fit, y, sample_weight, masses):
         est.__dict__.pop(attr, None)
     if est._is_classifier:
         est.alpha_ = head_alpha(est.alpha, len(fit[0]), fit[2])
+        est._alpha_given = est.alpha != "auto"  # "auto" again on a warm start: chosen again
     with torch.random.fork_rng(devices=[est.device_] if est.device_.type == "cuda" else []):
         if est._chooses_start and start_rule_applies(est, y):
             other = est._initial_map(DEFAULT_CHOICE, *fit)
