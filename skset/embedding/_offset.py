@@ -103,7 +103,7 @@ def split_ones(pooled: torch.Tensor, offset: np.ndarray) -> torch.Tensor:
 def check_offset_plans(otk) -> None:
     """A ``ValueError`` where a model fitted with ``input_offset_`` now asks for plans a shift
     changes: ``reg_m`` or similarity-scaled positions set since the fit (``set_params``)."""
-    sigma = getattr(otk, "position_sigma_", otk.position_sigma)
+    sigma = otk._position_sigma  # the width the plans use now: the parameter, or "auto"'s fit
     if otk.reg_m is not None or (otk.position_mode == "similarity" and sigma is not None):
         raise ValueError(
             f"{type(otk).__name__} was fitted on features far from zero and reads them less "
