@@ -42,8 +42,11 @@ class KmerInputs(KmerWidth):
 
     @property
     def _coded(self) -> bool:
-        """k-mers coded as level + shape (:func:`skset._sets.kmer_level_shape`)."""
-        return self._width > 1 and getattr(self, "kmer_coding", "plain") == "level_shape"
+        """k-mers coded as level + shape (:func:`skset._sets.kmer_level_shape`): the fitted
+        coding once fitted (as the width is ``window_``), whatever ``set_params`` set since."""
+        fitted = getattr(self, "_fitted_kmers", None)
+        coding = fitted[1] if fitted is not None else getattr(self, "kmer_coding", "plain")
+        return self._width > 1 and coding == "level_shape"
 
     def _map_inputs(self, coll):
         """``(sets, window, lengths)`` that the standardisation and the map see: the checked

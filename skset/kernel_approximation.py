@@ -487,8 +487,8 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         ``fit`` or ``clone`` starts from ``DEFAULT_CHOICE`` again)."""
         seed, rng = self._begin_fit()
         np_dtype = np.float64 if self.dtype_ == torch.float64 else np.float32
-        self.window_ = 1 if self.window == "auto" else int(self.window)  # not a former fit's
-        self.dilation_ = 1 if self.dilation == "auto" else int(self.dilation)
+        self.__dict__.pop("_fitted_kmers", None)  # not a former fit's k-mers (coding, width)
+        self.window_, self.dilation_ = (1 if v == "auto" else int(v) for v in (self.window, self.dilation))
         if sample_weight is not None:  # sets of weight 0 take no part, in the choices either
             X, y, sample_weight, element_weight = self._positive_sets(X, y, sample_weight, element_weight)
         data = self._training_elements(X, sample_weight, element_weight, fitting=True)

@@ -844,6 +844,25 @@ def test_transform_computes_in_the_fitted_dtype_and_a_refit_forgets_the_width():
     assert est.window_ == 1
 
 
+@pytest.mark.parametrize("coding, other", [("level_shape", "plain"), ("plain", "level_shape")])
+def test_transform_reads_the_fitted_kmer_coding(coding, other):
+    """``set_params(kmer_coding=...)`` after a fit: ``transform`` and ``to_module`` read the k-mers
+    the anchors were fitted on, as they read ``window_`` (a torch size error before); a later
+    ``partial_fit`` refuses the change by name; a refit takes the new coding."""
+    rng = np.random.default_rng(0)
+    sets = [rng.normal(size=(8, 2)) for _ in range(4)]
+    nf = NystromFeatures(4, window=3, kmer_coding=coding, random_state=0).fit(sets)
+    Z = nf.transform(sets)
+    nf.set_params(kmer_coding=other)
+    np.testing.assert_array_equal(np.vstack(nf.transform(sets)), np.vstack(Z))
+    X, M = pack(sets, dtype=torch.float32)
+    with torch.no_grad():
+        out, out_mask = nf.to_module()(X, M)
+    np.testing.assert_allclose(out[out_mask].numpy(), np.vstack(Z), atol=1e-5)
+    with pytest.raises(ValueError, match="kmer_coding"):
+        nf.partial_fit(sets)
+    assert nf.fit(sets).anchors_.shape[1] == (6 if other == "plain" else 8)
+
 def test_pools_as_frames_and_tensors_are_read_as_estimators_read_them():
     """A pandas frame as one pool keeps its column names (``feature_names_in_``; other columns
     refused later: it was read as an array, and reordered columns moved the features by 0.96);
