@@ -25,6 +25,7 @@ from skset.neural_network._heads import (
 from skset.neural_network._tasks import validated_shrinkage
 
 REGRESSORS = [OTKRegressor, SetTransformerRegressor, DeepSetsRegressor]
+SMALL_KW = {"OTKRegressor": {"n_components": 8, "n_supports": 3}}
 
 
 def _naive_loo(Z, Y, alphas, w):
@@ -302,3 +303,25 @@ def test_shrinkage_targets_and_tiny_weights_edge_cases():
         est = cls(batch_size=4, **kw).fit(X, y, sample_weight=w)
         ref = cls(batch_size=4, **kw).fit(X, y, sample_weight=np.r_[np.ones(10), np.zeros(50)])
         np.testing.assert_array_equal(est.predict(X), ref.predict(X))
+
+
+@pytest.mark.parametrize("cls", REGRESSORS)
+def test_held_out_sets_take_no_part_in_the_fitted_scalings(cls):
+    """With a validation split the targets' mean and scale, and the elements' standardisation,
+    come from the training part only (they read the held-out sets too): targets 2**i identify
+    the sets ``y_mean_`` averages, which must be the sets that were not held out."""
+    rng = np.random.default_rng(0)
+    n = 20
+    X = [rng.normal(size=(int(rng.integers(3, 6)), 2)) + 10.0 * (i % 5 == 0) for i in range(n)]
+    y = 2.0 ** np.arange(n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = cls(early_stopping=True, validation_fraction=0.2, max_iter=2, random_state=0,
+                  device="cpu", **SMALL_KW.get(cls.__name__, {})).fit(X, y)
+    total = int(round(float(est.y_mean_[0]) * 16))
+    train = [i for i in range(n) if total >> i & 1]
+    assert len(train) == 16 and total == sum(2**i for i in train)
+    assert est.y_scale_[0] == pytest.approx(np.std(y[train]))
+    if hasattr(est, "scale_"):  # the set networks' standardisation of the elements
+        E = np.concatenate([X[i] for i in train])
+        np.testing.assert_allclose(est.mean_, E.mean(0))

@@ -444,9 +444,7 @@ n_labels) multi-label indicators for classifiers)
         # the targets are checked before the sets are prepared (a k-mer choice reads y)
         targets, n_outputs = self._encode_targets(y, len(coll.sets), first_fit=not warm,
                                                   sample_weight=sw, classes=classes)
-        sets = self._prepare_sets(coll.sets, fitting=not warm, sample_weight=sw, y=y, seed=seed,
-                                  side=side)
-        n = len(sets)
+        n = len(coll.sets)
         # sets of weight 0 take no part (as if removed): the split and the batches see the others
         pool = np.arange(n) if sw is None else np.flatnonzero(sw > 0)
         fraction = self._validation_split(len(pool)) if not incremental else None
@@ -458,6 +456,15 @@ n_labels) multi-label indicators for classifiers)
             tr, va = pool[tr], pool[va]
         else:
             tr, va = pool, None
+        sw_fit = sw  # the weights of what a first fit learns from the data
+        if early and not warm:  # the held-out sets as weight 0: targets' scale, k-mers, scaling
+            sw_fit = np.zeros(n)
+            sw_fit[tr] = 1.0 if sw is None else sw[tr]
+            if not self._is_classifier:
+                targets, n_outputs = self._encode_targets(y, n, first_fit=True,
+                                                          sample_weight=sw_fit, classes=classes)
+        sets = self._prepare_sets(coll.sets, fitting=not warm, sample_weight=sw_fit, y=y,
+                                  seed=seed, side=side)
         # class codes are integers; regression targets and multi-label indicators are floats
         tdtype = torch.long if targets.dtype.kind in "iu" else self.dtype_
         weighted = sw is not None and not np.all(sw[pool] == sw[pool[0]])

@@ -187,7 +187,7 @@ _DOC_PARAMS = """
         with classes of a single set, every class keeps a training set), stop when the
         validation score stalls and restore the best epoch. The held-out sets take no
         part in training, including the unsupervised initialisation of the anchors, references
-        and head.
+        and head, and the offset of features far from zero.
     validation_fraction : float, default=0.1
         Held-out fraction for ``early_stopping``.
     warm_start : bool, default=False
@@ -228,16 +228,16 @@ _DOC_PARAMS_REGRESSION = _DOC_PARAMS.replace(_CLF_EPSILON_DOC, _REG_EPSILON_DOC)
         with classes of a single set, every class keeps a training set), stop when the
         validation score stalls and restore the best epoch. The held-out sets take no
         part in training, including the unsupervised initialisation of the anchors, references
-        and head.
+        and head, and the offset of features far from zero.
 """, """    early_stopping : bool or "auto", default=False
         Hold out ``validation_fraction`` of the training sets, stop when the validation R^2
         stalls and restore the best epoch, then scale the head (in standardised units: towards
         the training mean) by a factor in [0, 1] chosen on the held-out sets
         (``output_shrinkage_``): the least-squares factor, clipped, times ``max(0, 1 - 1/t^2)``
         with ``t`` its own t-statistic. The held-out sets take no part in training, including
-        the unsupervised initialisation of the anchors, references and head. ``"auto"``: on for
-        fits of 20 to 999 sets, with at least 10 sets held out; off otherwise (the default of
-        the Set Transformer and Deep Sets regressors). The default ``False`` leaves the guard to
+        the unsupervised initialisation of the anchors, references and head, and the targets'
+        scaling. ``"auto"``: on for fits of 20 to 999 sets, with at least 10 sets held out;
+        off otherwise (the default of the Set Transformer and Deep Sets regressors). The default ``False`` leaves the guard to
         the penalty ``alpha="auto"`` chooses on every training set (why: user guide,
         :ref:`regression-few-sets`).
 """)

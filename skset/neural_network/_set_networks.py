@@ -154,7 +154,9 @@ _TRAINING_DOC = """
         Improvement threshold of the stopping rules (as in MLPClassifier).
     early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the sets (stratified for classifiers), stop when the
-        validation score (accuracy or R^2) stalls and restore the best weights.
+        validation score (accuracy or R^2) stalls and restore the best weights. The held-out
+        sets take no part in what the fit learns from the data: the k-mers ``window="auto"``
+        chooses, the elements' standardisation, a regressor's target scaling.
     validation_fraction : float, default=0.1
     n_iter_no_change : int, default=10
         Patience in epochs.
@@ -204,7 +206,9 @@ _TRAINING_DOC = """
 
 _REGRESSION_TRAINING_DOC = _TRAINING_DOC.replace("""    early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the sets (stratified for classifiers), stop when the
-        validation score (accuracy or R^2) stalls and restore the best weights.
+        validation score (accuracy or R^2) stalls and restore the best weights. The held-out
+        sets take no part in what the fit learns from the data: the k-mers ``window="auto"``
+        chooses, the elements' standardisation, a regressor's target scaling.
 """, """    early_stopping : bool or "auto", default="auto"
         Hold out ``validation_fraction`` of the sets, stop when the validation R^2 stalls and
         restore the best weights, then scale the network's output (standardised: towards the
@@ -212,8 +216,10 @@ _REGRESSION_TRAINING_DOC = _TRAINING_DOC.replace("""    early_stopping : bool, d
         the least-squares factor, clipped, times ``max(0, 1 - 1/t^2)`` with ``t`` its own
         t-statistic, so that a validation fit that could be chance gives a factor near 0 (a
         pure-noise target then predicts the training mean) and a clear one a factor near the
-        least-squares one. ``"auto"``: on for fits of 20 to 999 sets, with at least 10 sets held
-        out; off for fewer (nothing to hold out) or more (measured in BENCHMARKS.md, regression).
+        least-squares one. The held-out sets take no part in the k-mers, the elements'
+        standardisation or the targets' scaling. ``"auto"``: on for fits of 20 to 999 sets, with
+        at least 10 sets held out; off for fewer (nothing to hold out) or more (measured in
+        BENCHMARKS.md, regression).
 """)
 assert _REGRESSION_TRAINING_DOC != _TRAINING_DOC
 
