@@ -456,13 +456,13 @@ n_labels) multi-label indicators for classifiers)
             tr, va = pool[tr], pool[va]
         else:
             tr, va = pool, None
-        sw_fit = sw  # the weights of what a first fit learns from the data
-        if early and not warm:  # the held-out sets as weight 0: targets' scale, k-mers, scaling
+        # what a first fit learns from the sets (k-mers, scaling) leaves the held-out sets out;
+        # a regressor's targets are scaled on every set: the mean a shrinkage factor of 0
+        # predicts is that of every training target, the factor chosen against it (conservative)
+        sw_fit = sw
+        if early and not warm:
             sw_fit = np.zeros(n)
             sw_fit[tr] = 1.0 if sw is None else sw[tr]
-            if not self._is_classifier:
-                targets, n_outputs = self._encode_targets(y, n, first_fit=True,
-                                                          sample_weight=sw_fit, classes=classes)
         sets = self._prepare_sets(coll.sets, fitting=not warm, sample_weight=sw_fit, y=y,
                                   seed=seed, side=side)
         # class codes are integers; regression targets and multi-label indicators are floats

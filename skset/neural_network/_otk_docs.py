@@ -235,10 +235,11 @@ _DOC_PARAMS_REGRESSION = _DOC_PARAMS.replace(_CLF_EPSILON_DOC, _REG_EPSILON_DOC)
         the training mean) by a factor in [0, 1] chosen on the held-out sets
         (``output_shrinkage_``): the least-squares factor, clipped, times ``max(0, 1 - 1/t^2)``
         with ``t`` its own t-statistic. The held-out sets take no part in training, including
-        the unsupervised initialisation of the anchors, references and head, and the targets'
-        scaling. ``"auto"``: on for fits of 20 to 999 sets, with at least 10 sets held out;
-        off otherwise (the default of the Set Transformer and Deep Sets regressors). The default ``False`` leaves the guard to
-        the penalty ``alpha="auto"`` chooses on every training set (why: user guide,
+        the unsupervised initialisation of the anchors, references and head (the targets are
+        scaled on every set: a factor of 0 predicts the mean of all of them). ``"auto"``: on
+        for fits of 20 to 999 sets, with at least 10 sets held out; off otherwise (the default
+        of the Set Transformer and Deep Sets regressors). The default ``False`` leaves the guard
+        to the penalty ``alpha="auto"`` chooses on every training set (why: user guide,
         :ref:`regression-few-sets`).
 """)
 assert "alpha : float or \"auto\"" in _DOC_PARAMS_REGRESSION

@@ -155,8 +155,8 @@ _TRAINING_DOC = """
     early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the sets (stratified for classifiers), stop when the
         validation score (accuracy or R^2) stalls and restore the best weights. The held-out
-        sets take no part in what the fit learns from the data: the k-mers ``window="auto"``
-        chooses, the elements' standardisation, a regressor's target scaling.
+        sets take no part in what the fit learns from the elements: the k-mers
+        ``window="auto"`` chooses and their standardisation.
     validation_fraction : float, default=0.1
     n_iter_no_change : int, default=10
         Patience in epochs.
@@ -207,8 +207,8 @@ _TRAINING_DOC = """
 _REGRESSION_TRAINING_DOC = _TRAINING_DOC.replace("""    early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the sets (stratified for classifiers), stop when the
         validation score (accuracy or R^2) stalls and restore the best weights. The held-out
-        sets take no part in what the fit learns from the data: the k-mers ``window="auto"``
-        chooses, the elements' standardisation, a regressor's target scaling.
+        sets take no part in what the fit learns from the elements: the k-mers
+        ``window="auto"`` chooses and their standardisation.
 """, """    early_stopping : bool or "auto", default="auto"
         Hold out ``validation_fraction`` of the sets, stop when the validation R^2 stalls and
         restore the best weights, then scale the network's output (standardised: towards the
@@ -216,8 +216,9 @@ _REGRESSION_TRAINING_DOC = _TRAINING_DOC.replace("""    early_stopping : bool, d
         the least-squares factor, clipped, times ``max(0, 1 - 1/t^2)`` with ``t`` its own
         t-statistic, so that a validation fit that could be chance gives a factor near 0 (a
         pure-noise target then predicts the training mean) and a clear one a factor near the
-        least-squares one. The held-out sets take no part in the k-mers, the elements'
-        standardisation or the targets' scaling. ``"auto"``: on for fits of 20 to 999 sets, with
+        least-squares one. The held-out sets take no part in the k-mers or the elements'
+        standardisation; the targets are scaled on every set, so that a factor of 0 predicts
+        the mean of all of them. ``"auto"``: on for fits of 20 to 999 sets, with
         at least 10 sets held out; off for fewer (nothing to hold out) or more (measured in
         BENCHMARKS.md, regression).
 """)
