@@ -36,6 +36,7 @@ from .._torch import (
 from .._validation import check_sample_weight
 from ._callbacks import BestCheckpoint, Callback, EpochPrinter
 from ._multilabel import multilabel_indicator
+from ._targets import check_every_class
 from ._training import (
     TRAINING_PARAMS,
     TrainResult,
@@ -137,12 +138,16 @@ class BaseNeuralEstimator(SksetEstimator):
                   name=type(self).__name__)
         kw.update(overrides)
         state = self._optimizer_state
-        if state is not None:  # a warm start: the optimizer's state, with today's alpha and a
-            # learning rate changed since the last fit (a schedule's own changes are kept)
+        if state is not None:  # a warm start: the optimizer's state, with today's alpha, a
+            # learning rate changed since the last fit (a schedule's own changes are kept) and
+            # today's optimizer (torch's Adam reads AdamW's decoupled decay from a saved state)
             lr = kw["learning_rate_init"]
             new_lr = {} if getattr(self, "_optimizer_lr_", lr) == lr else {"lr": lr}
+            decay = {"weight_decay": kw["weight_decay"]}
+            if "decoupled_weight_decay" in state["param_groups"][0]:
+                decay["decoupled_weight_decay"] = kw["optimizer"] == "adamw"
             kw["optimizer_state"] = {**state, "param_groups": [
-                {**g, "weight_decay": kw["weight_decay"], **new_lr} for g in state["param_groups"]]}
+                {**g, **decay, **new_lr} for g in state["param_groups"]]}
         result = train_module(self.module_, loss_fn, batches, callbacks=callbacks, **kw)
         self._optimizer_lr_ = kw["learning_rate_init"]
         # on the CPU (as __getstate__ would put it): a GPU fit pickles and loads without CUDA
@@ -444,6 +449,8 @@ n_labels) multi-label indicators for classifiers)
         # the targets are checked before the sets are prepared (a k-mer choice reads y)
         targets, n_outputs = self._encode_targets(y, len(coll.sets), first_fit=not warm,
                                                   sample_weight=sw, classes=classes)
+        if warm and not incremental and self._is_classifier and not self._is_multilabel:
+            check_every_class(targets, self.classes_, type(self).__name__)
         n = len(coll.sets)
         # sets of weight 0 take no part (as if removed): the split and the batches see the others
         pool = np.arange(n) if sw is None else np.flatnonzero(sw > 0)
@@ -456,13 +463,17 @@ n_labels) multi-label indicators for classifiers)
             tr, va = pool[tr], pool[va]
         else:
             tr, va = pool, None
-        # what a first fit learns from the sets (k-mers, scaling) leaves the held-out sets out;
+        # what a first fit learns from the sets (k-mers, scaling, balanced class weights)
+        # leaves the held-out sets out;
         # a regressor's targets are scaled on every set: the mean a shrinkage factor of 0
         # predicts is that of every training target, the factor chosen against it (conservative)
         sw_fit = sw
         if early and not warm:
             sw_fit = np.zeros(n)
             sw_fit[tr] = 1.0 if sw is None else sw[tr]
+            if self._is_classifier:  # class_weight="balanced" counts the training part too
+                targets, n_outputs = self._encode_targets(y, n, first_fit=True,
+                                                          sample_weight=sw_fit, classes=classes)
         sets = self._prepare_sets(coll.sets, fitting=not warm, sample_weight=sw_fit, y=y,
                                   seed=seed, side=side)
         # class codes are integers; regression targets and multi-label indicators are floats

@@ -14,7 +14,8 @@ import torch.nn.functional as F
 from ._callbacks import Callback
 
 __all__ = ["fit_logistic_head", "fit_multilabel_logistic_head", "fit_ridge_head",
-           "ridge_loo_errors", "ridge_loo_alpha", "RIDGE_ALPHAS", "AlternatingHead"]
+           "ridge_loo_errors", "ridge_loo_alpha", "RIDGE_ALPHAS", "AlternatingHead",
+           "level_absent_classes"]
 
 
 def fit_logistic_head(head: torch.nn.Linear, Z: torch.Tensor, y: torch.Tensor, alpha: float,
@@ -268,6 +269,22 @@ def ridge_loo_alpha(Z: torch.Tensor, Y: torch.Tensor, alphas=RIDGE_ALPHAS,
     return max(a for a, keep in zip(alphas, ok) if keep)
 
 
+def level_absent_classes(head, targets: torch.Tensor, weight=None) -> None:
+    """A class head's rows of the classes without a set of positive weight in ``targets``
+    (class codes; a first ``partial_fit`` chunk may miss some): their unpenalised bias ran off to
+    about -7, which later chunks' steps of 0.01 never bring back; they start level with the
+    others instead (no weights, the others' mean bias). A plain fit keeps the solution, where
+    such a class has a near-zero probability."""
+    if targets.dim() != 1 or targets.is_floating_point():  # regression, multi-label
+        return
+    seen = targets if weight is None else targets[weight > 0]
+    absent = torch.bincount(seen, minlength=head.weight.shape[0]) == 0
+    if absent.any() and not absent.all():
+        with torch.no_grad():
+            head.weight[absent] = 0.0
+            head.bias[absent] = head.bias[~absent].mean()
+
+
 class AlternatingHead(Callback):
     """The alternating solver's head: fitted in closed form (L-BFGS / ridge) on the training part
     before every epoch but the first of a fresh fit (fitted at initialisation), frozen while Adam
@@ -280,13 +297,14 @@ class AlternatingHead(Callback):
     initialisation and at the end only."""
 
     def __init__(self, est, data, warm: bool):
-        self.est, self.warm = est, warm
+        self.est, self.warm, self.stream = est, warm, data.incremental
         self.validated = data.validation is not None
         self.sets, self.targets = data.subset(data.train)
         self.weights, self.masses = data.weights_of(data.train), data.side_of(data.train)
 
     def _refit(self, module):
-        self.est._refit_head(module, self.sets, self.targets, self.weights, self.masses)
+        self.est._refit_head(module, self.sets, self.targets, self.weights, self.masses,
+                             stream=self.stream)
 
     def on_train_begin(self, state):
         state.module.head.requires_grad_(False)

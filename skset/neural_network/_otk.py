@@ -35,6 +35,7 @@ from ._heads import (
     fit_logistic_head,
     fit_multilabel_logistic_head,
     fit_ridge_head,
+    level_absent_classes,
     ridge_loo_alpha,
 )
 from ._multilabel import CLASS_WEIGHT_DOC, MULTILABEL_DOC, with_class_weight
@@ -49,7 +50,7 @@ from ._otk_docs import (
     _ELEMENT_WEIGHT_FIT_DOC,
     _with_element_weight,
 )
-from ._otk_start import PAPER_EPSILON, chosen_start, head_alpha
+from ._otk_start import PAPER_EPSILON, chosen_start, head_alpha, sync_alpha
 from ._tasks import SetClassifierMixin, SetRegressorMixin
 from ._training import TRAINING_PARAMS
 
@@ -276,14 +277,21 @@ class _BaseSupervisedOTK(KmerWidth, SetNetworkEstimator):
         initialisation and at the end only; see ``AlternatingHead``)."""
         return True
 
+    def _head_alpha(self) -> float:
+        return float(self.alpha_)
+
     def _refit_head(self, module: _OTKNetwork, sets, targets: torch.Tensor,
-                    weight: torch.Tensor | None = None, masses=None, first: bool = False) -> None:
+                    weight: torch.Tensor | None = None, masses=None, first: bool = False,
+                    stream: bool = False) -> None:
         """Fit the head in closed form on the current embedding of ``sets`` (``first``: the fit
-        at initialisation, where a regressor chooses its ``"auto"`` penalty)."""
+        at initialisation, where a regressor chooses its ``"auto"`` penalty; ``stream``: in a
+        ``partial_fit``)."""
         was_training = module.training
         Z = self._predict_batches(sets, lambda m, X, M, *W: m.embed(X, M, *W), module,
                                   side=masses)
         self._fit_head(module.head, Z, targets, weight, first=first)
+        if stream:  # a partial_fit chunk: its absent classes start level with the others
+            level_absent_classes(module.head, targets, weight)
         module.train(was_training)
 
     # -- training (hooks of SetNetworkEstimator.fit) --------------------------------------------
@@ -299,17 +307,15 @@ class _BaseSupervisedOTK(KmerWidth, SetNetworkEstimator):
                                                                  S_tr, y_tr))
         module = module.to(device=self.device_, dtype=self.dtype_)
         with torch.no_grad():
-            module.head.weight.zero_()
-            module.head.bias.zero_()
-        self._refit_head(module, tr_sets, Y_tr, W_tr, S_tr, first=True)
+            module.head.weight.zero_(), module.head.bias.zero_()
+        self._refit_head(module, tr_sets, Y_tr, W_tr, S_tr, first=True, stream=data.incremental)
         return module
 
     @staticmethod
     def _targets_for_map(Y) -> np.ndarray | None:
         """One label (class index or scalar target) per set, for the element map's choice."""
         Y = Y.detach().cpu().numpy()
-        if Y.ndim == 2 and Y.shape[1] == 1:
-            Y = Y[:, 0]
+        Y = Y[:, 0] if Y.ndim == 2 and Y.shape[1] == 1 else Y
         return Y if Y.ndim == 1 else None
 
     def _training_setup(self, data, warm):
@@ -326,6 +332,7 @@ class _BaseSupervisedOTK(KmerWidth, SetNetworkEstimator):
             callbacks.append(ReduceLROnPlateau(
                 lambda state: state.validation_loss if early else state.epoch_loss,
                 patience=5, factor=0.5, tol=self.tol))
+        sync_alpha(self, data, warm)
         penalty = None
         # a regressor's chosen penalty may be infinite (the mean): a large finite one for Adam
         alpha = min(self._head_alpha(), 1e6)
@@ -434,8 +441,8 @@ class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
         self.dtype = dtype
         self.random_state = random_state
 
-    def _head_alpha(self) -> float:
-        return float(self.alpha_ if self.alpha == "auto" else self.alpha)
+    def _auto_alpha(self, data) -> float:
+        return head_alpha("auto", len(data.train), data.weights_of(data.train))
 
     @staticmethod
     def _costly_head(head, n_sets: int) -> bool:
@@ -448,11 +455,7 @@ class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
         return self._is_multilabel or not self._costly_head(head, n_sets)
 
     def _fit_head(self, head, Z, targets, weight=None, first=False):
-        if self.alpha != "auto":  # a float, also on a warm start: alpha_ says what is used
-            self.alpha_, self._alpha_given = float(self.alpha), True
-        elif getattr(self, "_alpha_given", False):  # "auto" again after a float: this fit's
-            self.alpha_, self._alpha_given = head_alpha("auto", len(Z), weight), False
-        cw = self._class_weight_tensor(Z)
+        cw = self._class_weight_tensor(Z)  # alpha_: set by chosen_start, or sync_alpha
         if self._is_multilabel:  # per-label logistic regressions, one (D, L) weight matrix
             fit_multilabel_logistic_head(head, Z, targets, self._head_alpha(), weight=weight,
                                          pos_weight=cw)
@@ -477,15 +480,6 @@ class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
         tol = HEAD_TOL_BETWEEN if loose else HEAD_TOL_CHEAP if cheap else HEAD_TOL
         fit_logistic_head(head, Z, targets, self._head_alpha(),
                           max_iter=HEAD_WARM_ITER if loose else 100, weight=weight, tol=tol)
-        # a class without a set here (a first partial_fit chunk may miss some): its unpenalised
-        # bias ran off to about -7, which later epochs' steps of 0.01 never brought back; it
-        # starts level with the others instead (no weights, their mean bias)
-        seen = targets if weight is None else targets[weight > 0]
-        absent = torch.bincount(seen, minlength=head.weight.shape[0]) == 0
-        if absent.any() and not absent.all():
-            with torch.no_grad():
-                head.weight[absent] = 0.0
-                head.bias[absent] = head.bias[~absent].mean()
 
     def decision_function(self, X, element_weight=None) -> np.ndarray:
         return self._decision_function(X, element_weight)
@@ -629,15 +623,19 @@ class OTKRegressor(SetRegressorMixin, _BaseSupervisedOTK):
                               "alpha": ["auto", NON_NEGATIVE],
                               "early_stopping": ["auto", Boolean()]}
 
-    def _head_alpha(self) -> float:
-        return float(self.alpha_)
+    def _auto_alpha(self, data) -> float:
+        sets, Y = data.subset(data.train)
+        was_training = self.module_.training
+        Z = self._predict_batches(sets, lambda m, X, M, *W: m.embed(X, M, *W), self.module_,
+                                  side=data.side_of(data.train))
+        self.module_.train(was_training)
+        return ridge_loo_alpha(Z, Y, weight=data.weights_of(data.train))
 
     def _fit_head(self, head, Z, targets, weight=None, first=False):
-        # "auto": chosen by the first fit (or the first after a float) and kept by warm starts
-        if self.alpha != "auto":
-            self.alpha_, self._alpha_given = float(self.alpha), True
-        elif first or not hasattr(self, "alpha_") or getattr(self, "_alpha_given", False):
-            self.alpha_, self._alpha_given = ridge_loo_alpha(Z, targets, weight=weight), False
+        if first or not hasattr(self, "alpha_"):  # "auto": the first fit's, kept (sync_alpha)
+            auto = self.alpha == "auto"
+            self.alpha_ = ridge_loo_alpha(Z, targets, weight=weight) if auto else float(self.alpha)
+            self._alpha_given = not auto
         fit_ridge_head(head, Z, targets, self.alpha_, weight)
 
     def _output_layer(self, module):

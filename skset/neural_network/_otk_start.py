@@ -33,6 +33,7 @@ from ._heads import fit_logistic_head
 
 __all__ = ["PAPER_EPSILON", "PIPELINE_EPSILON", "START_FOLDS", "START_MIN_T", "choose_epsilon",
            "choose_start", "chosen_start", "epsilon_rule_applies", "head_alpha", "map_choice",
+           "sync_alpha",
            "start_hits", "start_rule_applies"]
 
 START_FOLDS, START_MIN_T = 5, 2.0
@@ -80,6 +81,19 @@ def head_alpha(alpha, n_sets: int, sample_weight=None) -> float:
         return float(alpha)
     n = n_sets if sample_weight is None else int((torch.as_tensor(sample_weight) != 0).sum())
     return 1.0 / max(n, 1)
+
+
+def sync_alpha(est, data, warm: bool) -> None:
+    """Before a warm start or a later ``partial_fit`` trains, whatever the solver: ``alpha_``
+    follows an ``alpha`` set since the fit (the Adam penalty and the head's refits read it): a
+    float as given; ``"auto"`` after a float chosen again on this fit's training part
+    (``est._auto_alpha(data)``); ``"auto"`` since the first fit keeps that fit's."""
+    if not warm:  # a first fit: chosen_start, or the regressor's first head
+        return
+    if est.alpha != "auto":
+        est.alpha_, est._alpha_given = float(est.alpha), True
+    elif getattr(est, "_alpha_given", False):
+        est.alpha_, est._alpha_given = est._auto_alpha(data), False
 
 
 def chosen_start(est, parts, fit, y, sample_weight, masses):

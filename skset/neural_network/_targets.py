@@ -20,8 +20,8 @@ from .._sets import check_set_labels, dtype_name, max_abs_value
 from .._weighting import weighted_mean_std
 from ._multilabel import class_weights, multilabel_indicator
 
-__all__ = ["EncodedTargets", "encode_class_targets", "encode_multilabel_targets",
-           "encode_regression_targets"]
+__all__ = ["EncodedTargets", "check_every_class", "encode_class_targets",
+           "encode_multilabel_targets", "encode_regression_targets"]
 
 
 @dataclass(frozen=True)
@@ -120,6 +120,17 @@ def encode_class_targets(y, n_sets: int, first_fit: bool, classes=None, *, name:
     return EncodedTargets(enc.astype(np.int64), len(fitted_classes))
 
 
+def check_every_class(codes: np.ndarray, classes, name: str) -> None:
+    """A warm start (``warm_start=True``, not ``partial_fit``) trains on every fitted class, as
+    scikit-learn's ``MLPClassifier`` requires: a class missing from ``y`` would be trained away
+    (its probability pushed to 0)."""
+    missing = np.setdiff1d(np.arange(len(classes)), codes)
+    if len(missing):
+        raise ValueError(f"{name}: warm_start=True needs y to hold every class of the first fit; "
+                         f"classes {np.asarray(classes)[missing].tolist()} have no set here "
+                         "(partial_fit trains on some classes at a time).")
+
+
 def encode_multilabel_targets(Y: np.ndarray, n_sets: int, first_fit: bool, classes, *,
                               name: str, class_weight=None, fitted_classes=None,
                               multilabel: bool = False, sample_weight=None) -> EncodedTargets:
@@ -155,6 +166,10 @@ def encode_multilabel_targets(Y: np.ndarray, n_sets: int, first_fit: bool, class
     if n_labels != len(fitted_classes):
         raise ValueError(f"y has {n_labels} labels but the first fit had {len(fitted_classes)} "
                          "(warm_start=True or partial_fit).")
+    if classes is not None and not np.array_equal(np.asarray(classes).ravel(),
+                                                  np.arange(n_labels)):
+        raise ValueError(f"{name}: classes={classes!r} is not the fitted classes_ "
+                         f"arange({n_labels}) of this multi-label model (leave classes=None).")
     return EncodedTargets(Y.astype(np.float64), n_labels)
 
 

@@ -55,7 +55,11 @@ class SetClassifierMixin(ClassifierMixin):
 
     def _class_weight_tensor(self, out) -> torch.Tensor | None:
         cw = getattr(self, "class_weight_", None)  # absent in models saved before class_weight
-        return None if cw is None else torch.as_tensor(cw, dtype=out.dtype, device=out.device)
+        if cw is None:
+            return None
+        if not self._is_multilabel:  # the weighted means read their ratios only: scaled to a
+            cw = np.asarray(cw, dtype=np.float64) / np.max(cw)  # largest of 1 (no float32 inf)
+        return torch.as_tensor(cw, dtype=out.dtype, device=out.device)
 
     def _task_loss(self, out, target, weight=None):
         """The mean loss of a batch, weighted by the sets' ``weight`` when given: the
