@@ -21,7 +21,8 @@ A run is ``data set:framing:seed`` (framings as in ``bench_suite.py``: ``set``, 
 given; ``seq``, k-mers of ``KINDS[name]["window"]``). Scores are test accuracy (also on the MNIST
 bags, where the suite reports ROC AUC); each line also records the test log-loss of both models
 (``start_logloss``, ``trained_logloss``) and, with two classes, their test ROC AUC. ``--table``
-adds the log-loss columns where the lines hold them. Results: ``results/otk_start.md``.
+adds the log-loss columns where the lines hold them. Results: ``results/otk_start*.jsonl``, read in
+``results/supervised_otk.md``, section (d).
 """
 
 import os

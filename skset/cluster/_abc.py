@@ -146,7 +146,7 @@ class ABCClusterer(KernelTraining, KernelSelection, KernelInference, BaseNeuralE
         plain warm-up + cosine schedule). Why 0.3: :ref:`abc-training-defaults`.
     eval_every : int, default=100
         Steps between two entries of ``loss_curve_`` / validations; the stopping rules count in
-        these units (the default patience, 10 checks, is 1,000 steps).
+        these units (the default patience, 20 checks, is 2,000 steps).
     early_stopping : bool, default=True
         Validate the clustering, stop when it stalls and restore the best checkpoint (with the
         ``"cosine"`` schedule a stall at the peak rate starts the decay instead, and training
