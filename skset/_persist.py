@@ -60,8 +60,10 @@ def _allowed_classes() -> dict[str, type]:
 
 # -- encoding ------------------------------------------------------------------------------------
 def _encode(v: Any, where: str):
-    if v is None or isinstance(v, (bool, str)):
+    if v is None or isinstance(v, bool):
         return v
+    if isinstance(v, str):  # numpy's str_ too (torch's safe loader refuses it): a plain str
+        return str(v)
     if isinstance(v, (int, float)) and type(v) in (int, float):
         return v
     if isinstance(v, np.generic):
@@ -98,7 +100,8 @@ def _encode(v: Any, where: str):
     if isinstance(v, list):
         return [_encode(x, where) for x in v]
     if isinstance(v, dict):  # keys: str, int or bool (numpy's as Python's: class labels)
-        keys = [k.item() if isinstance(k, (np.integer, np.bool_)) else k for k in v]
+        keys = [k.item() if isinstance(k, (np.integer, np.bool_)) else str(k)
+                if isinstance(k, str) else k for k in v]
         for k in keys:
             if not isinstance(k, (str, int)):
                 raise TypeError(f"{where}: cannot save a dict key of type {type(k).__name__}.")
@@ -151,7 +154,8 @@ def _json_param(name: str, value, cls_name: str):
                         for k, v in value.items()]}
     if name == "random_state":
         warnings.warn(f"{cls_name}: random_state={type(value).__name__} cannot be saved; it is "
-                      "stored as None (only a refit uses it).", UserWarning, stacklevel=user_stacklevel())
+                      "stored as None (a refit, or a later partial_fit of the loaded model, draws "
+                      "afresh).", UserWarning, stacklevel=user_stacklevel())
         return None
     raise TypeError(f"{cls_name}: parameter {name} of type {type(value).__name__} cannot be "
                     "saved (only None, bool, int, float, str, lists, 1-D arrays and dicts of "

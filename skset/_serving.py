@@ -25,7 +25,24 @@ from .nn.nystrom import (
 from .nn.otk import embedding_output
 
 __all__ = ["NetworkServing", "NystromServing", "OTKEmbeddingServing", "freeze_nystrom",
-           "for_export", "set_sinkhorn", "network_serving"]
+           "for_export", "set_sinkhorn", "network_serving", "check_width"]
+
+
+def _buffer(value, dtype) -> torch.Tensor:
+    """A copy of a fitted array as a buffer: the served module never shares the estimator's
+    memory (a ``load_state_dict`` into it would change the estimator)."""
+    return torch.as_tensor(np.asarray(value), dtype=dtype).clone()
+
+
+def check_width(module: nn.Module, x: torch.Tensor) -> None:
+    """Refuse sets of another width than the fit's (``module.n_features``, set by
+    :func:`skset.export.serving_module`; absent in modules pickled before it), by name, in
+    eager calls (an exported graph fixes its input's width itself)."""
+    n = getattr(module, "n_features", None)
+    if n is None or torch.jit.is_tracing() or torch.compiler.is_compiling():
+        return
+    if x.shape[-1] != n:
+        raise ValueError(f"the sets have {x.shape[-1]} features, but the model was fitted on {n}.")
 
 
 def freeze_nystrom(layer: NystromLayer, normalization: torch.Tensor | None = None) -> NystromLayer:
@@ -66,13 +83,14 @@ class NetworkServing(nn.Module):
         dtype = next(net.parameters()).dtype
         self.standardize = mean is not None
         if self.standardize:
-            self.register_buffer("mean", torch.as_tensor(mean, dtype=dtype))
-            self.register_buffer("scale", torch.as_tensor(scale, dtype=dtype))
+            self.register_buffer("mean", _buffer(mean, dtype))
+            self.register_buffer("scale", _buffer(scale, dtype))
         if not self.classifier:
-            self.register_buffer("y_mean", torch.as_tensor(y_mean, dtype=dtype))
-            self.register_buffer("y_scale", torch.as_tensor(y_scale, dtype=dtype))
+            self.register_buffer("y_mean", _buffer(y_mean, dtype))
+            self.register_buffer("y_scale", _buffer(y_scale, dtype))
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor):
+        check_width(self, x)
         x = _zero_padding(x, mask)
         if self.front is not None:  # the set networks' k-mers
             x, mask = self.front(x, mask)
@@ -101,6 +119,7 @@ class TupleOutput(nn.Module):
         self.module = module
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor):
+        check_width(self, x)
         return (self.module(x, mask),)
 
 
@@ -110,6 +129,7 @@ class NystromServing(nn.Module):
         self.layer = layer
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor):
+        check_width(self, x)
         return self.layer(_zero_padding(x, mask), mask)
 
 
@@ -126,10 +146,11 @@ class OTKEmbeddingServing(nn.Module):
         self.normalize = bool(normalize)
         self.sinkhorn_tol = sinkhorn_tol  # the estimator's, for its noise floor (not the graph's)
         dtype = layer.references.dtype
-        self.register_buffer("center", torch.as_tensor(center, dtype=dtype))
-        self.register_buffer("offset", None if offset is None else torch.as_tensor(offset, dtype=dtype))
+        self.register_buffer("center", _buffer(center, dtype))
+        self.register_buffer("offset", None if offset is None else _buffer(offset, dtype))
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor):
+        check_width(self, x)
         offset = getattr(self, "offset", None)  # absent in modules pickled before it
         if offset is not None and self.layer.references.shape[-1] == x.shape[-1]:
             x = x - offset  # no positions: column sums of 1/p, center holds the offset's part

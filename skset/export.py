@@ -128,6 +128,8 @@ DilatedKernelFeatures
     if builder is None:
         _unsupported(estimator)
     module = builder(sinkhorn_method=sinkhorn_method, sinkhorn_iter=sinkhorn_iter)
+    n = getattr(estimator, "n_features_in_", None)
+    module.n_features = None if n is None else int(n)  # eager calls check it (check_width)
     return module.cpu().eval().requires_grad_(False)
 
 
@@ -251,6 +253,10 @@ def pad_sets(X, *, dtype=np.float32, n_max: int | None = None) -> tuple[np.ndarr
         Padded length; ``None``: the longest set.
     """
     sets = [np.asarray(s, dtype=dtype) for s in X]
+    longest = max((len(s) for s in sets), default=0)
+    if n_max is not None and n_max < longest:
+        raise ValueError(f"n_max={n_max} is shorter than the longest set ({longest} elements); "
+                         "give n_max >= it, or None for the longest set's length.")
     tdtype = torch.float64 if np.dtype(dtype) == np.float64 else torch.float32
     x, mask = pack(sets, dtype=tdtype, n_max=n_max)
     return x.numpy(), mask.numpy()

@@ -178,6 +178,34 @@ def test_serving_module_is_a_copy_and_standardises():
     np.testing.assert_allclose(pred.numpy(), est.predict(X_new), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("make", [
+    lambda X: skset.OTKEmbedding(n_supports=3, sinkhorn_tol=None, sinkhorn_iter=20,
+                                 random_state=0).fit([x + 50 for x in X]),
+    lambda X: skset.DeepSetsRegressor(hidden_size=4, max_iter=1, dtype="float64", random_state=0,
+                                      device="cpu").fit(X, np.arange(len(X), dtype=float)),
+])
+def test_serving_module_shares_no_memory_and_checks_the_width(make):
+    """A state loaded into the served module leaves the estimator as it was (its buffers were
+    views of the fitted arrays of the same dtype: ``transform`` moved by 2.78, ``predict`` by
+    0.50); sets of another width are refused by name (they broadcast into an output)."""
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(int(rng.integers(3, 7)), 2)) for _ in range(12)]
+    est = make(X)
+    before = est.transform(X) if hasattr(est, "transform") else est.predict(X)
+    module = sx.serving_module(est)
+    module.load_state_dict({k: torch.zeros_like(v) + 3.0 for k, v in module.state_dict().items()})
+    after = est.transform(X) if hasattr(est, "transform") else est.predict(X)
+    np.testing.assert_array_equal(np.asarray(after), np.asarray(before))
+    x, mask = sx.pad_sets([s[:, :1] for s in X], dtype=np.float64)
+    with pytest.raises(ValueError, match="1 features, but the model was fitted on 2"):
+        module(torch.from_numpy(x).to(next(iter(module.state_dict().values())).dtype),
+               torch.from_numpy(mask))
+
+
+def test_pad_sets_refuses_n_max_under_the_longest_set():
+    with pytest.raises(ValueError, match="n_max=4 is shorter than the longest set"):
+        sx.pad_sets([np.zeros((5, 2)), np.zeros((3, 2))], n_max=4)
+
 def test_export_errors(tmp_path):
     X, _, _, _ = _data()
     emb = skset.OTKEmbedding(n_supports=3, random_state=0, device="cpu").fit(X)  # stops at tol

@@ -415,3 +415,21 @@ def _saved(est) -> bytes:
     buf = io.BytesIO()
     skset.save(est, buf)
     return buf.getvalue()
+
+
+def test_numpy_strings_in_parameters_and_fitted_state_round_trip():
+    """``class_weight`` keyed by ``np.unique``'s labels (numpy strings) and a string parameter
+    given as one: ``skset.save`` writes plain strings, which ``skset.load`` reads (it refused the
+    file it had written as a foreign pickle)."""
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(5, 2)) for _ in range(12)]
+    y = np.array(["cat", "dog"] * 6)
+    est = skset.DeepSetsClassifier(hidden_size=4, n_layers=1, max_iter=1, random_state=0,
+                                   class_weight=dict(zip(np.unique(y), [1.0, 3.0])),
+                                   pooling=np.array(["mean", "max"])[1], device="cpu").fit(X, y)
+    buf = io.BytesIO()
+    skset.save(est, buf)
+    buf.seek(0)
+    loaded = skset.load(buf)
+    np.testing.assert_array_equal(loaded.predict_proba(X), est.predict_proba(X))
+    assert loaded.get_params()["class_weight"] == {"cat": 1.0, "dog": 3.0}
