@@ -104,7 +104,9 @@ class SksetEstimator(BaseEstimator):
         """Sets given as data frames (a list of pandas or polars frames): on a fit, their column
         names become ``feature_names_in_`` (removed when the sets have none); a later call
         refuses sets of other columns (:func:`skset._frames.set_columns`)."""
-        if hasattr(X, "to_numpy") and getattr(X, "ndim", None) == 1:
+        if hasattr(X, "columns") and len(getattr(X, "shape", ())) == 2:
+            X = [X]  # one frame (a pool of elements): its columns read as a list's
+        elif hasattr(X, "to_numpy") and getattr(X, "ndim", None) == 1:
             X = X.to_numpy()  # a Series of sets: read as check_sets reads it, an object array
         if isinstance(X, np.ndarray) and X.dtype == object and X.ndim == 1:
             X = list(X)  # a 1-D object array of sets: its frames' columns are read as a list's

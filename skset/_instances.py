@@ -53,14 +53,17 @@ def _check_pool(X, y):
 
 
 def _check_cluster_range(n_clusters, n_classes: int, n_elements: int, name: str = "n_clusters"):
-    if isinstance(n_clusters, numbers.Integral) and not isinstance(n_clusters, bool):
+    def whole(v):
+        return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+    if whole(n_clusters):
         lo = hi = int(n_clusters)
-    else:
-        try:
-            lo, hi = (int(v) for v in n_clusters)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name} must be an int or a (min, max) pair, got "
-                             f"{n_clusters!r}.") from None
+    else:  # a pair of ints: no string ("13" read as (1, 3)), no float truncated
+        pair = None if isinstance(n_clusters, str) else np.asarray(n_clusters, dtype=object).ravel()
+        if pair is None or len(pair) != 2 or not all(whole(v) for v in pair):
+            raise ValueError(f"{name} must be an int or a (min, max) pair of ints, got "
+                             f"{n_clusters!r}.")
+        lo, hi = int(pair[0]), int(pair[1])
     if not 1 <= lo <= hi:
         raise ValueError(f"{name} range must satisfy 1 <= min <= max, got {n_clusters!r}.")
     if hi > n_classes:

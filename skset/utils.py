@@ -104,11 +104,12 @@ def iter_transform(
     method : {"transform", "predict", "predict_proba", "decision_function"}, default="transform"
         The method to call on each chunk.
 
-    Yields
-    ------
-    output
-        ``getattr(estimator, method)(chunk)`` for each chunk: a 2-D array for set-to-vector
-        estimators and predictions, a list of per-set arrays for :class:`~skset.NystromFeatures`.
+    Returns
+    -------
+    generator
+        Of ``getattr(estimator, method)(chunk)`` for each chunk (the arguments are checked at
+        the call): a 2-D array for set-to-vector estimators and predictions, a list of per-set
+        arrays for :class:`~skset.NystromFeatures`.
         ``np.concatenate(list(iter_transform(est, X)))`` equals ``est.transform(X)`` (up to
         floating-point rounding: batches are cut differently).
 
@@ -131,8 +132,8 @@ def iter_transform(
     fn = getattr(estimator, method, None)
     if fn is None:
         raise TypeError(f"{type(estimator).__name__} has no method {method!r}.")
-    for chunk in _chunks(sets, int(chunk_size)):
-        yield fn(chunk)
+    # checked at the call, not at the first chunk: the stream itself is a generator
+    return (fn(chunk) for chunk in _chunks(sets, int(chunk_size)))
 
 
 def _check_chunk_labels(last, where: str, X, y, classes):

@@ -20,6 +20,8 @@ from skset import ABCClusterer, EigengapSpectralClustering, estimate_n_clusters
 from skset.datasets import (
     load_digits_split,
     make_circles_instances,
+    make_gaussian_mixture_sets,
+    make_normal_var,
     sample_clustering_instances,
 )
 from skset.nn import (
@@ -1276,3 +1278,56 @@ def test_abc_reads_the_fits_standardisation_and_refuses_a_warm_start_that_change
     y[3] = np.array([None, 1] * 5, dtype=object)
     with pytest.raises(ValueError, match="instance 3 contain a missing label"):
         ABCClusterer(hidden_size=8, n_heads=2, max_steps=5, eval_every=5, device="cpu").fit(X, y)
+
+
+def test_abc_predict_reads_and_checks_what_was_set_since_the_fit():
+    """``set_params`` after a fit, as ``predict`` reads it: ``n_clusters_rule="eigengap"`` takes
+    the eigengap (the calibrated threshold was kept); bad values of what predict reads are
+    refused by name, as fit refuses them (a torch IndexError for ``n_init=0``, ``max_clusters``
+    2.5 truncated, ``assign_labels="bogus"`` taken as "sklearn"). A pool given as one data frame
+    records its columns (frames of other column orders were read by position)."""
+    pd = pytest.importorskip("pandas")
+    X, y = make_circles_instances(40, 30, n_circles=(2, 5), random_state=0)
+    Xt, _ = make_circles_instances(6, 30, n_circles=(2, 5), random_state=1)
+    abc = ABCClusterer(hidden_size=8, n_heads=2, n_layers=1, max_steps=20, batch_size=4,
+                       eval_every=10, n_validation_instances=16, random_state=0,
+                       device="cpu").fit(X, y)
+    assert abc.eigen_threshold_ is not None
+    abc.set_params(n_clusters_rule="eigengap")
+    after = [len(set(lab)) for lab in abc.predict(Xt)]
+    abc.eigen_threshold_ = None  # the eigengap on the same fitted kernel
+    assert after == [len(set(lab)) for lab in abc.predict(Xt)]
+    for bad in ({"n_init": 0}, {"max_clusters": 2.5}, {"assign_labels": "bogus"},
+                {"min_clusters": 3, "max_clusters": 2}):
+        est = clone(abc).set_params(**bad)
+        est.__dict__.update({k: v for k, v in vars(abc).items() if k.endswith("_")})
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            est.predict(Xt)
+    rng = np.random.RandomState(0)
+    P = np.r_[rng.normal(0, 1, (60, 2)) * [1, 5], rng.normal(3, 1, (60, 2)) * [1, 5] + [0, 9]]
+    df = pd.DataFrame(P, columns=["a", "b"])
+    pool = ABCClusterer(hidden_size=8, n_heads=2, n_layers=1, max_steps=10, eval_every=5,
+                        instance_size=20, instance_n_clusters=2, input_similarity=None,
+                        random_state=0, device="cpu").fit(df, np.repeat([0, 1], 60))
+    assert list(pool.feature_names_in_) == ["a", "b"]
+    with pytest.raises(ValueError, match="fitted on \\['a', 'b'\\]"):
+        pool.affinity([df[["b", "a"]][:10]])
+
+
+def test_generators_refuse_ranges_they_would_misread():
+    """A string or float cluster range (``"13"`` had been read as (1, 3), ``(1.9, 2.9)`` as
+    (1, 2)), an unchecked ``center_box`` or ``ddof`` (numpy errors, or a variance divided by
+    n + 1), a one-value ``radius_range``: each refused by name."""
+    P = np.random.default_rng(0).normal(size=(40, 2))
+    labels = np.repeat(np.arange(4), 10)
+    for bad in ("13", (1.9, 2.9), (1, 2, 3)):
+        with pytest.raises(ValueError, match="n_clusters must be an int or a \\(min, max\\)"):
+            sample_clustering_instances(P, labels, 2, 5, n_clusters=bad, random_state=0)
+    for box in ((4, -4), (np.nan, 1), 3):
+        with pytest.raises(ValueError, match="center_box"):
+            make_gaussian_mixture_sets(2, center_box=box, random_state=0)
+    for ddof in (-1, 0.5, "a"):
+        with pytest.raises(ValueError, match="ddof"):
+            make_normal_var(5, ddof=ddof, random_state=0)
+    with pytest.raises(ValueError, match="radius_range"):
+        make_circles_instances(2, 10, radius_range=(0.3,))

@@ -182,3 +182,11 @@ def test_iter_transform_reads_a_series_by_position_and_tensors_of_any_float():
     assert sets[0].dtype == np.float32
     np.testing.assert_array_equal(sets[0], half[0].float().numpy())
     assert check_sets(torch.stack([h[:3] for h in half])).sets[1].dtype == np.float32
+
+
+def test_iter_transform_checks_its_arguments_at_the_call(otk):
+    """Not at the first chunk: ``iter_transform`` returns a generator, it is not one."""
+    with pytest.raises(ValueError, match="method must be one of"):
+        iter_transform(otk, [], method="fit")
+    with pytest.raises(ValueError, match="chunk_size"):
+        iter_transform(otk, [], chunk_size=-3)

@@ -136,8 +136,12 @@ class KernelInference:
             clusters first appear (the same partition always gets the same labels).
         """
 
+        self._check_params()  # what predict reads may have been set since the fit
         coll = self._check_X(X)
         ks = self._n_clusters_arg(n_clusters, len(coll))
+        # the calibrated threshold where the rule says so: "eigengap" set since reads the gap
+        threshold = getattr(self, "eigen_threshold_", None) \
+            if self.n_clusters_rule == "calibrated" else None
         lengths = coll.lengths
         sets = self._scale(coll.sets)
         seed = seed_from_random_state(self.random_state)
@@ -156,14 +160,12 @@ class KernelInference:
                     gen = make_generator(seed, "cpu")
                     labels, _, _ = spectral_cluster(A, M, k_b, max_clusters=self._max_k(),
                                                     min_clusters=self._min_k(),
-                                                    threshold=getattr(self, "eigen_threshold_",
-                                                                      None),
+                                                    threshold=threshold,
                                                     n_init=self.n_init, generator=gen)
                     return labels.cpu().numpy(), None
                 if k_b is None:
                     w = laplacian_eigh(A, M, eigenvectors=False)
-                    k_b = self._k_rule().n_clusters(w, M.sum(1),
-                                                    getattr(self, "eigen_threshold_", None))
+                    k_b = self._k_rule().n_clusters(w, M.sum(1), threshold)
                 return A.cpu().numpy().astype(np.float64), k_b.cpu().numpy()
 
         chunks = self._chunks(lengths)

@@ -14,6 +14,7 @@ import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
 from .._instances import _check_cluster_range, _check_pool, _sample_instance
+from ._synthetic import _real_pair
 
 __all__ = ["make_circles_instances", "sample_clustering_instances", "load_digits_split"]
 
@@ -77,9 +78,9 @@ def make_circles_instances(
             raise ValueError(f"n_circles range must satisfy low <= high, got {n_circles!r}.")
     else:
         c_lo = c_hi = _check_int(n_circles, "n_circles", 1)
-    r_lo, r_hi = (float(v) for v in radius_range)
-    if not (0 < r_lo <= r_hi and np.isfinite(r_hi)):
+    if not (_real_pair(radius_range) and 0 < radius_range[0] <= radius_range[1]):
         raise ValueError(f"radius_range must satisfy 0 < low <= high < inf, got {radius_range!r}.")
+    r_lo, r_hi = (float(v) for v in radius_range)
     if not (isinstance(noise, numbers.Real) and noise >= 0 and np.isfinite(noise)):  # NaN too
         raise ValueError(f"noise must be a finite number >= 0, got {noise!r}.")
     rng = check_random_state(random_state)

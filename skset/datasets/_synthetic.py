@@ -140,6 +140,8 @@ def make_normal_var(
     ((100, 1), (5,))
     """
     n_sets = _check_n_sets(n_sets)
+    if isinstance(ddof, bool) or not isinstance(ddof, Integral) or ddof < 0:
+        raise ValueError(f"ddof={ddof!r} must be an integer >= 0.")
     rng = check_random_state(random_state)
     sizes = _sizes(set_size, n_sets, rng)
     if min(sizes) <= ddof:
@@ -206,6 +208,8 @@ def make_gaussian_mixture_sets(
         raise ValueError(f"n_features={n_features!r} must be a positive integer.")
     if not (_real(cluster_std) and cluster_std > 0):
         raise ValueError(f"cluster_std={cluster_std!r} must be a positive finite number.")
+    if not (_real_pair(center_box) and center_box[0] <= center_box[1]):
+        raise ValueError(f"center_box={center_box!r} must be a pair low <= high, both finite.")
     rng = check_random_state(random_state)
     sizes = _sizes(set_size, n_sets, rng)
     ks = _sizes(n_components, n_sets, rng, name="n_components")
