@@ -261,3 +261,27 @@ def test_a_refit_that_fails_leaves_the_fitted_network():
         est.set_params(window=500).fit(X, y)
     assert est.window_ == window
     np.testing.assert_array_equal(est.predict_proba(X), expected)
+
+
+def test_kmer_choice_reads_sparse_labels_and_names_the_short_set_in_x():
+    """A sparse multi-label ``y`` with ``sample_weight`` or early stopping (``len()`` of a 0-d
+    object array before); a set shorter than an explicit window named by its index in ``X``,
+    not among the sets of positive weight (set 4, or 3, for set 5)."""
+    from scipy import sparse
+
+    from skset import DeepSetsClassifier
+
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(6, 1)) for _ in range(12)]
+    Y = np.column_stack([np.arange(12) % 2, np.arange(12) % 3 == 0]).astype(int)
+    w = np.ones(12)
+    w[0] = 0.0
+    kw = {"hidden_size": 2, "max_iter": 1, "device": "cpu", "random_state": 0}
+    for extra, fit_kw in (({}, {"sample_weight": w}), ({"early_stopping": True}, {})):
+        est = DeepSetsClassifier(**kw, **extra).fit(X, sparse.csr_matrix(Y), **fit_kw)
+        assert est.predict(X).shape == (12, 2)
+    X[5] = X[5][:3]
+    for extra, fit_kw in (({}, {"sample_weight": w}),
+                          ({"early_stopping": True, "validation_fraction": 0.25}, {})):
+        with pytest.raises(ValueError, match="set 5 has 3 elements"):
+            DeepSetsClassifier(**kw, window=5, **extra).fit(X, Y[:, 0], **fit_kw)

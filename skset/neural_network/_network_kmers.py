@@ -70,15 +70,18 @@ def choose_kmers(est, sets, y, seed: int, sample_weight=None) -> tuple[int, int]
     not, and a ``(n_sets, 1)`` target is one output."""
     window = 1 if est.window == "auto" else int(est.window)
     dilation = 1 if est.dilation == "auto" else int(est.dilation)
-    y = None if y is None else np.asarray(y)
+    y = None if y is None else np.asarray(y.toarray() if hasattr(y, "toarray") else y)  # sparse
     if y is not None and y.ndim == 2 and y.shape[1] == 1:
         y = y[:, 0]
+    if est.window != "auto":  # sets of weight 0 unchecked; an error names the set's index in X
+        lengths = np.array([len(s) for s in sets])
+        if sample_weight is not None:
+            lengths = np.where(np.asarray(sample_weight) > 0, lengths, window)
+        check_kmer_lengths(lengths, window, dilation=dilation)
     if sample_weight is not None:
         keep = np.flatnonzero(np.asarray(sample_weight) > 0)
         sets = [sets[i] for i in keep]
         y = None if y is None or len(y) != len(sample_weight) else y[keep]
-    if est.window != "auto":
-        check_kmer_lengths(np.array([len(s) for s in sets]), window, dilation=dilation)
     if est.window != "auto" or y is None or y.ndim != 1 or len(y) != len(sets):
         return window, dilation
     w, d, scores = select_window(sets, y, kmer_coding="level_shape", fixed={},
