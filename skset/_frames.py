@@ -18,7 +18,10 @@ from typing import Any
 import narwhals.stable.v2 as nw
 import numpy as np
 
-__all__ = ["sets_from_frame", "frame_from_sets", "set_columns"]
+__all__ = ["sets_from_frame", "frame_from_sets", "set_columns", "pandas_missing"]
+
+#: ``True`` where an object array holds pandas' missing values (``NA``, ``NaT``): read as NaN
+pandas_missing = np.frompyfunc(lambda v: type(v).__name__ in ("NAType", "NaTType"), 1, 1)
 
 
 def set_columns(sets: list, name: str = "X", fitted=None) -> np.ndarray | None:

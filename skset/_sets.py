@@ -10,10 +10,9 @@ A *collection of sets* is one of
 The form is decided by structure, never by ``np.array(list_of_sets)`` (which raises on ragged lists
 and silently turns equal-size lists into a 3-D array).
 
-Estimators validate with :func:`check_sets`, then move sets to torch with :func:`pack` (padding plus
-a boolean mask, ``True`` on real elements) inside the batches cut by :func:`length_batches`, which
-sorts sets by length so that padding waste stays small and caps the number of padded elements per
-batch so that memory stays bounded.
+Estimators validate with :func:`check_sets`, then :func:`pack` moves sets to torch (padding and a
+boolean mask, ``True`` on real elements) in the batches of :func:`length_batches` (sets sorted by
+length: little padding; a cap on the padded elements of a batch: bounded memory).
 """
 
 from __future__ import annotations
@@ -24,6 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+
+from ._frames import pandas_missing
 
 __all__ = ["SetCollection", "check_sets", "check_set_labels", "check_finite_output", "max_abs_value",
            "pack", "unpack", "length_batches", "iter_packed", "kmer_windows", "kmer_level_shape",
@@ -92,8 +93,8 @@ def _as_float_array(x, where: str, dtype) -> np.ndarray:
     except (ValueError, TypeError) as exc:
         raise TypeError(f"{where} could not be read as a numeric array: {exc}") from None
     if arr.dtype == object:
-        try:
-            arr = arr.astype(np.float64)
+        try:  # pandas' missing values (NA, NaT) read as NaN: refused below as NaN, by name
+            arr = np.where(pandas_missing(arr).astype(bool), np.nan, arr).astype(np.float64)
         except (ValueError, TypeError):
             raise TypeError(f"{where} holds non-numeric values ({_describe(x)}).") from None
     if arr.dtype.kind in "USV":

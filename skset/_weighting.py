@@ -130,20 +130,26 @@ def resolve_max_samples(max_samples, n_features: int, n_clusters: int) -> int:
 
 
 def sample_elements(elements: np.ndarray, weights: np.ndarray | None, max_samples: int, rng):
-    """``(elements, weights)`` a fit learns from: elements of weight 0 left out, the weights
-    ``None`` when equal, then at most ``max_samples`` rows drawn without replacement with
-    ``rng`` (a ``RandomState``; it is not drawn from when there are few enough rows)."""
+    """``(elements, weights, unit)`` a fit learns from: elements of weight 0 left out, the
+    weights ``None`` when equal, then at most ``max_samples`` rows drawn without replacement
+    with ``rng`` (a ``RandomState``; it is not drawn from when there are few enough rows).
+    ``unit``: the factor that puts a count of the returned rows (1 each when ``weights`` is
+    ``None``) back in the units of ``weights`` over every row (equal weights of 0.5, or a sample
+    of 50 rows of 200, count 0.5 or 4 each in a stream's ``counts_``)."""
     w = None
+    total = float(elements.shape[0])
     if weights is not None:
         keep = weights > 0
         elements, w = elements[keep], weights[keep]
+        total = float(w.sum())
         if np.all(w == w[0]):
             w = None
     if elements.shape[0] > max_samples:
         pick = rng.choice(elements.shape[0], max_samples, replace=False)
         elements = elements[pick]
         w = None if w is None else w[pick]
-    return elements, w
+    counted = float(elements.shape[0] if w is None else w.sum())
+    return elements, w, (total / counted if counted > 0 else 1.0)
 
 
 def weighted_mean_std(values: np.ndarray, weights: np.ndarray | None = None, *,

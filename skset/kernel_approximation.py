@@ -422,11 +422,11 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         else:  # rows sampled first, then standardised: the same rows, one copy of the sample
             elems = raw
         max_samples = resolve_max_samples(self.max_samples, elems.shape[1], self.n_components)
-        elems, w = sample_elements(elems, ew, max_samples, rng)
+        elems, w, unit = sample_elements(elems, ew, max_samples, rng)
         if window == 1:
             elems = elems - self.mean_
             elems /= self.scale_
-        return (unit_rows(elems) if self.normalize_ else elems), w
+        return (unit_rows(elems) if self.normalize_ else elems), w, unit
 
     def _set_anchors(self, anchors) -> None:
         """``anchors_`` (projected on the sphere with ``normalize_``) and ``normalization_``."""
@@ -513,7 +513,7 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         else:  # zeros; in float32 the mean of features far from zero (skset._offsets)
             self.mean_ = unstandardized_mean(self, mean, std, np_dtype)
             self.scale_ = np.ones(raw.shape[1], dtype=np_dtype)
-        elems, w = self._anchor_elements(raw, ew, window, lengths, rng)
+        elems, w, unit = self._anchor_elements(raw, ew, window, lengths, rng)
 
         if (self.anchors == "kmeans" and self.n_components < elems.shape[0]
                 and has_distinct_rows(elems, self.n_components)):
@@ -562,7 +562,7 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
                   f"{self.relative_bandwidth_} x scale = {self.bandwidth_:.4g} "
                   f"({'chosen on y' if self.selection_scores_ else 'fixed defaults'})")
         self._set_anchors(anchors)
-        self.counts_ = data.scale * center_counts(self.anchors_, elems, w)
+        self.counts_ = data.scale * unit * center_counts(self.anchors_, elems, w)
         self.n_steps_ = 1
         self._fitted_kmers = self._kmers_key(self._width, self._dilation)
         return self
@@ -601,11 +601,11 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         self._check_warm_params()
         data = self._training_elements(X, sample_weight, element_weight, fitting=False)
         self._check_y(y, data.coll)  # checked as fit checks it, though a later call does not use it
-        elems, w = self._anchor_elements(data.raw, data.weights, data.window, data.lengths,
+        elems, w, unit = self._anchor_elements(data.raw, data.weights, data.window, data.lengths,
                                          step_rng(self.random_state, self.n_steps_))
         if self.anchors == "kmeans" and len(elems):
             anchors, self.counts_ = minibatch_kmeans_step(
-                self.anchors_, self.counts_, elems, data.scale * (np.ones(len(elems)) if w is None
+                self.anchors_, self.counts_, elems, data.scale * unit * (np.ones(len(elems)) if w is None
                                                                   else w))
             self._set_anchors(anchors)
         self.n_steps_ += 1

@@ -305,3 +305,15 @@ def test_unnamed_columns_and_missing_booleans_are_named():
         sets_from_frame(flags, by="sid")
     flags.loc[1, "flag"] = True
     assert sets_from_frame(flags, by="sid")[0][0][:, 0].tolist() == [1.0, 1.0]
+
+
+def test_a_missing_value_of_a_nullable_column_is_named_as_nan():
+    """A pandas ``Int64`` / ``Float64`` column holding ``NA`` in a set given as a frame: the
+    NaN error that ``sets_from_frame`` gives (a TypeError said the values were not numeric)."""
+    pd = pytest.importorskip("pandas")
+    ok = pd.DataFrame({"u": pd.array([1, 2, 3], dtype="Int64"), "v": [0.1, 0.2, 0.3]})
+    for dtype in ("Int64", "Float64"):
+        bad = pd.DataFrame({"u": pd.array([1, None, 3], dtype=dtype), "v": [0.1, 0.2, 0.3]})
+        with pytest.raises(ValueError, match="set 1 contains NaN"):
+            NystromFeatures(2, random_state=0).fit([ok, bad])
+    assert len(NystromFeatures(2, random_state=0).fit_transform([ok, ok])) == 2

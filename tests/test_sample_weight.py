@@ -335,3 +335,29 @@ def test_metadata_routing_requests_sample_weight(est):
         pipe = make_pipeline(clone(requested)).fit(X, y, sample_weight=w)
         np.testing.assert_array_equal(_out(pipe, X),
                                       _out(clone(est).fit(X, y, sample_weight=w), X))
+
+
+def test_stream_counts_are_in_the_units_of_every_element():
+    """``counts_`` (the weight a stream's later chunks are measured against) counts every
+    element in the units of the weights: a reference of several whose sets all weigh 0.5 of the
+    largest counted them as 1 each (48 for 24), and a fit whose elements were sampled
+    (``max_samples``) counted the sample (50 for 200 elements)."""
+    from skset import NystromFeatures, OTKEmbedding
+
+    rng = np.random.RandomState(0)
+    X = [rng.randn(8, 2) + 5 * (i % 2) for i in range(6)]
+    sw = np.array([2.0, 1, 1, 1, 1, 1])
+    P = {"n_supports": 2, "n_references": 2, "random_state": 0, "dtype": "float64"}
+    m = OTKEmbedding(**P).fit(X, sample_weight=sw)
+    np.testing.assert_allclose(m.counts_.sum(1), [8 * sw[m.assignments_ == r].sum() for r in range(2)])
+    np.testing.assert_allclose(OTKEmbedding(**P).fit([X[0], *X]).counts_, m.counts_)
+    a = OTKEmbedding(**P).fit(X[:4]).partial_fit(X, sample_weight=sw)
+    b = OTKEmbedding(**P).fit(X[:4]).partial_fit([X[0], *X])
+    np.testing.assert_allclose(a.references_, b.references_, atol=1e-12)
+    big = [rng.randn(50, 2) for _ in range(4)]
+    for est in (NystromFeatures(n_components=3, max_samples=50, window=1, random_state=0),
+                OTKEmbedding(n_supports=3, max_samples=50, random_state=0)):
+        est.fit(big)
+        assert est.counts_.sum() == pytest.approx(200.0)
+        est.partial_fit([rng.randn(50, 2)])
+        assert est.counts_.sum() == pytest.approx(250.0)

@@ -35,9 +35,10 @@ __all__ = ["barycenter", "barycentric_targets", "fit_references", "kmeans_elemen
 
 # -- one reference -------------------------------------------------------------------------------
 def kmeans_elements(otk, sets, rng, weights=None):
-    """``(elements, weights)`` of ``sets`` a k-means sees (weight-0 elements left out, at most
-    ``otk.max_samples``, ``"auto"`` resolved by :func:`skset._weighting.resolve_max_samples`);
-    ``weights``: one 1-D array of element weights per set, or ``None``."""
+    """``(elements, weights, unit)`` of ``sets`` a k-means sees (weight-0 elements left out, at
+    most ``otk.max_samples``, ``"auto"`` resolved by :func:`skset._weighting.resolve_max_samples`;
+    ``unit``: their counts' factor, :func:`skset._weighting.sample_elements`); ``weights``: one
+    1-D array of element weights per set, or ``None``."""
     elems = np.concatenate(sets, axis=0)
     max_samples = resolve_max_samples(otk.max_samples, elems.shape[1], otk.n_supports_)
     return sample_elements(elems, None if weights is None else np.concatenate(weights),
@@ -47,7 +48,7 @@ def kmeans_elements(otk, sets, rng, weights=None):
 def kmeans_reference(otk, sets, rng, weights=None) -> np.ndarray:
     """k-means centres (``otk.n_supports_`` of them) of the elements of ``sets``; ``weights``:
     one 1-D array of element weights per set (elements of weight 0 are left out), or ``None``."""
-    elems, w = kmeans_elements(otk, sets, rng, weights)
+    elems, w, _ = kmeans_elements(otk, sets, rng, weights)
     p = otk.n_supports_  # at most the distinct elements of all training sets (fit)
     step = 4 * p
     if count_distinct((elems[i:i + step] for i in range(0, len(elems), step)), p) < p:
@@ -192,8 +193,9 @@ def reference_counts(otk, sets, masses, sw, assign, rng) -> np.ndarray:
         if otk.fit_method == "wasserstein":
             counts[r] = len(m_sets) if m_sw is None else m_sw.sum()
         else:
-            elems, w = kmeans_elements(otk, m_sets, rng, kmeans_weights(m_sets, m_masses, m_sw))
-            counts[r] = center_counts(shifted(otk, otk.references_[r], -1), elems, w)
+            elems, w, unit = kmeans_elements(otk, m_sets, rng,
+                                             kmeans_weights(m_sets, m_masses, m_sw))
+            counts[r] = unit * center_counts(shifted(otk, otk.references_[r], -1), elems, w)
     return counts
 
 
@@ -225,9 +227,10 @@ def update_references(otk, X, sample_weight, element_weight):
             refs[r] = running_mean(refs[r], counts[r], to_numpy(acc) / total, scale * total)
             counts[r] += scale * total
         else:
-            elems, w = kmeans_elements(otk, m_sets, rng, kmeans_weights(m_sets, m_masses, m_sw))
+            elems, w, unit = kmeans_elements(otk, m_sets, rng,
+                                             kmeans_weights(m_sets, m_masses, m_sw))
             refs[r], counts[r] = minibatch_kmeans_step(
-                refs[r], counts[r], elems, scale * (np.ones(len(elems)) if w is None else w))
+                refs[r], counts[r], elems, scale * unit * (np.ones(len(elems)) if w is None else w))
     refs = shifted(otk, refs, 1).astype(otk.references_.dtype)  # in the input space
     new_t = reference_tensor(otk, refs)
     batch = scale * (len(sets) if sw is None else float(sw.sum()))
