@@ -31,7 +31,7 @@ from ._sets import check_element_weights, kmer_windows
 
 __all__ = ["count_distinct", "drop_zero_weight", "element_masses", "kmeans_weights", "kmer_weights",
            "positive_rows", "positive_sets", "resolve_max_samples", "sample_elements", "set_totals",
-           "weighted_mean_std"]
+           "spanned_masses", "weighted_mean_std"]
 
 
 def drop_zero_weight(sample_weight: np.ndarray | None):
@@ -99,6 +99,29 @@ def element_masses(element_weight, sets, name: str) -> list[np.ndarray] | None:
     if masses is None or all(np.all(m == m[0]) for m in masses):
         return None
     return masses
+
+
+def spanned_masses(element_weight, sets):
+    """``element_weight`` given per element of sequences that a k-mer map upstream (a
+    ``NystromFeatures`` with a window, before an ``OTKEmbedding`` in a pipeline) turned into
+    ``sets`` of k-mers: when every set has the same ``span - 1`` masses more than rows (a set
+    shorter than the span: one row), each k-mer's mass is the mean of the masses of the ``span``
+    elements it covers (of every element, for a shorter set); otherwise as given (the checks
+    then name a mismatch)."""
+    if element_weight is None:
+        return element_weight
+    try:
+        masses = [np.asarray(w, dtype=np.float64) for w in element_weight]
+    except (TypeError, ValueError):
+        return element_weight
+    rows = [s.shape[0] for s in sets]
+    if len(masses) != len(sets) or any(m.ndim != 1 for m in masses):
+        return element_weight
+    extra = {len(m) - r for m, r in zip(masses, rows, strict=True) if r > 1}
+    span = extra.pop() + 1 if len(extra) == 1 else 1
+    if span < 2 or any(r == 1 and len(m) > span for m, r in zip(masses, rows, strict=True)):
+        return element_weight
+    return [m[None].mean(1) if len(m) < span else kmer_weights([m], span)[0] for m in masses]
 
 
 def kmer_weights(weights: list[np.ndarray], window: int, dilation: int = 1) -> list[np.ndarray]:

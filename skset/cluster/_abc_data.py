@@ -117,7 +117,8 @@ def standardization(elements: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if not np.isfinite(rms):
         raise ValueError("X: the elements' variance overflows (values of magnitude "
                          f"{np.abs(elements).max():.3g}); rescale the data.")
-    return elements.mean(0), np.full(elements.shape[1], rms if rms > 1e-12 else 1.0)
+    top = float(np.abs(elements).max(initial=0.0))  # constant: rounding noise of the values
+    return elements.mean(0), np.full(elements.shape[1], rms if rms > 1e-12 * top else 1.0)
 
 
 def check_training_data(X, y, *, instance_size: int, instance_n_clusters) -> TrainingData:

@@ -25,7 +25,7 @@ from .._streaming import PARTIAL_FIT_WEIGHTS_DOC, weight_scale
 from .._threads import user_stacklevel
 from .._torch import map_on_threads, resolve_dtype, split_for_threads
 from .._validation import NON_NEGATIVE, POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, check_sample_weight
-from .._weighting import count_distinct, drop_zero_weight, element_masses
+from .._weighting import count_distinct, drop_zero_weight, element_masses, spanned_masses
 from ..nn.otk import POSITION_MODES, OTKLayer, _zeroed_embed, embedding_output, otk_plans, zero_column
 from ._offset import (
     check_offset_plans,
@@ -361,8 +361,8 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         return otk_plans(X, M, references, weights=W, **self._otk_settings(positions))
 
     def _check_masses(self, element_weight, sets):
-        """The normalised element masses (one 1-D array per set), ``None`` when all uniform."""
-        return element_masses(element_weight, sets, type(self).__name__)
+        """Normalised masses, one 1-D array a set (None: uniform); a k-mer map's: spanned_masses."""
+        return element_masses(spanned_masses(element_weight, sets), sets, type(self).__name__)
 
     def _raw_embed(self, sets, references: torch.Tensor, masses=None, *,
                    position_sigma="fitted") -> np.ndarray:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .._map_selection import constant_below
 from .._sets import to_numpy
 from .._weighting import weighted_mean_std
 from ._heads import fit_logistic_head, fit_multilabel_logistic_head, fit_ridge_head, ridge_loo_alpha
@@ -38,8 +39,9 @@ def fit_pooled_skip(est, module, data) -> None:
     Z = est._predict_batches(sets, lambda m, X_, M_: m.skip.features(X_, M_), module)
     weight = data.weights_of(tr)
     w = None if weight is None else to_numpy(weight).astype(np.float64)
-    shift, std = weighted_mean_std(to_numpy(Z).astype(np.float64), w)
-    scale = np.where(std > 1e-12 * max(1.0, float(np.abs(shift).max())), std, 1.0)
+    Zn = to_numpy(Z).astype(np.float64)
+    shift, std = weighted_mean_std(Zn, w)
+    scale = np.where(constant_below(std, np.abs(Zn).max(0)), 1.0, std)  # relative to each feature
     with torch.no_grad():
         skip.shift.copy_(torch.as_tensor(shift, device=skip.shift.device))
         skip.scale.copy_(torch.as_tensor(scale, device=skip.scale.device))

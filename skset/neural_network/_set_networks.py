@@ -13,6 +13,7 @@ import contextlib
 import numpy as np
 import torch
 
+from .._map_selection import constant_below
 from .._sets import iter_packed
 from .._validation import POSITIVE_INT, Boolean, Integer, Real
 from .._weighting import weighted_mean_std
@@ -68,8 +69,9 @@ class _BaseSetNetwork(NetworkKmers, SetNetworkEstimator):
                 ew = None if sample_weight is None else np.repeat(
                     sample_weight, [s.shape[0] for s in sets])
                 self.mean_, std = weighted_mean_std(E, ew)
-                tiny = 1e-12 * max(1.0, float(np.abs(E).max()))
-                self.scale_ = np.where(std > tiny, std, 1.0)
+                # constant: a spread within rounding of the feature's own magnitude (features
+                # near 1e-13 are standardised too: an absolute floor had left them as they were)
+                self.scale_ = np.where(constant_below(std, np.abs(E).max(0)), 1.0, std)
             else:
                 d = sets[0].shape[1]
                 self.mean_, self.scale_ = np.zeros(d), np.ones(d)

@@ -104,6 +104,12 @@ class SetClassifierMixin(ClassifierMixin):
         ``(n_sets, n_labels)``, the probability of each label, the sigmoid of its logit)."""
         return self._predict_proba(X)
 
+    def predict_log_proba(self, X, **kwargs) -> np.ndarray:
+        """The log of :meth:`predict_proba` (as scikit-learn's ``MLPClassifier``); keyword
+        arguments go to it (``element_weight`` of the OTK classifier)."""
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X, **kwargs))
+
     def predict(self, X) -> np.ndarray:
         """The most probable class of each set (multi-label: the indicator matrix ``(n_sets,
         n_labels)`` of the labels of probability above 0.5, in the dtype of the ``y`` fitted)."""

@@ -44,7 +44,7 @@ import torch
 from torch import nn
 
 from ..ot import position_log_weights, position_weights, sinkhorn
-from ..ot._common import _check_nonempty, _check_weights, _similarity
+from ..ot._common import _check_finite_rows, _check_nonempty, _check_weights, _similarity
 from ..ot._compiled import try_embed
 from ._masks import as_mask
 from .attention import _zero_padding
@@ -99,7 +99,9 @@ def otk_plans(
     if mask is None:
         mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
     # padded rows may hold anything (NaN, inf): zeroed by a select, not a product (NaN * 0 = NaN)
-    return _zeroed_plans(_zero_padding(x, mask), mask, references, epsilon=epsilon,
+    x = _zero_padding(x, mask)
+    _check_finite_rows(x, mask, "x")  # real rows must be finite: named, not a NaN plan
+    return _zeroed_plans(x, mask, references, epsilon=epsilon,
                          sinkhorn_iter=sinkhorn_iter, position_sigma=position_sigma,
                          method=method, sinkhorn_tol=sinkhorn_tol, position_mode=position_mode,
                          weights=weights, reg_m=reg_m)
@@ -176,7 +178,9 @@ def otk_embed(
     if mask is None:
         mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
     # padded rows may hold anything: zeroed once, for the plans and for P^T x (NaN * 0 = NaN)
-    return _zeroed_embed(_zero_padding(x, mask), mask, references, epsilon=epsilon,
+    x = _zero_padding(x, mask)
+    _check_finite_rows(x, mask, "x")  # real rows must be finite: named, not a NaN embedding
+    return _zeroed_embed(x, mask, references, epsilon=epsilon,
                          sinkhorn_iter=sinkhorn_iter, position_sigma=position_sigma,
                          method=method, sinkhorn_tol=sinkhorn_tol, position_mode=position_mode,
                          weights=weights, reg_m=reg_m, compile=compile)
@@ -410,10 +414,13 @@ def normalize_rows(z: torch.Tensor, floor: torch.Tensor | None = None) -> torch.
     centred embeddings); with ``floor (B,)``, a row whose norm is not above its floor (noise of
     the computation, :func:`noise_floor`) becomes 0 instead of noise scaled up."""
     norm = torch.linalg.vector_norm(z, dim=1, keepdim=True)
+    # relative to the dtype, not 1e-12: rows of features near 1e-14 are rescaled too (they had
+    # been shrunk); the clamp only keeps sqrt(D) / norm finite
+    target = math.sqrt(z.shape[1])
+    factor = target / norm.clamp_min(2.0 * target / torch.finfo(z.dtype).max)
     if floor is None:
-        return z * (math.sqrt(z.shape[1]) / norm.clamp_min(1e-12))
-    return z * torch.where(norm > floor.unsqueeze(1),
-                           math.sqrt(z.shape[1]) / norm.clamp_min(1e-12), 0.0)
+        return z * factor
+    return z * torch.where(norm > floor.unsqueeze(1), factor, 0.0)
 
 
 def embedding_output(raw: torch.Tensor, center: torch.Tensor, shape, *, normalize: bool = True,

@@ -38,6 +38,27 @@ def _check_nonempty(mask: torch.Tensor) -> None:
                          "every set needs at least one (leave empty sets out of the batch)")
 
 
+def _check_finite_rows(t: torch.Tensor, mask: torch.Tensor, what: str,
+                       allow_neg_inf: bool = False) -> None:
+    """A ``ValueError`` naming the sets whose real rows of ``t (B, n, k)`` hold NaN or infinity
+    (``allow_neg_inf``: -inf, a forbidden pair of a similarity, is allowed), which would make
+    their plans NaN silently. One reduction when every value is finite; not while tracing."""
+    if _tracing():
+        return
+    t = t.detach()
+    total = torch.where(mask.unsqueeze(-1), t, torch.zeros((), dtype=t.dtype, device=t.device)).sum()
+    if bool(torch.isfinite(total)) or (allow_neg_inf and float(total) == -math.inf):
+        return
+    bad = t.isnan() | (t == math.inf) | (~torch.isfinite(t) if not allow_neg_inf else False)
+    bad = (bad & mask.unsqueeze(-1)).flatten(1).any(1)
+    if bool(bad.any()):
+        sets = bad.nonzero().squeeze(1).tolist()
+        raise ValueError(f"{what} of set {', '.join(map(str, sets[:5]))}"
+                         f"{', ...' if len(sets) > 5 else ''} of the batch holds NaN or "
+                         f"{'+inf' if allow_neg_inf else 'infinity'} on a real element: its plan "
+                         "would be NaN (padded rows may hold anything; real ones must be finite)")
+
+
 def _check_weights(weights, mask: torch.Tensor, similarity: torch.Tensor):
     """The normalised masses ``a (B, n)`` (0 on pads) of ``weights``, or ``None`` for uniform.
 

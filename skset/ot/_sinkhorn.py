@@ -14,6 +14,7 @@ import torch
 from ._common import (
     _CHECK_EVERY,
     _METHODS,
+    _check_finite_rows,
     _check_nonempty,
     _check_weights,
     _relaxation,
@@ -59,13 +60,15 @@ def _check(similarity: torch.Tensor, mask, epsilon: float, n_iter):
     if not (isinstance(n_iter, numbers.Integral) and not isinstance(n_iter, bool) and n_iter >= 1):
         raise ValueError(f"n_iter must be a positive integer, got {n_iter!r}")
     if mask is None:
-        return torch.ones(similarity.shape[:2], dtype=torch.bool, device=similarity.device)
-    mask = torch.as_tensor(mask, device=similarity.device)
-    if mask.shape != similarity.shape[:2]:
-        raise ValueError(f"mask shape {tuple(mask.shape)} does not match similarity "
-                         f"{tuple(similarity.shape[:2])}")
-    mask = mask.to(torch.bool)
-    _check_nonempty(mask)
+        mask = torch.ones(similarity.shape[:2], dtype=torch.bool, device=similarity.device)
+    else:
+        mask = torch.as_tensor(mask, device=similarity.device)
+        if mask.shape != similarity.shape[:2]:
+            raise ValueError(f"mask shape {tuple(mask.shape)} does not match similarity "
+                             f"{tuple(similarity.shape[:2])}")
+        mask = mask.to(torch.bool)
+        _check_nonempty(mask)
+    _check_finite_rows(similarity, mask, "similarity", allow_neg_inf=True)
     return mask
 
 

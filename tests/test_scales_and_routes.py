@@ -1,0 +1,111 @@
+"""Tiny feature scales, non-finite real elements in the engine, element masses through a k-mer
+pipeline, and ``predict_log_proba``. Each test failed before its fix."""
+
+import warnings
+
+import numpy as np
+import pytest
+import sklearn
+import torch
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import Pipeline
+
+from skset import (
+    DeepSetsClassifier,
+    DeepSetsRegressor,
+    NystromFeatures,
+    OTKClassifier,
+    OTKEmbedding,
+    SetTransformerClassifier,
+    SetTransformerRegressor,
+)
+from skset.nn import otk_embed, otk_plans
+from skset.ot import sinkhorn
+
+
+@pytest.fixture(autouse=True)
+def _quiet():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def _sets(n=12, scale=1.0, seed=0):
+    rng = np.random.default_rng(seed)
+    return [scale * rng.normal(size=(int(rng.integers(4, 8)), 3)) for _ in range(n)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_normalized_otk_rows_have_their_norm_at_any_scale(dtype):
+    """Rows of features near 1e-14 are rescaled to norm sqrt(D) like any others (an absolute
+    clamp of 1e-12 had shrunk them: norms 0.012-0.024 for 3)."""
+    for scale in (1.0, 1e-14):
+        Z = OTKEmbedding(n_supports=3, dtype=dtype, random_state=0).fit_transform(_sets(scale=scale))
+        np.testing.assert_allclose(np.linalg.norm(Z, axis=1), np.sqrt(Z.shape[1]), rtol=1e-4)
+
+
+@pytest.mark.parametrize("cls", [SetTransformerRegressor, DeepSetsRegressor])
+def test_networks_standardise_tiny_features(cls):
+    """Features near 1e-13 are standardised as ``NystromFeatures`` does (an absolute floor had
+    left them as they were: the network saw constant inputs)."""
+    X = _sets(scale=1e-13)
+    y = np.array([s[:, 0].mean() for s in X]) * 1e13
+    est = cls(max_iter=1, window=1, random_state=0, device="cpu").fit(X, y)
+    nf = NystromFeatures(4, window=1, random_state=0).fit(X)
+    np.testing.assert_allclose(est.scale_, nf.scale_, rtol=1e-5)
+    assert np.ptp(est.predict(X)) > 1e-4
+
+
+def test_non_finite_real_elements_are_named_by_the_engine():
+    """A real element of NaN or infinity (``sinkhorn``'s similarity, ``otk_embed``'s ``x``) is
+    named, not a silent NaN plan; -inf similarities (forbidden pairs) and padding stay allowed."""
+    K = torch.randn(3, 4, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    mask = torch.ones(3, 4, dtype=torch.bool)
+    mask[2, 3] = False
+    K[2, 3, 0] = float("nan")  # padding: anything
+    K[1, 0, 1] = -float("inf")
+    assert torch.isfinite(sinkhorn(K, mask, epsilon=0.5, n_iter=20)[:, :3]).all()
+    for bad in (float("inf"), float("nan")):
+        K2 = K.clone()
+        K2[0, 1, 2] = bad
+        for method in ("auto", "log", "exp"):
+            with pytest.raises(ValueError, match="similarity of set 0 of the batch holds NaN"):
+                sinkhorn(K2, mask, epsilon=0.5, n_iter=20, method=method)
+    x = torch.randn(2, 4, 3, dtype=torch.float64)
+    x[1, 2, 0] = float("inf")
+    refs = torch.randn(1, 2, 3, dtype=torch.float64)
+    for fn in (otk_embed, otk_plans):
+        with pytest.raises(ValueError, match="x of set 1 of the batch holds NaN or infinity"):
+            fn(x, None, refs, epsilon=0.5)
+    assert torch.isfinite(otk_embed(x, torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]]), refs,
+                                    epsilon=0.5)).all()
+
+
+def test_element_masses_reach_the_embedding_of_a_kmer_pipeline():
+    """The README's pipeline with element masses routed to ``OTKEmbedding`` while
+    ``NystromFeatures`` reads k-mers: each k-mer weighs the mean of its elements' masses (the
+    masses of ``n_i`` elements were refused for sets of ``n_i - window + 1`` k-mers)."""
+    rng = np.random.default_rng(0)
+    X = [np.cumsum(rng.normal(size=(10, 1)), 0) * (1 if i % 2 else -1) for i in range(30)]
+    y = np.arange(30) % 2
+    masses = [rng.uniform(0.5, 1.5, size=10) for _ in X]
+    with sklearn.config_context(enable_metadata_routing=True):
+        pipe = Pipeline([
+            ("nys", NystromFeatures(8, window=3, random_state=0).set_fit_request(element_weight=False)),
+            ("otk", OTKEmbedding(n_supports=3, random_state=0)
+             .set_fit_request(element_weight=True).set_transform_request(element_weight=True)),
+            ("clf", LogisticRegression())]).fit(X, y, element_weight=masses)
+        proba = pipe.predict_proba(X, element_weight=masses)
+    feats = pipe[0].transform(X)
+    kmer = [np.convolve(m, np.ones(3) / 3, mode="valid") for m in masses]
+    direct = pipe[1].transform(feats, element_weight=kmer)
+    np.testing.assert_allclose(pipe[2].predict_proba(direct), proba, atol=1e-10)
+    assert not np.allclose(pipe[1].transform(feats), direct)
+
+
+@pytest.mark.parametrize("cls", [OTKClassifier, DeepSetsClassifier, SetTransformerClassifier])
+def test_predict_log_proba_is_the_log_of_predict_proba(cls):
+    X, y = _sets(20), np.arange(20) % 2
+    kw = {"n_components": 4, "n_supports": 2} if cls is OTKClassifier else {"hidden_size": 4}
+    est = cls(**kw, max_iter=1, random_state=0, device="cpu").fit(X, y)
+    np.testing.assert_allclose(est.predict_log_proba(X), np.log(est.predict_proba(X)))
