@@ -197,7 +197,8 @@ class SksetEstimator(BaseEstimator):
         target = torch.device("cpu")
         if dev is not None:
             dev = torch.device(dev)
-            available = dev.type == "cpu" or (dev.type == "cuda" and torch.cuda.is_available())
+            available = dev.type == "cpu" or (dev.type == "cuda" and torch.cuda.is_available() and (
+                dev.index is None or dev.index < torch.cuda.device_count()))  # cuda:1 on one GPU
             if available:
                 target = dev
             else:

@@ -43,6 +43,9 @@ def resolve_device(device) -> torch.device:
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device={device!r} was requested but CUDA is not available; use "
                          "device='auto' or 'cpu'.")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ValueError(f"device={device!r} was requested but this machine has "
+                         f"{torch.cuda.device_count()} CUDA device(s); use 'cuda' or 'auto'.")
     if dev.type == "mps" and not torch.backends.mps.is_available():
         raise ValueError(f"device={device!r} was requested but MPS is not available.")
     if dev.type == "meta":  # tensors of shapes without values: nothing to fit or transform

@@ -27,7 +27,7 @@ import dataclasses
 
 import numpy as np
 
-from ._sets import check_element_weights, kmer_windows
+from ._sets import check_element_weights, kmer_windows, to_numpy
 
 __all__ = ["count_distinct", "drop_zero_weight", "element_masses", "kmeans_weights", "kmer_weights",
            "positive_rows", "positive_sets", "resolve_max_samples", "sample_elements", "set_totals",
@@ -106,22 +106,30 @@ def spanned_masses(element_weight, sets):
     ``NystromFeatures`` with a window, before an ``OTKEmbedding`` in a pipeline) turned into
     ``sets`` of k-mers: when every set has the same ``span - 1`` masses more than rows (a set
     shorter than the span: one row), each k-mer's mass is the mean of the masses of the ``span``
-    elements it covers (of every element, for a shorter set); otherwise as given (the checks
-    then name a mismatch)."""
+    elements it covers (of every element, for a set of one k-mer; over the whole span for
+    dilated k-mers, whose dilation the embedding does not know); otherwise as given (the
+    checks then name a mismatch)."""
     if element_weight is None:
         return element_weight
     try:
-        masses = [np.asarray(w, dtype=np.float64) for w in element_weight]
+        masses = [np.asarray(to_numpy(w) if hasattr(w, "detach") else w, dtype=np.float64)
+                  for w in element_weight]  # tensors on a GPU too
     except (TypeError, ValueError):
         return element_weight
     rows = [s.shape[0] for s in sets]
     if len(masses) != len(sets) or any(m.ndim != 1 for m in masses):
         return element_weight
-    extra = {len(m) - r for m, r in zip(masses, rows, strict=True) if r > 1}
-    span = extra.pop() + 1 if len(extra) == 1 else 1
-    if span < 2 or any(r == 1 and len(m) > span for m, r in zip(masses, rows, strict=True)):
+    if all(len(m) == r for m, r in zip(masses, rows, strict=True)):
         return element_weight
-    return [m[None].mean(1) if len(m) < span else kmer_weights([m], span)[0] for m in masses]
+    extra = {len(m) - r for m, r in zip(masses, rows, strict=True) if r > 1}
+    if len(extra) > 1 or (extra and min(extra) < 1):
+        return element_weight
+    span = extra.pop() + 1 if extra else max(len(m) for m in masses)  # every set one k-mer
+    if any(r == 1 and len(m) > span for m, r in zip(masses, rows, strict=True)):
+        return element_weight
+    # a set of one k-mer (as long as the span, or shorter): the mean of all its masses
+    return [m[None].mean(1) if r == 1 else kmer_weights([m], span)[0]
+            for m, r in zip(masses, rows, strict=True)]
 
 
 def kmer_weights(weights: list[np.ndarray], window: int, dilation: int = 1) -> list[np.ndarray]:

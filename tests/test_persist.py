@@ -433,3 +433,21 @@ def test_numpy_strings_in_parameters_and_fitted_state_round_trip():
     loaded = skset.load(buf)
     np.testing.assert_array_equal(loaded.predict_proba(X), est.predict_proba(X))
     assert loaded.get_params()["class_weight"] == {"cat": 1.0, "dog": 3.0}
+
+
+def test_a_model_fitted_on_a_gpu_index_this_machine_lacks_loads_on_the_cpu(monkeypatch):
+    """A model fitted on ``cuda:1`` unpickled where CUDA has one device: loaded on the CPU with
+    the warning (it kept ``cuda:1`` and failed at the first tensor moved there), and
+    ``device="cuda:3"`` there is refused by name, not by torch inside ``fit``."""
+    fitted = _fit(ESTIMATORS[0])
+    _set_device(fitted, "cuda:1")
+    blob = pickle.dumps(fitted)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.warns(UserWarning, match="not available here; it is loaded on the CPU"):
+        loaded = pickle.loads(blob)
+    assert loaded.device_ == torch.device("cpu")
+    from skset._torch import resolve_device
+
+    with pytest.raises(ValueError, match="has 1 CUDA device"):
+        resolve_device("cuda:3")

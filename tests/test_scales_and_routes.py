@@ -109,3 +109,55 @@ def test_predict_log_proba_is_the_log_of_predict_proba(cls):
     kw = {"n_components": 4, "n_supports": 2} if cls is OTKClassifier else {"hidden_size": 4}
     est = cls(**kw, max_iter=1, random_state=0, device="cpu").fit(X, y)
     np.testing.assert_allclose(est.predict_log_proba(X), np.log(est.predict_proba(X)))
+
+
+def test_labels_classes_and_masses_given_as_tensors_are_read_on_the_host():
+    """Tensors on a GPU (emulated: a tensor whose numpy conversion raises as a CUDA one's does,
+    until ``.cpu()``) as instance labels of ``ABCClusterer``'s checks, as ``classes=``, and as element
+    masses after a k-mer map are moved to the host first (numpy's conversion raised, or the
+    masses were left unspanned)."""
+    from skset._weighting import spanned_masses
+    from skset.cluster._abc_data import check_instance_labels, check_pool_labels
+    from skset.neural_network._targets import encode_class_targets
+
+    def on_device(a):  # a tensor whose numpy conversion goes through .cpu() only
+        t = torch.as_tensor(np.asarray(a))
+
+        class Remote(torch.Tensor):
+            def __array__(self, *args, **kwargs):
+                raise TypeError("can't convert cuda:0 device type tensor to numpy")
+
+            def numpy(self, *args, **kwargs):
+                raise TypeError("can't convert cuda:0 device type tensor to numpy")
+
+            def cpu(self, *args, **kwargs):  # the copy to the host: a plain tensor
+                return self.as_subclass(torch.Tensor)
+
+        return t.as_subclass(Remote)
+
+    sets = [np.zeros((3, 2)), np.zeros((4, 2))]
+    out = check_instance_labels([on_device([0, 1, 1]), on_device([1, 1, 0, 0])], sets)
+    assert [o.tolist() for o in out] == [[0, 1, 1], [1, 1, 0, 0]]
+    assert check_pool_labels(on_device([0, 1, 0, 2]), 4)[1].tolist() == [0, 1, 0, 2]
+    enc = encode_class_targets(np.array([0, 1, 1]), 3, True, on_device([0, 1, 2]), name="C")
+    assert enc.fitted["classes_"].tolist() == [0, 1, 2]
+    spanned = spanned_masses([on_device(np.ones(6)), on_device(np.ones(5))],
+                             [np.zeros((4, 1)), np.zeros((3, 1))])
+    assert [len(m) for m in spanned] == [4, 3]
+
+
+def test_spanned_masses_of_sets_of_one_kmer_and_a_zero_rows_gradient():
+    """Sets no longer than the span (one k-mer each, the whole batch) take the mean of their
+    masses (they were refused when no set of the batch was longer); a centred row of zeros
+    trained without a floor keeps a gradient Adam can square in float32 (1e37 had frozen the
+    parameter)."""
+    from skset._weighting import spanned_masses
+    from skset.nn.otk import normalize_rows
+
+    out = spanned_masses([np.array([1.0, 2.0, 3.0]), np.array([4.0, 6.0])],
+                         [np.zeros((1, 2)), np.zeros((1, 2))])
+    assert [m.tolist() for m in out] == [[2.0], [5.0]]
+    w = torch.nn.Parameter(torch.ones(3))
+    z = (w - torch.ones(3)).unsqueeze(0)  # a row exactly at the centre
+    normalize_rows(z).sum().backward()
+    assert torch.isfinite(w.grad.square()).all()

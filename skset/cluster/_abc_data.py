@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from .. import _instances  # through the module: tests spy on its sampler
-from .._sets import check_sets, length_batches, missing_labels, pack
+from .._sets import check_sets, length_batches, missing_labels, pack, to_numpy
 from .._torch import make_generator
 from ..neural_network._training import split_validation
 
@@ -45,7 +45,7 @@ def check_instance_labels(y, sets, name: str = "y") -> list[np.ndarray]:
                          "one label array per instance.")
     out = []
     for i, (lab, s) in enumerate(zip(y, sets, strict=True)):
-        lab = np.asarray(lab)
+        lab = np.asarray(to_numpy(lab) if isinstance(lab, torch.Tensor) else lab)  # on a GPU too
         if lab.ndim != 1:
             raise ValueError(f"{name}: the labels of instance {i} must be 1-D, got shape "
                              f"{lab.shape}.")
@@ -65,7 +65,7 @@ def check_pool_labels(y, n_elements: int) -> tuple[np.ndarray, np.ndarray]:
     if y is None:
         raise ValueError("y is None; a pool of elements X (N, d) needs one label per element.")
     try:
-        yp = np.asarray(y)
+        yp = np.asarray(to_numpy(y) if isinstance(y, torch.Tensor) else y)  # on a GPU too
     except ValueError:  # ragged
         yp = np.empty(0)
     if yp.ndim == 2 and yp.shape[1] == 1:  # a column of labels
@@ -236,7 +236,7 @@ class _ShuffledPasses:
         while len(take) < min(n, len(tr)):
             if self.pos >= len(self.order):
                 gen = self.generator
-                self.order = tr[torch.randperm(len(tr), generator=gen, device=gen.device).numpy()]
+                self.order = tr[torch.randperm(len(tr), generator=gen, device=gen.device).cpu().numpy()]
                 self.pos = 0
             take.append(self.order[self.pos])
             self.pos += 1

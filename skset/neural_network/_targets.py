@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn.utils.multiclass import type_of_target
 
-from .._sets import check_set_labels, dtype_name, max_abs_value
+from .._sets import check_set_labels, dtype_name, max_abs_value, to_numpy
 from .._weighting import weighted_mean_std
 from ._multilabel import class_weights, multilabel_indicator
 
@@ -60,6 +60,8 @@ def encode_class_targets(y, n_sets: int, first_fit: bool, classes=None, *, name:
     A multi-label ``y`` (:func:`multilabel_indicator`) gives the float64 indicator matrix
     ``(n_sets, n_labels)`` instead (:func:`encode_multilabel_targets`).
     """
+    if hasattr(classes, "detach"):  # a tensor, on a GPU too
+        classes = to_numpy(classes)
     Y = multilabel_indicator(y)
     if Y is not None:
         return encode_multilabel_targets(Y, n_sets, first_fit, classes, name=name,

@@ -242,7 +242,7 @@ def epoch_batches(
     lengths = np.asarray(lengths, dtype=np.int64)
     n = len(lengths)
     if shuffle:
-        perm = torch.randperm(n, generator=generator, device=generator.device).numpy()
+        perm = torch.randperm(n, generator=generator, device=generator.device).cpu().numpy()
     else:
         perm = np.arange(n)
     order = perm[np.argsort(lengths[perm], kind="stable")]
@@ -250,7 +250,7 @@ def epoch_batches(
                          sort=False)
     batches = [order[b] for b in cut]
     if shuffle and len(batches) > 1:
-        bperm = torch.randperm(len(batches), generator=generator, device=generator.device).numpy()
+        bperm = torch.randperm(len(batches), generator=generator, device=generator.device).cpu().numpy()
         batches = [batches[i] for i in bperm]
     return batches
 

@@ -414,10 +414,11 @@ def normalize_rows(z: torch.Tensor, floor: torch.Tensor | None = None) -> torch.
     centred embeddings); with ``floor (B,)``, a row whose norm is not above its floor (noise of
     the computation, :func:`noise_floor`) becomes 0 instead of noise scaled up."""
     norm = torch.linalg.vector_norm(z, dim=1, keepdim=True)
-    # relative to the dtype, not 1e-12: rows of features near 1e-14 are rescaled too (they had
-    # been shrunk); the clamp only keeps sqrt(D) / norm finite
+    # rows of features near 1e-14 are rescaled too (an absolute clamp of 1e-12 shrank them);
+    # the factor stays under 1e18, so that the gradient of a zero row (training has no floor)
+    # squared stays finite in float32 for Adam
     target = math.sqrt(z.shape[1])
-    factor = target / norm.clamp_min(2.0 * target / torch.finfo(z.dtype).max)
+    factor = target / norm.clamp_min(target * 1e-18)
     if floor is None:
         return z * factor
     return z * torch.where(norm > floor.unsqueeze(1), factor, 0.0)
