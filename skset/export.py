@@ -20,8 +20,8 @@ Outputs (names of the ONNX outputs, in order):
   ``transform``;
 * regressors: ``predict`` ``(B,)`` or ``(B, n_outputs)`` (like the estimator's) and ``transform``;
 * :class:`~skset.OTKEmbedding`: ``transform`` ``(B, n_references * n_supports * d)``;
-* :class:`~skset.NystromFeatures`: ``transform`` ``(B, n - window + 1, n_components_)`` and
-  ``transform_mask`` ``(B, n - window + 1)``, the real rows of each set.
+* :class:`~skset.NystromFeatures`: ``transform`` ``(B, n - (window - 1) * dilation,
+  n_components_)`` and ``transform_mask``, the real rows of each set.
 * :class:`~skset.DilatedKernelFeatures`: ``transform`` ``(B, n_features_out)``.
 
 OTK's Sinkhorn: the estimators run the exp-domain iterations and redo in the log domain the sets
