@@ -17,9 +17,9 @@ series and hurts others). So each parameter left at ``"auto"`` is chosen in ``fi
   lowest mean error replaces the fixed choice only when it beats it by more than noise (a paired
   t statistic over the sampled sets above ``MIN_T``); the bandwidth is chosen after the
   preprocessing, by the same rule against the preprocessing's winner;
-* without usable labels (``y=None``, one class, a class with a single set, fewer than
-  ``MIN_SETS`` sets, multi-output targets), the fixed defaults: standardise, no sphere,
-  bandwidth 0.5 times the scale.
+* without usable labels (``y=None``, one class, fewer than ``MIN_SETS`` sets, multi-output
+  targets), the fixed defaults: standardise, no sphere, bandwidth 0.5 times the scale; classes
+  of a single set are left out of the choice (the others still choose).
 
 The pooled-mean score is a proxy for what any pooling on top of the map can separate, and is
 cheap: the rule costs a few maps of at most ``MAX_SETS * MAX_PER_SET`` elements and as many SVDs
@@ -412,7 +412,8 @@ def select_element_map(sets, y, *, mean, scale, window: int, n_components: int, 
         # errors: lower is better (the incumbent's first); differences within ROUNDING of the
         # errors are none (two candidates that are one map, as standardised or not on one
         # feature, differ by rounding alone, whose t is noise: the choice followed the scale)
-        flat = ROUNDING * float(np.abs(incumbent[1]).mean())
+        # (the map runs in ``dtype``: in float32 its rounding moves an error by up to 1e-5)
+        flat = max(ROUNDING, 1000 * torch.finfo(dtype).eps) * float(np.abs(incumbent[1]).mean())
         return (best if beats(incumbent[1], best[1], MIN_T, flat=flat) else incumbent), scored
 
     # two stages: the preprocessing at the first candidate bandwidth, then the bandwidth
