@@ -513,7 +513,7 @@ OTKClassifier.__doc__ = compose_doc(
 
     The ``"auto"`` element map starts from the paper's map; where the pipeline's start chooses
     another, both initial embeddings are built and the pipeline's is kept only if a logistic
-    head on it classifies the training sets better in 5-fold cross-validation by more than noise
+    head on it classifies the training sets better in cross-validation (up to 5 folds) by more than noise
     (a paired t above 2 over the sets' hits; ``start_scores_``). ``epsilon="auto"`` is chosen by
     the same test between the paper's 0.5 and the pipeline's 0.1 (``epsilon_scores_``).
 

@@ -96,7 +96,8 @@ _CLF_EPSILON_DOC = """    epsilon : float or "auto", default="auto"
         Entropic regularisation ``epsilon`` of the transport plans. ``"auto"``: the paper's 0.5,
         unless the start embedded at the pipeline's 0.1 (:class:`OTKEmbedding`'s default)
         classifies the training sets better, by the test that chooses the start (a logistic head
-        in 5-fold cross-validation, a paired t above 2 over the sets' hits; single-label classes
+        in stratified cross-validation of up to 5 folds, as many as the smallest class has
+        sets; a paired t above 2 over the sets' hits; single-label classes
         of two sets or more; ``epsilon_``, ``epsilon_scores_``).
 """
 _REG_EPSILON_DOC = """    epsilon : float, default=0.5
