@@ -150,8 +150,8 @@ def collections(draw, d=None):
 
 
 def _outputs(est, X, method):
-    if method == "predict" and hasattr(est, "predict_proba"):
-        return [est.predict_proba(X)]
+    if method == "predict" and hasattr(est, "predict_proba"):  # predict_log_proba: its log
+        return [est.predict_proba(X), np.exp(est.predict_log_proba(X))]
     if method == "predict" and hasattr(est, "predict"):
         return [est.predict(X)]
     out = est.transform(X)

@@ -49,7 +49,7 @@ def _check_finite_rows(t: torch.Tensor, mask: torch.Tensor, what: str,
     total = torch.where(mask.unsqueeze(-1), t, torch.zeros((), dtype=t.dtype, device=t.device)).sum()
     if bool(torch.isfinite(total)) or (allow_neg_inf and float(total) == -math.inf):
         return
-    bad = t.isnan() | (t == math.inf) | (~torch.isfinite(t) if not allow_neg_inf else False)
+    bad = (t.isnan() | (t == math.inf)) if allow_neg_inf else ~torch.isfinite(t)
     bad = (bad & mask.unsqueeze(-1)).flatten(1).any(1)
     if bool(bad.any()):
         sets = bad.nonzero().squeeze(1).tolist()
