@@ -182,6 +182,20 @@ class SksetEstimator(BaseEstimator):
                 f"dtype={name!r} back, or call fit to start afresh in the new dtype.")
 
     # -- pickling ---------------------------------------------------------------------------------
+    def __getattr__(self, name):
+        """Reached only when an attribute is missing: on a model that :func:`skset.load` read
+        with ``strict_version=False`` from another skset version (``_state_version``), a fitted
+        attribute this version reads is named with where the model came from."""
+        if any(name in vars(c) for c in type(self).__mro__):  # a property that raised inside:
+            return object.__getattribute__(self, name)  # its own error, not one naming it
+        saved = vars(self).get("_state_version")
+        if saved is not None and name.endswith("_") and not name.startswith("__"):
+            raise AttributeError(
+                f"{type(self).__name__} has no fitted attribute {name!r}: it was loaded with "
+                f"strict_version=False from a file written by skset {saved}, whose fitted state "
+                "lacks what this skset version reads; refit the model with this version.")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def __getstate__(self):
         state = {k: _to_cpu(v) for k, v in self.__dict__.items()}
         if "device_" in state:

@@ -412,7 +412,9 @@ def load(path, *, strict_version: bool = True):
         The file.
     strict_version : bool, default=True
         Raise when the file was written by another skset version. ``False`` loads it anyway
-        (with a warning); the format version must match in any case.
+        (with a warning); the format version must match in any case. A fitted attribute that
+        this version reads and the file lacks then fails where it is read, with an
+        ``AttributeError`` that names the file's skset version.
 
     Returns
     -------
@@ -462,4 +464,8 @@ def load(path, *, strict_version: bool = True):
     est = payload.get("estimator")
     if not isinstance(est, dict):
         raise ValueError(f"{path!r} holds no estimator.")
-    return _decode_estimator(est, "estimator")
+    est = _decode_estimator(est, "estimator")
+    if sv != _skset_version() and "_state_version" not in vars(est):
+        # a fitted attribute this version reads and the file lacks is then named as such
+        est._state_version = str(sv)
+    return est

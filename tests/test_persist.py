@@ -269,6 +269,26 @@ def test_version_mismatch_is_a_clear_error(tmp_path):
     with pytest.warns(UserWarning, match="saved with skset 0.0.1"):
         est = skset.load(path, strict_version=False)
     assert est.transform(_data()[0]).shape[0] == 20
+    assert not hasattr(skset.load(_tampered(tmp_path, lambda p: None)), "_state_version")
+
+
+def test_attribute_missing_from_another_version_is_named(tmp_path):
+    """A file of another version that lacks a fitted attribute this version reads: the
+    AttributeError where it is read names the version (a bare one before)."""
+    def older(p):
+        p.update(skset_version="0.0.1")
+        name = next(k for k in p["estimator"]["attributes"] if k.endswith("_") and k != "device_")
+        del p["estimator"]["attributes"][name]
+        older.name = name
+    path = _tampered(tmp_path, older)
+    with pytest.warns(UserWarning, match="saved with skset 0.0.1"):
+        est = skset.load(path, strict_version=False)
+    with pytest.raises(AttributeError, match=f"{older.name}.*written by skset 0.0.1.*refit"):
+        getattr(est, older.name)
+    assert not hasattr(est, older.name)  # hasattr and getattr's default behave as before
+    assert getattr(est, "no_such_thing_", 3) == 3
+    with pytest.raises(AttributeError, match="has no attribute 'no_such'"):
+        est.no_such  # noqa: B018
     path = _tampered(tmp_path, lambda p: p.update(format_version=99))
     with pytest.raises(ValueError, match="format version 99"):
         skset.load(path)
