@@ -100,6 +100,17 @@ class SksetEstimator(BaseEstimator):
                 setattr(cls, name, scoped(method, _training_call if name in _TRAINING_METHODS
                                           else None))
 
+    def __sklearn_tags__(self):
+        """``non_deterministic`` where the model computes on a GPU (or another accelerator):
+        there a fit of one ``random_state`` agrees with another to rounding, not bit for bit
+        (CUDA's parallel sums change order); on the CPU every skset fit is repeatable."""
+        tags = super().__sklearn_tags__()
+        try:
+            tags.non_deterministic = resolve_device(self.device).type != "cpu"
+        except (AttributeError, ValueError):  # no device parameter, or one this machine lacks
+            pass
+        return tags
+
     def _check_columns(self, X, fitting: bool) -> None:
         """Sets given as data frames (a list of pandas or polars frames): on a fit, their column
         names become ``feature_names_in_`` (removed when the sets have none); a later call

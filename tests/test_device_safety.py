@@ -89,3 +89,24 @@ def test_the_check_can_fail():
     careless()  # fine with the CPU as the default device
     with torch.device("meta"), pytest.raises((RuntimeError, TypeError, NotImplementedError)):
         careless()
+
+
+@pytest.mark.parametrize("est", [NystromFeatures(), OTKEmbedding(), OTKClassifier(),
+                                 SetTransformerClassifier(), DeepSetsClassifier(),
+                                 ABCClusterer()],
+                         ids=lambda e: type(e).__name__)
+def test_non_deterministic_tag_follows_the_device(est, monkeypatch):
+    """scikit-learn's ``non_deterministic`` tag: False on the CPU (every fit repeats exactly),
+    True where the device resolves to a GPU (fits agree to rounding only); a device this
+    machine lacks leaves the tag as on the CPU (the fit names the device)."""
+    from sklearn.utils import get_tags
+
+    import skset._base
+
+    assert get_tags(est.set_params(device="cpu")).non_deterministic is False
+    monkeypatch.setattr(skset._base, "resolve_device", lambda d: torch.device("cuda"))
+    assert get_tags(est.set_params(device="cuda")).non_deterministic is True
+    monkeypatch.undo()
+    if not torch.cuda.is_available():
+        assert get_tags(est.set_params(device="cuda")).non_deterministic is False
+    assert get_tags(EigengapSpectralClustering()).non_deterministic is False  # no device: the CPU

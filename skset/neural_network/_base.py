@@ -180,11 +180,10 @@ class BaseNeuralEstimator(SksetEstimator):
     def _untrained_module(self) -> torch.nn.Module:  # pragma: no cover - every subclass writes it
         raise NotImplementedError
 
-    def __sklearn_tags__(self):  # collections of sets in, deterministic for a random_state
+    def __sklearn_tags__(self):  # collections of sets in; deterministic on the CPU (the base's)
         tags = super().__sklearn_tags__()
         tags.input_tags.two_d_array = False
         tags.input_tags.three_d_array = True
-        tags.non_deterministic = False
         return tags
 
     def _batch_cost(self, lengths: np.ndarray) -> np.ndarray:
