@@ -518,7 +518,7 @@ def check_element_weights(element_weight, lengths: Sequence[int], *,
     if element_weight is None:
         return None
     if isinstance(element_weight, torch.Tensor):
-        element_weight = element_weight.detach().cpu().numpy()
+        element_weight = to_numpy(element_weight)
     elif hasattr(element_weight, "to_numpy") and hasattr(element_weight, "columns"):  # a frame
         element_weight = element_weight.to_numpy()  # its rows, not its column labels
     if isinstance(element_weight, (str, bytes, dict)) or np.isscalar(element_weight):
@@ -537,7 +537,7 @@ def check_element_weights(element_weight, lengths: Sequence[int], *,
     for i, (w, n) in enumerate(zip(rows, lengths, strict=True)):
         where = f"{name}: set {i}"
         if isinstance(w, torch.Tensor):
-            w = w.detach().cpu().numpy()
+            w = to_numpy(w)
         if w is None:
             raise ValueError(f"{where} is None; expected a 1-D array of {n} weights, one per element.")
         try:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ._sets import to_numpy
 from ._torch import random_streams
 
 __all__ = ["center_counts", "minibatch_kmeans_step", "running_mean", "step_rng", "weight_scale"]
@@ -105,7 +106,7 @@ def weight_scale(sample_weight, n_rows: int = 1) -> float:
     if sample_weight is None:
         return 1.0
     if isinstance(sample_weight, torch.Tensor):
-        sample_weight = sample_weight.detach().cpu().numpy()
+        sample_weight = to_numpy(sample_weight)
     top = float(np.max(np.asarray(sample_weight, dtype=np.float64)))
     if not np.isfinite(top * max(n_rows, 1)):
         raise ValueError(f"sample_weight: weights up to {top:.3g} over {n_rows} elements overflow "

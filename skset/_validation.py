@@ -238,7 +238,9 @@ def check_sample_weight(sample_weight, n_samples: int, name: str, what: str = "s
     from sklearn.utils.validation import _check_sample_weight
 
     if isinstance(sample_weight, torch.Tensor):
-        sample_weight = sample_weight.detach().cpu().numpy()
+        from ._sets import to_numpy
+
+        sample_weight = to_numpy(sample_weight)
     if isinstance(sample_weight, numbers.Number) or (isinstance(sample_weight, np.ndarray)
                                                      and sample_weight.ndim == 0):
         # scikit-learn broadcasts a scalar without checking it (NaN or infinity got through)

@@ -54,7 +54,7 @@ def positive_sets(X, y, sample_weight, element_weight=None):
     valid weights as given (their scale kept: a stream counts them across calls);
     ``element_weight`` is kept as given unless it has one entry per set."""
     if hasattr(sample_weight, "detach"):  # a torch tensor
-        sample_weight = sample_weight.detach().cpu().numpy()
+        sample_weight = to_numpy(sample_weight)
     w = np.asarray(sample_weight, dtype=np.float64)
     keep = None if w.ndim == 0 else drop_zero_weight(w)[0]  # a valid scalar is positive
     if keep is None:

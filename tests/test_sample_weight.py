@@ -361,3 +361,29 @@ def test_stream_counts_are_in_the_units_of_every_element():
         assert est.counts_.sum() == pytest.approx(200.0)
         est.partial_fit([rng.randn(50, 2)])
         assert est.counts_.sum() == pytest.approx(250.0)
+
+
+def test_weights_targets_and_affinities_in_bfloat16_are_read_as_their_values():
+    """Tensors in a dtype numpy lacks (bfloat16) as ``sample_weight``, element masses, a
+    regressor's targets or a precomputed affinity are read as their float values (a torch
+    ``TypeError`` before: numpy cannot hold bfloat16)."""
+    import skset
+    from skset.cluster import EigengapSpectralClustering
+
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(int(rng.integers(3, 7)), 3)) for _ in range(12)]
+    sw = torch.tensor(rng.integers(1, 4, size=12), dtype=torch.bfloat16)  # exact in bfloat16
+    masses = [torch.ones(len(x), dtype=torch.bfloat16) * 2 for x in X]
+    est = skset.OTKEmbedding(n_supports=2, random_state=0)
+    a = clone(est).fit(X, sample_weight=sw, element_weight=masses).transform(X)
+    b = clone(est).fit(X, sample_weight=sw.double().numpy(),
+                       element_weight=[m.double().numpy() for m in masses]).transform(X)
+    np.testing.assert_array_equal(a, b)
+    y = torch.tensor(rng.normal(size=12), dtype=torch.bfloat16)
+    reg = skset.DeepSetsRegressor(max_iter=2, random_state=0)
+    np.testing.assert_array_equal(clone(reg).fit(X, y, sample_weight=sw).predict(X),
+                                  clone(reg).fit(X, y.float().numpy(), sw.float().numpy()).predict(X))
+    A = torch.tensor(np.exp(-rng.random((10, 10))), dtype=torch.bfloat16)
+    A = (A + A.T) / 2
+    esc = EigengapSpectralClustering(affinity="precomputed", random_state=0)
+    np.testing.assert_array_equal(clone(esc).fit(A).labels_, clone(esc).fit(A.double().numpy()).labels_)

@@ -22,7 +22,7 @@ Labelled = tuple[list[np.ndarray], list[np.ndarray]]
 def is_pool(X, y) -> bool:
     """Whether ``(X, y)`` is one pool of elements ``(N, d)`` with one label per element."""
     if isinstance(X, torch.Tensor):
-        X = X.detach().cpu().numpy()
+        X = to_numpy(X)
     if hasattr(X, "to_numpy") and not isinstance(X, np.ndarray):
         X = X.to_numpy()
     # a 2-D array is never a collection of instances: a pool, whatever its labels (checked by

@@ -21,7 +21,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import validate_data
 
 from .._base import SksetEstimator
-from .._sets import length_batches
+from .._sets import length_batches, to_numpy
 from .._threads import user_stacklevel
 from .._torch import CPU_CHUNK_PAIRS, map_on_threads
 from .._validation import POSITIVE, POSITIVE_INT, RANDOM_STATE
@@ -33,7 +33,7 @@ def _check_affinity(A, where: str = "affinity") -> np.ndarray:
     if hasattr(A, "toarray") and not isinstance(A, np.ndarray):
         A = A.toarray()
     if isinstance(A, torch.Tensor):
-        A = A.detach().cpu().numpy()
+        A = to_numpy(A)
     try:
         A = np.asarray(A, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -154,7 +154,7 @@ def estimate_n_clusters(affinity, max_clusters: int | None = None):
     else:
         arr = affinity
         if isinstance(arr, torch.Tensor):
-            arr = arr.detach().cpu().numpy()
+            arr = to_numpy(arr)
         if hasattr(arr, "toarray") and not isinstance(arr, np.ndarray):
             arr = arr.toarray()
         arr = np.asarray(arr)
@@ -284,6 +284,8 @@ class EigengapSpectralClustering(ClusterMixin, SksetEstimator):
         self
         """
         self._check_params()
+        if isinstance(X, torch.Tensor):  # on a GPU, or in a dtype numpy lacks (bfloat16)
+            X = to_numpy(X)
         # sparse too: a precomputed affinity is often kneighbors_graph's, and the rbf kernel and the
         # neighbour graph read sparse features (the affinity is then dense, affinity_matrix_)
         X = validate_data(self, X, dtype=np.float64, ensure_min_samples=1,

@@ -28,7 +28,7 @@ import torch
 from sklearn.utils.validation import check_is_fitted
 
 from .._base import SksetEstimator
-from .._sets import check_finite_output, check_kmer_lengths, check_sets, iter_packed, pack
+from .._sets import check_finite_output, check_kmer_lengths, check_sets, iter_packed, pack, to_numpy
 from .._torch import (
     _to_cpu,
     make_generator,
@@ -419,6 +419,8 @@ n_labels) multi-label indicators for classifiers)
     def _fit(self, X, y, sample_weight=None, side=None, *, incremental=False, classes=None):
         """:meth:`fit` (or one epoch of :meth:`partial_fit` with ``incremental``), with the
         per-set side data ``side`` of a subclass that takes some."""
+        if isinstance(y, torch.Tensor):  # targets on a GPU, or in a dtype numpy lacks (bfloat16)
+            y = to_numpy(y)
         warm = (incremental or bool(self.warm_start)) and hasattr(self, "module_")
         if warm:  # the fitted network's dtype and architecture, or nothing changes
             how = "partial_fit" if incremental else "warm_start=True"
