@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import re
 from collections.abc import Iterable, Iterator
 
 import numpy as np
@@ -88,6 +89,7 @@ def iter_transform(
     *,
     chunk_size: int = 1024,
     method: str = "transform",
+    ids=None,
 ) -> Iterator:
     """Apply a fitted estimator to a stream of sets, one chunk at a time.
 
@@ -103,6 +105,9 @@ def iter_transform(
         estimator's own batches of at most ``max_elements`` padded elements inside it).
     method : {"transform", "predict", "predict_proba", "decision_function"}, default="transform"
         The method to call on each chunk.
+    ids : sequence, optional
+        One id per set of the stream: an error that names a set (bad values, too few elements)
+        names it by its id. Default: by its position in the stream (not in its chunk).
 
     Returns
     -------
@@ -133,7 +138,30 @@ def iter_transform(
     if fn is None:
         raise TypeError(f"{type(estimator).__name__} has no method {method!r}.")
     # checked at the call, not at the first chunk: the stream itself is a generator
-    return (fn(chunk) for chunk in _chunks(sets, int(chunk_size)))
+    return _chunk_calls(fn, sets, int(chunk_size), ids)
+
+
+_SET_NUMBER = re.compile(r"\bset (\d+)\b")
+
+
+def _chunk_calls(fn, sets, chunk_size: int, ids=None) -> Iterator:
+    """``fn(chunk)`` for each chunk of ``sets``; a ``ValueError`` that names a set by its
+    position in the chunk ("set 452") names it by its position in the stream, or by its id when
+    ``ids`` (one per set of the stream) is given."""
+    start = 0
+    for chunk in _chunks(sets, chunk_size):
+        try:
+            out = fn(chunk)
+        except ValueError as exc:
+            def where(m, start=start):
+                i = start + int(m.group(1))
+                return f"set {ids[i]!r}" if ids is not None and i < len(ids) else f"set {i}"
+
+            if exc.args and isinstance(exc.args[0], str) and (start or ids is not None):
+                exc.args = (_SET_NUMBER.sub(where, exc.args[0], count=1), *exc.args[1:])
+            raise
+        start += len(chunk)
+        yield out
 
 
 def _check_chunk_labels(last, where: str, X, y, classes):

@@ -137,6 +137,11 @@ def test_worker_allocator_sets_the_nannies_environment(monkeypatch):
     assert "MALLOC_ARENA_MAX" not in os.environ or os.environ["MALLOC_ARENA_MAX"] != "2"
     with pytest.raises(TypeError, match="MALLOC_ARENA_MAX must be"):
         sd.worker_allocator(MALLOC_ARENA_MAX=1.5)
+    environ = dict(os.environ)
+    for name in ("A=B", "", "A\x00B"):  # refused before any variable is set
+        with pytest.raises(ValueError, match="cannot name an environment variable"):
+            sd.worker_allocator(**{name: "1"})
+        assert dict(os.environ) == environ
 
 
 def test_worker_allocator_reaches_worker_processes(monkeypatch):

@@ -183,7 +183,7 @@ def test_bad_input(problem):
         bad.loc[bad.index[1], "label"] = 1 - bad.loc[bad.index[1], "label"]
         with pytest.raises(ValueError, match="constant within each set; set 's0'"):
             sd.fit(_pipe(), dd.from_pandas(bad, npartitions=2), by="sid", y="label",
-                   classes=[0, 1], partitioned=True)
+                   classes=[0, 1])
         with pytest.raises(ValueError, match="no label"):
             sd.fit(_pipe(), ddf, by="sid", y=pd.Series(y[:10], index=ids[:10]),
                    columns=list("abc"), classes=[0, 1])
@@ -266,3 +266,93 @@ def test_d7_duplicated_id_and_missing_label_are_named(problem):
         with pytest.raises(ValueError, match="y has no value .* for set 's9'"):
             sd.fit(_pipe(), dd.from_pandas(col, npartitions=2), by="sid", y="label",
                    columns=list("abc"), classes=[0, 1])
+
+
+def test_shuffled_transform_reads_each_set_in_index_order(problem):
+    """After the shuffle on ``by`` a set's rows are read in the frame's index order, as ``fit``
+    reads them: an order-sensitive model (positions) gives the in-memory output (the rows of a
+    set cut across partitions came back in the shuffle's order, 2.1 off)."""
+    X, y, ids, rows = problem
+    otk = OTKEmbedding(n_supports=3, position_sigma=0.3, random_state=0).fit(X)
+    with dask.config.set(scheduler="sync"):
+        got = sd.transform(otk, dd.from_pandas(rows, npartitions=5), by="sid",
+                           columns=list("abc")).compute().loc[ids]
+    np.testing.assert_allclose(got.to_numpy(), otk.transform(X), atol=1e-5)
+
+
+def test_a_fitted_model_fits_again_on_its_columns_by_name(problem):
+    """``sd.fit`` on a model fitted on named columns reads those columns by name (a frame of
+    another column order was read by position, and its names recorded over the fitted ones)."""
+    X, y, ids, rows = problem
+    feats = rows[["sid", "a", "b", "c"]]
+    with dask.config.set(scheduler="sync"):
+        a = sd.fit(OTKEmbedding(n_supports=3, random_state=0), dd.from_pandas(feats, npartitions=1),
+                   by="sid", partitioned=True)
+        b = copy.deepcopy(a)
+        sd.fit(a, dd.from_pandas(feats, npartitions=1), by="sid", partitioned=True)
+        sd.fit(b, dd.from_pandas(feats[["sid", "c", "a", "b"]], npartitions=1), by="sid",
+               partitioned=True)
+    assert list(b.feature_names_in_) == ["a", "b", "c"]
+    np.testing.assert_array_equal(a.references_, b.references_)
+
+
+def test_partitioned_fit_refuses_a_cut_set_before_learning(problem):
+    """``partitioned=True`` with a set cut across partitions: the ``ValueError`` comes before
+    any step learns (the estimator had learned from the first partition)."""
+    X, y, ids, rows = problem
+    est = OTKEmbedding(n_supports=3, random_state=0)
+    with dask.config.set(scheduler="sync"), pytest.raises(ValueError, match="has rows in partitions"):
+        sd.fit(est, dd.from_pandas(rows[["sid", "a", "b", "c"]], npartitions=2), by="sid",
+               partitioned=True)
+    assert not hasattr(est, "references_")
+
+
+def test_errors_name_the_set_in_the_stream(problem):
+    """A bad set is named by its position in the stream (``iter_transform``), or by its id (a
+    Bag of pairs), not by its position in a chunk."""
+    X, y, ids, rows = problem
+    otk = OTKEmbedding(n_supports=3, random_state=0).fit(X)
+    bad = [x.copy() for x in X]
+    bad[57][0, 0] = np.nan
+    with pytest.raises(ValueError, match=r"set 57 contains NaN"):
+        list(skset.utils.iter_transform(otk, bad, chunk_size=10))
+    with pytest.raises(ValueError, match=r"set 's57' contains NaN"):
+        list(skset.utils.iter_transform(otk, bad, chunk_size=10, ids=ids))
+    with dask.config.set(scheduler="sync"), pytest.raises(ValueError, match=r"set 's57' contains"):
+        sd.transform(otk, db.from_sequence(list(zip(ids, bad, strict=True)), npartitions=2)).compute()
+
+
+def test_bag_outputs_write_to_parquet_and_odd_items(problem, tmp_path):
+    """A Bag's output (plain arrays, or integer ids) writes to parquet (its index was typed as
+    objects: pyarrow refused it); tuple ids stay one index level; ``[id, array]`` lists and
+    dicts are refused by name; a missing label of a multi-output triple names its set."""
+    pytest.importorskip("pyarrow")
+    X, y, ids, rows = problem
+    otk = OTKEmbedding(n_supports=3, random_state=0).fit(X)
+    with dask.config.set(scheduler="sync"):
+        for bag in (db.from_sequence(X, npartitions=2),
+                    db.from_sequence(list(enumerate(X)), npartitions=2)):
+            path = tmp_path / str(len(list(tmp_path.iterdir())))
+            sd.transform(otk, bag).to_parquet(path)
+            assert len(pd.read_parquet(path)) == len(X)
+        out = sd.transform(otk, db.from_sequence([(("p", i), x) for i, x in enumerate(X[:3])]))
+        assert out.compute().index.nlevels == 1
+        for item in ([ids[0], X[0]], {"id": ids[0]}):
+            with pytest.raises(TypeError, match=f"is a {type(item).__name__}.*tuple"):
+                sd.transform(otk, db.from_sequence([item])).compute()
+        labels = [np.array([0.0, 1.0]) for _ in range(4)]
+        labels[2] = np.array([0.0, np.nan])
+        triples = [(ids[i], X[i], labels[i]) for i in range(4)]
+        with pytest.raises(ValueError, match="no value.*set 's2'"):
+            sd.fit(OTKEmbedding(n_supports=2, random_state=0), db.from_sequence(triples))
+
+
+def test_label_column_beside_an_index_named_like_by(problem):
+    """``y="label"`` on a frame whose index is named like ``by`` (``set_index(by,
+    drop=False)``): pandas' ambiguity error before."""
+    X, y, ids, rows = problem
+    framed = rows.set_index("sid", drop=False)
+    with dask.config.set(scheduler="sync"):
+        pipe = sd.fit(_pipe(), dd.from_pandas(framed, npartitions=2), by="sid", y="label",
+                      columns=list("abc"), classes=[0, 1])
+    assert pipe.score(X, y) >= 0.8

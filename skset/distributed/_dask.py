@@ -46,19 +46,26 @@ def transform(estimator, data, *, by=None, columns=None, order_by=None, method="
         :func:`skset.sets_from_frame`). By default the columns the estimator was fitted on when
         they are known (its first step's ``feature_names_in_``, which :func:`fit` records; a
         ``ValueError`` names those the frame lacks), else every column but ``by`` and
-        ``order_by``.
+        ``order_by``. Without ``order_by`` the rows of a set are read, after the shuffle, in
+        the order of the frame's index (a shuffle does not keep the row order, and the order it
+        gives varies from one computation to the next), as :func:`fit` reads them: where the
+        order matters (k-mers, positions) and the index does not give it, pass ``order_by``.
     method : {"transform", "predict", "predict_proba", "decision_function"}
         What to compute.
     partitioned : bool, default=False
         The frame is already partitioned by set (all rows of a set in one partition): skip the
-        shuffle on ``by``. The id column alone is read first to check it: a set with rows in
-        two partitions raises a ``ValueError`` naming it (at compute time).
+        shuffle on ``by`` (the rows are then read in the partitions' order). The id column alone
+        is read first to check it: a set with rows in two partitions raises a ``ValueError``
+        naming it (at compute time).
 
     Returns
     -------
     dask.dataframe.DataFrame
         One row per set, indexed by set id (for Bag items without ids: ``partition * 2**32 +
-        position``). The columns and their dtype are those of the estimator's own output,
+        position``). A Bag's output is typed with integer ids (its ids are not known before
+        it is computed): with ids of another type (strings) ``.compute()`` gives them as they
+        are, and a writer that reads the type first (``to_parquet``) needs the frame's
+        ``meta`` set to them (``.map_partitions(lambda p: p, meta=...)``). The columns and their dtype are those of the estimator's own output,
         computed on the client from one probe set of random elements: ``transform``, the
         estimator's ``get_feature_names_out``; ``predict``, ``prediction`` (``prediction_<i>``
         for several outputs: multi-output regression, multi-label classification);
@@ -96,7 +103,8 @@ def transform(estimator, data, *, by=None, columns=None, order_by=None, method="
                                    names, meta, unique, meta=meta, align_dataframes=False)
     if isinstance(data, db.Bag):
         names, dtype = _partitions.output_schema(local, method)
-        meta = _partitions.empty_output(names, dtype, "set", object)
+        # the ids of plain arrays, and integer ids, are int64 (parquet writers read the type here)
+        meta = _partitions.empty_output(names, dtype, "set", np.int64)
         parts = [dask.delayed(_partitions.bag_partition)(p, shared, i, method, names, meta)
                  for i, p in enumerate(data.to_delayed())]
         return dd.from_delayed(parts, meta=meta, verify_meta=False)
@@ -160,6 +168,9 @@ def worker_allocator(**overrides):
                           "not installed: pip install skset[dask].") from exc
     env = dict(WORKER_ALLOCATOR)
     for name, value in overrides.items():
+        if not name or "=" in name or "\x00" in name:  # before any variable is set
+            raise ValueError(f"worker_allocator: {name!r} cannot name an environment variable "
+                             "(empty, or holding '=' or a NUL character).")
         if not (isinstance(value, (str, int)) or value is None) or isinstance(value, bool):
             raise TypeError(f"worker_allocator: {name} must be a string, an int or None, got "
                             f"{type(value).__name__}.")
@@ -254,9 +265,11 @@ def fit(estimator, data, *, by=None, columns=None, order_by=None, y=None, classe
         The set-id column of a frame (required for frames).
     columns, order_by : list of str, optional
         The feature columns and the order of rows within a set (see
-        :func:`skset.sets_from_frame`); by default every column but ``by``, ``order_by`` and a
-        label column ``y`` (which ``columns`` may not list). The feature columns are recorded
-        as the first step's ``feature_names_in_``: :func:`transform` reads the same ones.
+        :func:`skset.sets_from_frame`); by default the columns a fitted estimator was fitted on
+        (its first step's ``feature_names_in_``: a later ``fit`` continues the model on the same
+        features, by name), else every column but ``by``, ``order_by`` and a label column ``y``
+        (which ``columns`` may not list). The feature columns are recorded as the first step's
+        ``feature_names_in_``: :func:`transform` reads the same ones.
     y : str, pandas.Series, dask Series or None
         The labels, one per set: for a frame, the name of a column that is constant within each
         set (a set whose rows disagree, or whose label is missing, raises a ``ValueError``
@@ -269,10 +282,14 @@ def fit(estimator, data, *, by=None, columns=None, order_by=None, y=None, classe
         Passes over the partitions.
     partitioned : bool, default=False
         The frame is already partitioned by set (all rows of a set in one partition): each
-        partition is read as it is. Otherwise the frame is shuffled on ``by``; with a
-        ``distributed`` client the shuffled frame is persisted on the workers once (the epochs
-        do not repeat the shuffle); with a local scheduler it is not (that would hold it in this
-        process), and each partition repeats its part of the shuffle. A shuffled partition is
+        partition is read as it is, after the id column alone is read to check it (a set with
+        rows in two partitions raises a ``ValueError`` naming it before any step learns).
+        Otherwise the frame is shuffled on ``by``; with a ``distributed`` client the shuffled
+        frame is persisted on the workers once (the epochs do not repeat the shuffle); with a
+        local scheduler it is not (that would hold it in this process), and each shuffled
+        partition, brought to the client in turn, reads the whole frame again (a frame of ``p``
+        partitions is read about ``p`` times an epoch: for large frames use a ``distributed``
+        client, e.g. a ``LocalCluster``, or ``partitioned=True``). A shuffled partition is
         read in the order of its set ids, each set's rows in the frame's index order (rows of
         one index value, as ``read_csv`` gives them, by their values; then ``order_by``), so
         that the same frame gives the same fit on every run.
@@ -305,18 +322,20 @@ def fit(estimator, data, *, by=None, columns=None, order_by=None, y=None, classe
         for name, col in (("by", by), ("y", y if isinstance(y, str) else None)):
             if col is not None and col not in data.columns:
                 raise ValueError(f"{name}={col!r} is not a column of the frame.")
+        if columns is None:  # a fitted model reads the columns it was fitted on, by name
+            columns = _partitions.fitted_columns(estimator, data.columns, by)
         columns = recorded = _partitions.default_columns(data.columns, by, columns, order_by, y)
-        if not partitioned:  # kept on the workers (not with a local scheduler: in this process)
+        if partitioned:  # every set in one partition, checked before any step learns (transform's)
+            import dask
+
+            _partitions.check_unique(dask.compute(*[dask.delayed(_partitions.ids_of)(p, by)
+                                                    for p in data[[by]].to_delayed()]), by)
+        else:  # kept on the workers (not with a local scheduler: in this process)
             data = data.shuffle(on=by)
             data = data if _client() is None else data.persist()
 
         def chunks():
-            seen = {}  # partitioned=True: the partition of each set id so far (as transform)
-            for part, pdf in enumerate(_computed(data.to_delayed())):  # one graph, optimised once
-                if partitioned:
-                    for sid in _partitions.ids_of(pdf, by).tolist():
-                        if seen.setdefault(sid, part) != part:
-                            _partitions.straddling(sid, seen[sid], part, by)
+            for pdf in _computed(data.to_delayed()):  # one graph, optimised once
                 if len(pdf) == 0:
                     continue
                 if not partitioned:  # the shuffle's row order varies from run to run

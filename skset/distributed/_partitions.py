@@ -125,21 +125,27 @@ def apply(estimator, sets, ids, index_name, method, names) -> pd.DataFrame:
     faster than one big call), as a frame indexed by the sets' ``ids``, with the columns
     ``names`` of the schema; a ``ValueError`` when the partition's output has another width."""
     what = f"{type(estimator).__name__}.{method}"
-    out = np.concatenate([as_2d(o, what) for o in iter_transform(estimator, sets, method=method)])
+    out = np.concatenate([as_2d(o, what) for o in iter_transform(estimator, sets, method=method,
+                                                                ids=ids)])
     if out.shape[1] != len(names):
         raise ValueError(f"{what} returned {out.shape[1]} columns on a partition but "
                          f"{len(names)} on the probe set the output's columns were computed "
                          "from.")
-    index = pd.Index(ids, name=index_name)
+    index = pd.Index(ids, name=index_name, tupleize_cols=False)  # tuple ids stay one level
     return pd.DataFrame(out, index=index, columns=names)
 
 
 def frame_partition(pdf, estimator, by, columns, order_by, method, names, meta, unique=None):
     """The output of one partition of a long frame (every row of each of its sets in it); ``meta``
     (:func:`empty_output`) when it is empty. ``unique`` is the result of :func:`check_unique`,
-    passed so that a backend computes that check first."""
+    passed so that a backend computes that check first (``partitioned=True``); ``None``: the
+    partition comes out of a shuffle, whose row order varies from one computation to the next,
+    and its rows are read in :func:`in_id_order` (within a set, the frame's index order), as
+    ``fit`` reads them."""
     if len(pdf) == 0:
         return meta
+    if unique is None:
+        pdf = in_id_order(pdf, by)
     sets, ids = sets_from_frame(pdf, by=by, columns=columns, order_by=order_by)
     return apply(estimator, sets, ids, by, method, names).astype(meta.dtypes.to_dict())
 
@@ -174,6 +180,13 @@ def bag_sets(items, part: int, what: str):
     """``(ids, sets)`` of a Bag partition: every item an ``(id, array)`` pair, or every item an
     array (its id is then ``part * 2**32 + position``); a ``TypeError`` names the first item
     that breaks the rule."""
+    for j, it in enumerate(items):
+        pair_as_list = isinstance(it, list) and len(it) in (2, 3) and np.ndim(it[0]) == 0 \
+            and np.ndim(it[1]) == 2  # [id, array]: a set of 2 elements has two rows, no scalar
+        if pair_as_list or isinstance(it, (dict, str, bytes)):
+            raise TypeError(f"{what}: item {j} of partition {part} is a {type(it).__name__}"
+                            f"{' [id, array]' if pair_as_list else ''}; every item of a Bag must "
+                            "be an (id, array) tuple, or every item an array.")
     pairs = [isinstance(it, tuple) for it in items]
     if any(pairs):
         for j, it in enumerate(items):
@@ -240,7 +253,7 @@ def record_columns(estimator, columns) -> None:
 def frame_labels(pdf, by, label, ids) -> np.ndarray:
     """The label of each set ``ids`` of a partition from its column ``label``: one value per set,
     or a ``ValueError`` naming a set whose rows disagree."""
-    grouped = pdf.groupby(by, sort=False)[label]
+    grouped = pdf[label].groupby(pdf[by].to_numpy(), sort=False)  # an index named like by too
     n = grouped.nunique(dropna=False)
     bad = n.index[n.to_numpy() > 1]
     if len(bad):
@@ -252,11 +265,13 @@ def frame_labels(pdf, by, label, ids) -> np.ndarray:
 def no_missing(values, ids) -> np.ndarray:
     """``values`` (one label per set ``ids``) as an array; a ``ValueError`` names the first set
     whose label is missing (NaN, None)."""
-    missing = np.flatnonzero(pd.isna(np.asarray(values, dtype=object)))
+    values = np.asarray(values)
+    rows = np.asarray(values, dtype=object).reshape(len(ids), -1)  # several outputs: a row a set
+    missing = np.flatnonzero(pd.isna(rows).any(1))
     if len(missing):
         raise ValueError(f"y has no value (NaN or None) for set {ids[missing[0]]!r} "
                          f"({len(missing)} set(s) of this partition); give every set a label.")
-    return np.asarray(values)
+    return values
 
 
 def lookup(labels, ids) -> np.ndarray:
