@@ -65,8 +65,9 @@ def transform(estimator, data, *, by=None, columns=None, order_by=None, method="
         position``). A Bag's output is typed with integer ids (its ids are not known before
         it is computed): with ids of another type (strings) ``.compute()`` gives them as they
         are, and a writer that reads the type first (``to_parquet``) needs the frame's
-        ``meta`` set to them (``.map_partitions(lambda p: p, meta=...)``). The columns and their dtype are those of the estimator's own output,
-        computed on the client from one probe set of random elements: ``transform``, the
+        ``meta`` set to them (``.map_partitions(lambda p: p, meta=...)``). The columns and their
+        dtype are those of the estimator's own output, computed on the client from one probe
+        set of random elements: ``transform``, the
         estimator's ``get_feature_names_out``; ``predict``, ``prediction`` (``prediction_<i>``
         for several outputs: multi-output regression, multi-label classification);
         ``predict_proba`` / ``decision_function``, ``proba_<class>`` / ``decision_<class>``
