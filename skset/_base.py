@@ -22,6 +22,8 @@ stays at 8 classes in its method resolution order):
 from __future__ import annotations
 
 import contextlib
+import inspect
+import types
 import warnings
 
 import numpy as np
@@ -95,8 +97,11 @@ class SksetEstimator(BaseEstimator):
         skset's thread policy (:mod:`skset._threads`, ``skset.set_config(n_threads=...)``)."""
         super().__init_subclass__(**kwargs)
         for name in SCOPED_METHODS:
-            method = cls.__dict__.get(name)
-            if callable(method) and not getattr(method, "_skset_scoped", False):
+            # the class's own methods and those it inherits from mixins (the networks' predict,
+            # scikit-learn's score): a plain function anywhere in the MRO not yet wrapped
+            method = inspect.getattr_static(cls, name, None)
+            if isinstance(method, types.FunctionType) and not getattr(method, "_skset_scoped",
+                                                                          False):
                 setattr(cls, name, scoped(method, _training_call if name in _TRAINING_METHODS
                                           else None))
 
@@ -169,6 +174,7 @@ class SksetEstimator(BaseEstimator):
     def _begin_fit(self) -> tuple[int, np.random.RandomState]:
         """Check the parameters, set ``device_`` and ``dtype_``; return ``(seed, rng)``."""
         self._check_params()
+        vars(self).pop("_state_version", None)  # a model loaded from another version, refitted
         self.device_ = resolve_device(self.device)
         self.dtype_ = resolve_dtype(self._compute_dtype())
         return random_streams(self.random_state)
@@ -202,9 +208,9 @@ class SksetEstimator(BaseEstimator):
         saved = vars(self).get("_state_version")
         if saved is not None and name.endswith("_") and not name.startswith("__"):
             raise AttributeError(
-                f"{type(self).__name__} has no fitted attribute {name!r}: it was loaded with "
-                f"strict_version=False from a file written by skset {saved}, whose fitted state "
-                "lacks what this skset version reads; refit the model with this version.")
+                f"{type(self).__name__} has no attribute {name!r} (the model was loaded with "
+                f"strict_version=False from a file written by skset {saved}: where this "
+                "version's methods need it, refit the model with this version).")
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __getstate__(self):

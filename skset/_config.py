@@ -2,7 +2,11 @@
 
 Like scikit-learn's, but process-wide: the setting applies to every thread of the process (skset
 runs batches on worker threads, which must see the caller's setting), so a
-:func:`config_context` in one thread is seen by the others while it lasts.
+:func:`config_context` in one thread is seen by the others while it lasts. Blocks in several
+threads need not exit in the reverse order of their entry: each block's values leave when it
+exits, and the newest block still open wins. Worker processes (joblib's default ``loky``
+backend, dask worker processes) start with the defaults: there, set the environment variables
+``SKSET_NUM_THREADS`` / ``SKSET_COMPILE`` before they start.
 """
 
 from __future__ import annotations
@@ -19,15 +23,20 @@ def _compile_from_env() -> bool:
     return os.environ.get("SKSET_COMPILE", "0").strip().lower() in ("1", "true", "yes", "on")
 
 
+#: the most threads ``n_threads`` takes (torch's count is a C int; far above any machine's cores)
+MAX_THREADS = 1 << 16
+
+
 def _check_n_threads(value, source="n_threads"):
     if isinstance(value, str) and value.strip().lower() == "auto":
         return "auto"
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
         value = int(value.strip())
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):  # numpy's too
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{source} must be 'auto' or a positive integer, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_THREADS:
+        raise ValueError(f"{source} must be 'auto' or a positive integer (at most "
+                         f"{MAX_THREADS}), got {value!r}")
     return int(value)
 
 
@@ -37,8 +46,18 @@ def _n_threads_from_env():
     return _check_n_threads(value, "SKSET_NUM_THREADS") if value else "auto"
 
 
-_config = {"compile": _compile_from_env(), "n_threads": _n_threads_from_env()}
+_base = {"compile": _compile_from_env(), "n_threads": _n_threads_from_env()}  # set_config's
+#: the open config_context blocks, oldest first: ``[(token, {setting: value})]``
+_blocks: list[tuple[object, dict]] = []
+_config = dict(_base)  # in force: the base updated by the open blocks in order (what skset reads)
 _lock = threading.Lock()
+
+
+def _refresh() -> None:
+    effective = dict(_base)
+    for _, values in _blocks:
+        effective.update(values)
+    _config.update(effective)
 
 
 def _check_compile(value):
@@ -125,10 +144,13 @@ def set_config(compile=None, n_threads=None) -> None:
             compile = _check_compile(compile)
         if n_threads is not None:
             n_threads = _check_n_threads(n_threads)
-        if compile is not None:
-            _config["compile"] = compile
-        if n_threads is not None:
-            _config["n_threads"] = n_threads
+        for key, value in (("compile", compile), ("n_threads", n_threads)):
+            if value is None:
+                continue
+            # inside a block that set it, the value lasts until that block exits (scikit-learn's)
+            holder = next((v for _, v in reversed(_blocks) if key in v), _base)
+            holder[key] = value
+        _refresh()
 
 
 @contextmanager
@@ -145,9 +167,18 @@ def config_context(*, compile=None, n_threads=None):
     >>> skset.get_config()["compile"]
     False
     """
-    old = get_config()
-    set_config(compile=compile, n_threads=n_threads)
+    values = {}
+    if compile is not None:
+        values["compile"] = _check_compile(compile)
+    if n_threads is not None:
+        values["n_threads"] = _check_n_threads(n_threads)
+    token = object()
+    with _lock:
+        _blocks.append((token, values))
+        _refresh()
     try:
         yield
-    finally:
-        set_config(**old)
+    finally:  # this block's values leave, wherever it is in the stack (threads need not nest)
+        with _lock:
+            _blocks[:] = [b for b in _blocks if b[0] is not token]
+            _refresh()

@@ -23,6 +23,7 @@ import torch
 from sklearn.base import BaseEstimator
 
 from ._threads import user_stacklevel
+from ._torch import resolve_dtype
 
 __all__ = ["save", "load", "FORMAT_VERSION"]
 
@@ -99,11 +100,13 @@ def _encode(v: Any, where: str):
         return {_TAG: "tuple", "items": [_encode(x, where) for x in v]}
     if isinstance(v, list):
         return [_encode(x, where) for x in v]
-    if isinstance(v, dict):  # keys: str, int or bool (numpy's as Python's: class labels)
-        keys = [k.item() if isinstance(k, (np.integer, np.bool_)) else str(k)
+    if hasattr(v, "to_dict") and hasattr(v, "index") and not hasattr(v, "columns"):
+        v = v.to_dict()  # a pandas Series (a class_weight given as one): {label: value}
+    if isinstance(v, dict):  # keys: str, int, bool or float (numpy's as Python's: class labels)
+        keys = [k.item() if isinstance(k, (np.integer, np.bool_, np.floating)) else str(k)
                 if isinstance(k, str) else k for k in v]
         for k in keys:
-            if not isinstance(k, (str, int)):
+            if not isinstance(k, (str, int, float)):
                 raise TypeError(f"{where}: cannot save a dict key of type {type(k).__name__}.")
         v = dict(zip(keys, v.values()))
         return {_TAG: "dict", "keys": keys, "values": [_encode(v[k], where) for k in keys]}
@@ -139,8 +142,13 @@ def _json_param(name: str, value, cls_name: str):
         return str(value)
     if name == "dtype" and isinstance(value, torch.dtype):  # a dtype given as an object: its name
         return str(value).replace("torch.", "")
-    if name == "dtype" and isinstance(value, (np.dtype, type)) and value in (np.float32, np.float64):
-        return np.dtype(value).name
+    if name == "dtype" and isinstance(value, (np.dtype, type)):  # np.float32, float, np.dtype
+        try:
+            return str(resolve_dtype(value)).replace("torch.", "")
+        except ValueError:
+            pass  # not a dtype skset computes in: refused below
+    if hasattr(value, "to_dict") and hasattr(value, "index"):  # a pandas Series: {label: value}
+        value = value.to_dict()
     if isinstance(value, tuple):  # JSON has no tuples: tag them so that load gives them back
         return {_TUPLE: [_json_param(name, x, cls_name) for x in value]}
     if isinstance(value, list):
@@ -239,7 +247,7 @@ def _decode_entry(v: Any, where: str):
         return tuple(_decode(x, where) for x in v["items"])
     if kind == "dict":
         keys, values = v["keys"], v["values"]
-        if len(keys) != len(values) or not all(isinstance(k, (str, int)) for k in keys):
+        if len(keys) != len(values) or not all(isinstance(k, (str, int, float)) for k in keys):
             raise _FormatError(f"{where}: malformed dict.")
         return {k: _decode(x, where) for k, x in zip(keys, values)}
     if kind == "estimator":
@@ -273,7 +281,7 @@ def _module_skeleton(est, name: str) -> torch.nn.Module:
         return builder(name)
     except ValueError as exc:
         raise _FormatError(str(exc)) from None
-    except (AttributeError, KeyError, TypeError, IndexError) as exc:  # a fitted attribute missing
+    except (AttributeError, KeyError, TypeError, IndexError, RuntimeError) as exc:  # missing
         raise _FormatError(f"{type(est).__name__}: cannot rebuild {name} from the fitted "  # or bad
                            f"attributes in the file ({type(exc).__name__}: {exc}).") from None
 
@@ -302,6 +310,13 @@ def _decode_estimator(v: dict, where: str):
         raise ValueError(f"{where}: {cls_name} has no parameter(s) {sorted(unknown)}; the file was "
                          "written by another version of skset.")
     est = cls(**params)
+    check = getattr(est, "_check_params", None)
+    if check is not None:  # the file's parameters as a fit would check them
+        try:
+            check()
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"{where}: {cls_name} was saved with invalid parameters ({exc}).") \
+                from None
     attrs = v.get("attributes")
     if not isinstance(attrs, dict):
         raise _FormatError(f"{where}: missing fitted attributes.")
@@ -433,6 +448,9 @@ def load(path, *, strict_version: bool = True):
     """
     import pickle
 
+    if isinstance(path, (bytes, bytearray, memoryview)):
+        raise TypeError(f"skset.load takes a path or a binary file object, got {type(path).__name__} "
+                        "(for a file's contents in memory: skset.load(io.BytesIO(data))).")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # torch's notes on foreign pickle protocols

@@ -34,15 +34,27 @@ def _buffer(value, dtype) -> torch.Tensor:
     return torch.as_tensor(np.asarray(value), dtype=dtype).clone()
 
 
-def check_width(module: nn.Module, x: torch.Tensor) -> None:
-    """Refuse sets of another width than the fit's (``module.n_features``, set by
-    :func:`skset.export.serving_module`; absent in modules pickled before it), by name, in
-    eager calls (an exported graph fixes its input's width itself)."""
+def check_width(module: nn.Module, x: torch.Tensor, mask: torch.Tensor | None = None) -> None:
+    """Refuse, by name, in eager calls (an exported graph fixes its inputs itself): sets of
+    another width than the fit's (``module.n_features``, set by
+    :func:`skset.export.serving_module`; absent in modules pickled before it); with ``mask``
+    given, sets in another float dtype than the module's and a mask that is not boolean (torch's
+    errors before)."""
     n = getattr(module, "n_features", None)
     if n is None or torch.jit.is_tracing() or torch.compiler.is_compiling():
         return
     if x.shape[-1] != n:
         raise ValueError(f"the sets have {x.shape[-1]} features, but the model was fitted on {n}.")
+    if mask is None:
+        return
+    dtype = next((t.dtype for t in (*module.parameters(), *module.buffers())
+                  if t.is_floating_point()), None)
+    if dtype is not None and x.dtype != dtype:
+        raise ValueError(f"the sets are {x.dtype}, the served model computes in {dtype}: convert "
+                         f"them (x.to({dtype}), or skset.pad_sets(..., dtype=...)).")
+    if mask.dtype != torch.bool:
+        raise ValueError(f"the mask is {mask.dtype}; the served model takes a boolean mask "
+                         "(True for real elements: mask.bool(), or skset.pad_sets' own).")
 
 
 def freeze_nystrom(layer: NystromLayer, normalization: torch.Tensor | None = None) -> NystromLayer:
@@ -90,7 +102,7 @@ class NetworkServing(nn.Module):
             self.register_buffer("y_scale", _buffer(y_scale, dtype))
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor):
-        check_width(self, x)
+        check_width(self, x, mask)
         x = _zero_padding(x, mask)
         if self.front is not None:  # the set networks' k-mers
             x, mask = self.front(x, mask)
@@ -119,7 +131,7 @@ class TupleOutput(nn.Module):
         self.module = module
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor):
-        check_width(self, x)
+        check_width(self, x)  # the module reads any float sets and any mask itself
         return (self.module(x, mask),)
 
 
@@ -129,7 +141,7 @@ class NystromServing(nn.Module):
         self.layer = layer
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor):
-        check_width(self, x)
+        check_width(self, x, mask)
         return self.layer(_zero_padding(x, mask), mask)
 
 
@@ -150,7 +162,7 @@ class OTKEmbeddingServing(nn.Module):
         self.register_buffer("offset", None if offset is None else _buffer(offset, dtype))
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor):
-        check_width(self, x)
+        check_width(self, x, mask)
         offset = getattr(self, "offset", None)  # absent in modules pickled before it
         if offset is not None and self.layer.references.shape[-1] == x.shape[-1]:
             x = x - offset  # no positions: column sums of 1/p, center holds the offset's part

@@ -75,7 +75,7 @@ _lock = threading.RLock()
 _state = threading.local()
 _depth = 0  # outermost scopes open in the whole process (any thread)
 _user_limits = 0  # skset.utils.limit_threads blocks open: the user's counts win
-_saved_torch = None
+_saved_pools: list | None = None  # [(controller, count)] while a scope is open in any thread
 _controller = None
 _controller_modules = -1
 _outside_saved: dict | None = None  # {library filepath: count} while outside pools are lowered
@@ -150,8 +150,10 @@ def machine_busy(max_age: float = 1.0) -> bool:
 
 
 def user_thread_env() -> bool:
-    """Whether one of ``THREAD_ENV`` is set (the user chose thread counts)."""
-    return any(os.environ.get(k, "").strip() for k in THREAD_ENV)
+    """Whether one of ``THREAD_ENV`` is set (the user chose thread counts; ``SKSET_NUM_THREADS``
+    set to ``auto`` is skset's default, as unset)."""
+    return any(os.environ.get(k, "").strip() and not (
+        k == "SKSET_NUM_THREADS" and os.environ[k].strip().lower() == "auto") for k in THREAD_ENV)
 
 
 # -- the policy ------------------------------------------------------------------------------------
@@ -211,33 +213,62 @@ def _set_outside(busy: bool) -> None:
 
 
 def _enter(work):
-    global _depth, _saved_torch
+    """Open one thread's outermost scope: the native pools (process-wide) lowered by the first
+    scope open in any thread, this thread's torch count set (torch counts per thread). Returns
+    this thread's torch count before. A failure or an interrupt on the way undoes what was done."""
+    global _depth, _saved_pools
     with _lock:
-        _depth += 1
-        if _depth > 1:  # another thread's call already set the counts
-            return None
-        if adaptive():
-            _set_outside(usable_cores() <= FEW_CORES or machine_busy())
         cap = torch.get_num_threads()
-        _saved_torch = cap
-        saved = [(c, c.num_threads) for c in _pools()]
-        for c, n in saved:
-            if n != 1:
-                c.set_num_threads(1)
-        torch.set_num_threads(threads_for(work, cap))
-        return saved
+        _depth += 1
+        try:
+            if _depth == 1:  # the first scope open in the process: the pools besides torch's
+                if adaptive():
+                    _set_outside(usable_cores() <= FEW_CORES or machine_busy())
+                elif _outside_saved is not None and _user_limits == 0:
+                    _set_outside(False)  # an explicit setting now: the lowered pools given back
+                _saved_pools = [(c, c.num_threads) for c in _pools()]
+                for c, n in _saved_pools:
+                    if n != 1:
+                        c.set_num_threads(1)
+            torch.set_num_threads(threads_for(work, cap))
+        except BaseException:
+            _leave(cap)
+            raise
+        return cap
 
 
-def _exit(saved):
-    global _depth
-    with _lock:
-        _depth -= 1
-        if saved is None:
-            return
-        for c, n in saved:
+def _leave(cap):
+    """Close one thread's scope: its torch count back to ``cap``; the pools back to their counts
+    when it was the last scope open in the process."""
+    global _depth, _saved_pools
+    if torch.get_num_threads() != cap:
+        torch.set_num_threads(cap)
+    _depth -= 1
+    if _depth == 0 and _saved_pools is not None:
+        for c, n in _saved_pools:
             if c.num_threads != n:
                 c.set_num_threads(n)
-        torch.set_num_threads(_saved_torch)
+        _saved_pools = None
+
+
+def _exit(cap):
+    with _lock:
+        _leave(cap)
+
+
+def user_pool_limits() -> None:
+    """The pools' counts are now the user's for good (:func:`skset.utils.set_worker_threads`):
+    the counts skset saved before lowering them between its calls are dropped, never given back."""
+    global _outside_saved
+    with _lock:
+        _outside_saved = None
+
+
+def worker_thread_init() -> None:
+    """The start of a worker thread of skset's own (:func:`skset._torch.map_on_threads`): one
+    intra-op thread, and inside the caller's scope (a skset call it makes changes no count)."""
+    torch.set_num_threads(1)
+    _state.inside = True
 
 
 @contextmanager

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from sklearn.utils import check_random_state
 
-from ._threads import usable_cores
+from ._threads import usable_cores, worker_thread_init
 
 __all__ = [
     "resolve_device",
@@ -124,8 +124,7 @@ def map_on_threads(fn, items, device: torch.device | str = "cpu") -> list:
         finally:
             torch.set_num_threads(n)
     try:
-        with ThreadPoolExecutor(min(n, len(items)), initializer=torch.set_num_threads,
-                                initargs=(1,)) as pool:
+        with ThreadPoolExecutor(min(n, len(items)), initializer=worker_thread_init) as pool:
             return list(pool.map(fn, items))
     finally:
         # torch.set_num_threads also sets MKL's process-wide count: restore it

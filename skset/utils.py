@@ -18,7 +18,9 @@ Threads inside parallel workers
 torch, and the BLAS/OpenMP libraries behind numpy and scikit-learn, each start one thread per core.
 When ``n`` workers share a machine (``GridSearchCV(n_jobs=n)``, a dask or Ray cluster) that is
 ``n * n_cores`` busy threads fighting for ``n_cores`` cores, which is often slower than one worker.
-skset estimators do not change thread settings on their own; choose one of:
+skset's thread policy (the install guide's "Threads") sets counts inside its own calls and, on a
+machine of at most two cores or a busy one, keeps numpy's BLAS pools on one thread between them;
+it does not divide the cores among workers. Choose one of:
 
 * joblib's process backend (``loky``, the default) already caps the threads of each worker at
   ``n_cores // n_jobs`` (its ``inner_max_num_threads``) through ``OMP_NUM_THREADS``, which torch
@@ -300,9 +302,12 @@ def set_worker_threads(n_threads: int = 1) -> int:
     """
     from threadpoolctl import threadpool_limits
 
+    from ._threads import user_pool_limits
+
     n = _check_threads(n_threads)
     torch.set_num_threads(n)
     threadpool_limits(limits=n)
+    user_pool_limits()  # skset's load adaptation no longer gives the pools other counts
     return n
 
 

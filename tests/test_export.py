@@ -197,9 +197,16 @@ def test_serving_module_shares_no_memory_and_checks_the_width(make):
     after = est.transform(X) if hasattr(est, "transform") else est.predict(X)
     np.testing.assert_array_equal(np.asarray(after), np.asarray(before))
     x, mask = sx.pad_sets([s[:, :1] for s in X], dtype=np.float64)
+    dtype = next(iter(module.state_dict().values())).dtype
     with pytest.raises(ValueError, match="1 features, but the model was fitted on 2"):
-        module(torch.from_numpy(x).to(next(iter(module.state_dict().values())).dtype),
-               torch.from_numpy(mask))
+        module(torch.from_numpy(x).to(dtype), torch.from_numpy(mask))
+    # sets in another dtype, a mask that is not boolean: named (torch's errors before)
+    x, mask = (torch.from_numpy(a) for a in sx.pad_sets(X, dtype=np.float64))
+    other = torch.float32 if dtype == torch.float64 else torch.float64
+    with pytest.raises(ValueError, match=f"sets are {other}.*computes in {dtype}"):
+        module(x.to(other), mask)
+    with pytest.raises(ValueError, match="mask is torch.int64.*boolean"):
+        module(x.to(dtype), mask.long())
 
 
 def test_pad_sets_refuses_n_max_under_the_longest_set():

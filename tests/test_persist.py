@@ -1,6 +1,8 @@
 """Persistence: skset.save / skset.load without pickle, and GPU-fitted models on CPU-only machines."""
 
+import copy
 import io
+import json
 import os
 import pickle
 import warnings
@@ -285,6 +287,8 @@ def test_attribute_missing_from_another_version_is_named(tmp_path):
         est = skset.load(path, strict_version=False)
     with pytest.raises(AttributeError, match=f"{older.name}.*written by skset 0.0.1.*refit"):
         getattr(est, older.name)
+    refit = copy.deepcopy(est).fit(_data()[0])  # a refit by this version: no trace of the file
+    assert not hasattr(refit, "_state_version")
     assert not hasattr(est, older.name)  # hasattr and getattr's default behave as before
     assert getattr(est, "no_such_thing_", 3) == 3
     with pytest.raises(AttributeError, match="has no attribute 'no_such'"):
@@ -471,3 +475,37 @@ def test_a_model_fitted_on_a_gpu_index_this_machine_lacks_loads_on_the_cpu(monke
 
     with pytest.raises(ValueError, match="has 1 CUDA device"):
         resolve_device("cuda:3")
+
+
+def test_values_that_fit_accepts_are_saved(tmp_path):
+    """A class weight keyed by float labels (``np.unique`` of float ``y``) or given as a pandas
+    Series, and ``dtype=float``, save and load (refused by ``skset.save`` before, though fit and
+    pickle took them)."""
+    pd = pytest.importorskip("pandas")
+    X, y = _data()
+    for params, labels in (({"class_weight": {0.0: 1.0, 1.0: 3.0}}, y.astype(float)),
+                           ({"class_weight": pd.Series([1.0, 3.0])}, y),
+                           ({"dtype": float}, y)):
+        est = SetTransformerClassifier(n_heads=2, n_inducing=3, **NN, **params).fit(X, labels)
+        path = tmp_path / "m.skset"
+        skset.save(est, path)
+        np.testing.assert_array_equal(skset.load(path).predict_proba(X), est.predict_proba(X))
+    assert skset.load(path).dtype == "float64"
+
+
+def test_load_checks_the_parameters_and_refuses_bytes(tmp_path):
+    """A file whose parameters a fit would refuse is refused at load, by name (a torch error
+    while the module was rebuilt, or a model that loaded and predicted); a file's bytes given
+    in place of a path get a short ``TypeError`` (the whole file was quoted in a ValueError)."""
+    def bad(p):
+        params = json.loads(p["estimator"]["params"])
+        params["n_supports"] = -4
+        p["estimator"]["params"] = json.dumps(params)
+    with pytest.raises(ValueError, match="saved with invalid parameters.*n_supports=-4"):
+        skset.load(_tampered(tmp_path, bad))
+    buf = io.BytesIO()
+    skset.save(_fit(ESTIMATORS[2]), buf)
+    data = buf.getvalue()
+    with pytest.raises(TypeError, match="path or a binary file object, got bytes"):
+        skset.load(data)
+    assert isinstance(skset.load(io.BytesIO(data)), OTKEmbedding)

@@ -389,3 +389,101 @@ def test_set_config_takes_numpy_integers():
         assert skset.get_config()["n_threads"] == 2 and type(skset.get_config()["n_threads"]) is int
     with pytest.raises(ValueError, match="positive integer"):
         skset.set_config(n_threads=np.int64(0))
+
+
+def test_inherited_methods_run_under_the_policy():
+    """The networks' ``predict`` family and scikit-learn's ``score`` come from mixins: they run
+    under the policy too (they were left out: ``n_threads=1`` ignored there)."""
+    import skset
+    from skset._threads import SCOPED_METHODS
+
+    for cls in (skset.DeepSetsClassifier, skset.SetTransformerRegressor, skset.OTKClassifier,
+                skset.ABCClusterer, skset.OTKEmbedding):
+        for name in SCOPED_METHODS:
+            method = getattr(cls, name, None)
+            if callable(method):
+                assert getattr(method, "_skset_scoped", False), f"{cls.__name__}.{name}"
+
+
+def test_a_failed_scope_entry_leaves_no_trace(monkeypatch):
+    """An error (or an interrupt) while a call's scope opens undoes it: later calls still run
+    under the policy (the open count stayed raised, and every later call ignored it)."""
+    import skset
+    from skset import _threads
+
+    X = [np.ones((3, 2)), np.zeros((4, 2))]
+    otk = skset.OTKEmbedding(n_supports=2, random_state=0).fit(X)
+    real = _threads.threads_for
+    monkeypatch.setattr(_threads, "threads_for", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt))
+    with pytest.raises(KeyboardInterrupt):
+        otk.transform(X)
+    assert _threads._depth == 0 and _threads._saved_pools is None
+    monkeypatch.setattr(_threads, "threads_for", real)
+    seen = []
+    monkeypatch.setattr(_threads, "threads_for", lambda *a: seen.append(1) or real(*a))
+    otk.transform(X)
+    assert seen and _threads._depth == 0
+    with pytest.raises(ValueError, match="at most 65536"):
+        skset.set_config(n_threads=2**31)
+    with pytest.raises(ValueError, match="positive integer"):
+        skset.set_config(n_threads="²")
+
+
+def test_scopes_in_two_threads_set_each_threads_count():
+    """Two threads' calls at once: each runs on its own count (only the first was scoped), and
+    the pools come back only when the last scope closes."""
+    import threading
+
+    import skset
+    from skset import _threads
+
+    started, release, seen = threading.Barrier(2), threading.Event(), {}
+
+    def call(name):
+        with _threads.call_scope(work=1):
+            started.wait(5)
+            seen[name] = torch.get_num_threads()
+            release.wait(5)
+
+    with skset.config_context(n_threads=1):
+        threads = [threading.Thread(target=call, args=(n,)) for n in "AB"]
+        for t in threads:
+            t.start()
+        release.set()
+        for t in threads:
+            t.join(10)
+    assert seen == {"A": 1, "B": 1}
+    assert _threads._depth == 0 and _threads._saved_pools is None
+
+
+def test_config_blocks_in_threads_need_not_nest():
+    """Blocks of two threads that exit out of order leave the setting as before both (one
+    block's exit restored the other's snapshot: 1 for good)."""
+    import skset
+
+    before = skset.get_config()["n_threads"]
+    a = skset.config_context(n_threads=1)
+    b = skset.config_context(n_threads=2)
+    a.__enter__()
+    b.__enter__()
+    a.__exit__(None, None, None)  # the older block leaves first: the newer one still holds
+    assert skset.get_config()["n_threads"] == 2
+    b.__exit__(None, None, None)
+    assert skset.get_config()["n_threads"] == before
+    with skset.config_context(n_threads=3):
+        skset.set_config(n_threads=4)  # inside a block that set it: until the block exits
+        assert skset.get_config()["n_threads"] == 4
+    assert skset.get_config()["n_threads"] == before
+
+
+def test_skset_num_threads_auto_is_the_default(monkeypatch):
+    """``SKSET_NUM_THREADS=auto`` behaves as unset (it turned the load adaptation off)."""
+    from skset import _threads
+
+    for var in _threads.THREAD_ENV:
+        monkeypatch.delenv(var, raising=False)
+    assert not _threads.user_thread_env()
+    monkeypatch.setenv("SKSET_NUM_THREADS", "auto")
+    assert not _threads.user_thread_env()
+    monkeypatch.setenv("SKSET_NUM_THREADS", "2")
+    assert _threads.user_thread_env()
