@@ -274,3 +274,18 @@ def test_nystrom_level_shape_kmers_export_program():
     feats, mask = export_program(nf).module()(torch.as_tensor(x), torch.as_tensor(m))
     for i, ref in enumerate(nf.transform(batch)):
         np.testing.assert_allclose(feats[i][mask[i]].detach().numpy(), ref, rtol=1e-4, atol=1e-5)
+
+
+def test_export_program_in_the_exp_domain():
+    """``sinkhorn_method="exp"``, which the export guide offers: the exported program holds no
+    data-dependent branch on the padding (torch.export refused it) and gives the log-domain
+    program's embedding on padded batches."""
+    X, _, _, _ = _data()
+    emb = skset.OTKEmbedding(n_supports=3, sinkhorn_tol=None, sinkhorn_iter=20, epsilon=0.5,
+                             random_state=0, device="cpu").fit(X)
+    x, mask = map(torch.from_numpy, sx.pad_sets(X))
+    assert not bool(mask.all())  # sets of several sizes: padding in the batch
+    out = {m: sx.export_program(emb, sinkhorn_iter=20, sinkhorn_method=m).module()(x, mask)[0]
+           for m in ("exp", "log")}
+    np.testing.assert_allclose(out["exp"].numpy(), out["log"].numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(out["exp"].numpy(), emb.transform(X), rtol=1e-4, atol=1e-5)

@@ -257,7 +257,9 @@ def _exp_setup(similarity, mask, epsilon, a=None, lam=1.0):
     # the shift cancels exactly in the first row update, so it carries no gradient
     raw_max = similarity.detach().amax(dim=2, keepdim=True).masked_fill_(pad, 0.0)
     E = torch.sub(similarity, raw_max)
-    if not bool(mask.all()):  # pads: exp(-inf) = 0, no mass and no gradient, whatever they hold
+    # pads: exp(-inf) = 0, no mass and no gradient, whatever they hold (an exported graph holds
+    # no data-dependent branch: it always fills)
+    if _tracing() or torch.compiler.is_compiling() or not bool(mask.all()):
         E.masked_fill_(pad, -math.inf)
     E = E.div_(epsilon).exp_()
     if a is None:
