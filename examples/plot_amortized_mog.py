@@ -33,8 +33,9 @@ local optima it sometimes stops in (two clusters merged, one split). The log-lik
 points from the same mixtures, printed too, shows that overfit.
 
 What this run gives (100 test sets; same points / new points; on one CPU thread): oracle
--1.455 / -1.464, EM -1.410 / -1.633 in about 0.7-1 s for the 100 fits, the amortized network
--2.141 / -2.190 in under 0.1 s for one batched forward pass. After 320 steps of 16 sets (about
+-1.455 / -1.464, EM -1.410 / -1.633 in about 0.4-1 s for the 100 fits, the amortized network
+-2.106 / -2.151 in under 0.1 s for one batched forward pass (torch 2.13 on a 2-core CPU; the
+network's figures move in the second decimal with the CPU's arithmetic). After 320 steps of 16 sets (about
 10 s of training) **the network is well below both EM and the oracle**: it finds the clusters but
 places some of them roughly and gives wide Gaussians where it is unsure (see the figure). Closing
 that gap takes the paper's long training; what the short run already shows is the amortization:

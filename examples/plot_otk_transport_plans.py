@@ -10,9 +10,10 @@ columns to ``1/p``, says which elements pool together.
 Here the sets are utterances of the Japanese Vowels data (a speaker says "ae"; each utterance is a
 sequence of 7 to 29 frames of 12 LPC coefficients). After Nystrom features of the frames, a
 reference of 5 supports is fitted by k-means on the training frames. The embedding ignores the
-order of the frames, yet the plans show that *consecutive* frames pool together: each support
-collects one phase of the vowel. The entropic regularisation ``epsilon`` sets how sharp the
-alignment is; a large ``epsilon`` spreads every frame over all supports, towards mean pooling.
+order of the frames, yet the plans show that *consecutive* frames tend to pool together: the
+support a frame sends most of its mass to follows its place in the utterance. The entropic
+regularisation ``epsilon`` sets how sharp the alignment is; a large ``epsilon`` spreads every
+frame over all supports, towards mean pooling.
 """
 
 # %%
@@ -55,10 +56,11 @@ print("plan shape of the first utterance:", plans[0].shape)
 # --------------
 # Each row of a plan is one frame; its mass (``1/n_i`` in total) is spread over the supports.
 # Rows are rescaled to sum to 1 for display, so a dark cell means "this frame goes to this
-# support". With ``epsilon=0.1`` (top) the plans are nearly diagonal: beginning, middle and end of
-# each utterance pool into different supports, although nothing in the embedding knows the order
-# of the frames (``position_sigma`` would add that). With ``epsilon=1`` (bottom) each frame is
-# shared among several supports.
+# support". With ``epsilon=0.1`` (top) the plans are ordered but spread: beginning, middle and
+# end of an utterance send most of their mass to different supports (a frame's largest share is
+# about a third of its mass, against a fifth if spread evenly), although nothing in the embedding
+# knows the order of the frames (``position_sigma`` would add that). With ``epsilon=1`` (bottom)
+# each frame is shared almost evenly among the supports.
 
 
 def as_rows(P):

@@ -4,16 +4,16 @@ Series of any length, read by fixed dilated kernels
 
 Each series here is a set of time points in order, of 60 to 600 steps: a noisy baseline with a
 few events. In one class the events are triangles, in the other square pulses of the same height
-and the same area, so the mean and the maximum of a series say nothing of its class; the shape of
-its events does.
+and the same area, so the mean of a series says nothing of its class and its maximum little (a
+pulse holds its height for six steps, a triangle for one); the shape of its events does.
 
 :class:`~skset.DilatedKernelFeatures` describes each time point by the responses of 84 fixed
 kernels of nine taps around it at several dilations (MiniRocket's kernels), compares them with
 thresholds learnt from the training series, and pools by the proportion of the series' points
 above each threshold. Series of different lengths are pooled over their own points: nothing is
 cut or resampled. It is compared here with mean + max pooling of the raw values (the baseline a
-practitioner tries first) and with the default OTK pipeline, which reads the series as k-mers of
-a width it chooses from the labels.
+practitioner tries first) and with the default OTK pipeline, which chooses from the labels
+whether to read the series as k-mers, and of which width.
 """
 
 # %%
@@ -30,9 +30,9 @@ WIDTH = 12
 
 
 def event(kind):
-    if kind == 0:  # a triangle of height 2: area 12
-        return 2 * (1 - np.abs(np.linspace(-1, 1, WIDTH)))
-    return np.full(WIDTH // 2, 2.0)  # a square pulse of height 2: the same area
+    if kind == 0:  # a triangle of 13 steps peaking at 2: its values sum to 12
+        return 2 * (1 - np.abs(np.linspace(-1, 1, WIDTH + 1)))
+    return np.full(WIDTH // 2, 2.0)  # a square pulse of 6 steps at 2: the same height and sum
 
 
 def series(kind):
@@ -69,8 +69,10 @@ for name, model in models.items():
 
 # %%
 # The kernels read the shape of the events around every point, whatever the series' length, with
-# nothing trained but the ridge; the OTK pipeline reads it too, through the k-mers it chose from
-# the labels. The raw values' mean and maximum are nearly the same for both classes.
+# nothing trained but the ridge. The OTK pipeline keeps single time points here (``window_`` is
+# 1): the distribution of a series' values tells a pulse's plateau from a triangle's ramp. The
+# raw values' mean is the same for both classes and their maximum only a little higher with
+# pulses: mean + max pooling scores 0.65 (99 of 100 test series for the other two).
 fig, ax = plt.subplots(figsize=(6, 2.5))
 ax.barh(list(scores), list(scores.values()), color=["0.6", "tab:blue", "tab:orange"])
 ax.set_xlim(0.4, 1.0)

@@ -341,3 +341,20 @@ print("WARNINGS", n, "EQUAL", bool(np.array_equal(out, eager)))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          timeout=600)
     assert "WARNINGS 1 EQUAL True" in out.stdout, out.stdout + out.stderr[-3000:]
+
+
+def test_non_finite_references_go_to_the_eager_code(monkeypatch):
+    """References holding NaN or inf never reach the compiled kernels (which returned a NaN
+    embedding): the eager code runs and names the sets it spoils."""
+    from skset.ot import _compiled
+
+    monkeypatch.setattr(_compiled, "otk_embed", lambda *a, **k: pytest.fail("compiled"))
+    x = torch.randn(2, 3, 2)
+    Z = torch.randn(1, 2, 2)
+    Z[0, 1, 0] = float("nan")
+    mask = torch.ones(2, 3, dtype=torch.bool)
+    assert _compiled.try_embed(x, mask, Z, None, compile=True, epsilon=0.5, sinkhorn_iter=10,
+                               method="auto", sinkhorn_tol=None, position_sigma=None,
+                               position_mode="kernel", reg_m=None) is None
+    with pytest.raises(ValueError, match="NaN"):
+        otk_embed(x, None, Z, epsilon=0.5, compile=True)

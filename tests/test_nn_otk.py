@@ -6,7 +6,7 @@ import torch
 
 from skset import NystromFeatures, OTKEmbedding
 from skset._sets import pack
-from skset.nn import NystromLayer, OTKLayer, gaussian_kernel, inv_sqrt_psd
+from skset.nn import NystromLayer, OTKLayer, gaussian_kernel, inv_sqrt_psd, otk_embed
 
 
 def _sets(rng, lengths, d=3):
@@ -434,3 +434,21 @@ def test_positions_count_real_elements_whatever_the_masks_layout(mode):
     mask = torch.tensor([[False, True, True, True]])
     kw = dict(epsilon=0.5, sinkhorn_iter=50, position_sigma=0.3, position_mode=mode)
     torch.testing.assert_close(otk_embed(xp, mask, Z, **kw), otk_embed(x, None, Z, **kw))
+
+
+@pytest.mark.parametrize("method", ["log", "auto"])
+def test_kernel_positions_stay_sharp_beside_large_similarities(method):
+    """``position_mode="kernel"`` at a small ``sigma`` and ``epsilon``, where the similarities
+    over epsilon spread by 3e4 within a row: far supports stay blocked (the log weights were
+    floored at -1e4 and lost to the similarities: the embedding off by its own size). POT's
+    plan on the exact weights is the reference."""
+    pytest.importorskip("ot")
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=(4, 2)) * 10
+    refs = rng.normal(size=(1, 4, 2)) * 10
+    eps, sigma = 0.01, 0.001  # off-diagonal log weights -62,500: the plan is the diagonal
+    out = otk_embed(torch.tensor(x)[None], None, torch.tensor(refs), epsilon=eps,
+                    sinkhorn_iter=200, position_sigma=sigma, position_mode="kernel",
+                    method=method)[0, 0].numpy()
+    np.testing.assert_allclose(out, _naive_position_embedding(x, refs, eps, sigma, "kernel"),
+                               rtol=1e-9, atol=1e-9)

@@ -257,6 +257,8 @@ def try_embed(x, mask, references, weights, *, compile: bool, epsilon, sinkhorn_
     if not compile or _state["failed"] is not None or not applies(
             x, mask, references, weights, epsilon, sinkhorn_iter, method, sinkhorn_tol):
         return None
+    if not bool(torch.isfinite(references).all()):  # the eager code names the sets it spoils
+        return None
     mask = mask.to(torch.bool)
     _check_nonempty(mask)
     a = _check_weights(weights, mask, x)

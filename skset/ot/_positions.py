@@ -35,9 +35,12 @@ def _position_offsets(mask, n_supports, dtype):
     return (i / n_real).unsqueeze(-1) - j.view(1, 1, -1)
 
 
-# floor of the row-shifted log weights: exp(-1e4) is 0 in any float, and a finite floor keeps the
-# log-domain iterations free of inf - inf
-_LOG_WEIGHT_FLOOR = -1e4
+# floor of the row-shifted log weights, as a fraction of the dtype's largest value: far below any
+# similarity over epsilon that sits beside it (a floor of -1e4 let a far support win over a near
+# one once K / epsilon varied by more than 1e4 within a row: features x10, sigma 0.005,
+# epsilon 0.01), and finite, which keeps the log-domain iterations free of inf - inf (times an
+# epsilon up to 2**10 it stays finite too)
+_LOG_WEIGHT_FLOOR_FRACTION = 2.0 ** -20
 
 
 def position_log_weights(
@@ -46,11 +49,12 @@ def position_log_weights(
     r"""Row-normalised log positional weights, ``(B, n_max, p)``, for the Gibbs kernel.
 
     :math:`\log S_{ij} - \max_{j'} \log S_{ij'}` with
-    :math:`\log S_{ij} = -(i/n - j/p)^2 / \sigma^2`, floored at ``-1e4`` so that it stays finite
-    for any ``sigma``; 0 on padded rows. The row shift multiplies each row of
+    :math:`\log S_{ij} = -(i/n - j/p)^2 / \sigma^2`, floored at ``-finfo(dtype).max / 2**20``
+    so that it stays finite for any ``sigma`` (and far below any similarity over epsilon beside
+    it); 0 on padded rows. The row shift multiplies each row of
     :math:`\exp(K/\varepsilon) \odot S` by a constant, which changes the balanced Sinkhorn's
     scaling ``u`` but not its plan, and it keeps each row's best-placed support at 0 so that the
-    floor only touches weights below :math:`e^{-10^4}` of the row's largest. The unbalanced
+    floor only touches weights that are 0 in the dtype anyway. The unbalanced
     solver (``reg_m``) does not cancel the shift: there the weights are relative to each
     element's best-placed support (an element between two supports is not penalised for it).
     """
@@ -58,5 +62,6 @@ def position_log_weights(
     d2 = d2 - d2.amin(dim=2, keepdim=True)  # >= 0, exactly 0 at each row's best support
     # divided by sigma twice: sigma**2 overflows (1e300: a Python OverflowError) or underflows;
     # where: 0 / 0 when sigma is 0 in the dtype; inf / inf cannot happen (d2 <= 1)
-    logS = torch.where(d2 > 0, -(d2 / sigma) / sigma, 0.0).clamp_min_(_LOG_WEIGHT_FLOOR)
+    floor = -torch.finfo(dtype).max * _LOG_WEIGHT_FLOOR_FRACTION
+    logS = torch.where(d2 > 0, -(d2 / sigma) / sigma, 0.0).clamp_min_(floor)
     return logS.masked_fill_(~mask.unsqueeze(-1), 0.0)
