@@ -28,8 +28,8 @@ from ._frames import pandas_missing
 
 __all__ = ["SetCollection", "check_sets", "check_set_labels", "check_finite_output", "max_abs_value",
            "pack", "unpack", "length_batches", "iter_packed", "kmer_windows", "kmer_level_shape",
-           "code_kmers", "kmer_dilation", "kmer_index", "kmer_span", "kmer_width", "check_element_weights",
-           "missing_labels", "pack_weights", "to_numpy"]
+           "code_kmers", "kmer_dilation", "kmer_index", "kmer_span", "kmer_width",
+           "check_element_weights", "missing_labels", "pack_weights", "to_numpy"]
 
 _FLOAT_DTYPES = (np.float64, np.float32)
 
@@ -78,9 +78,7 @@ def to_numpy(t: torch.Tensor) -> np.ndarray:
 
 
 def _describe(x) -> str:
-    if isinstance(x, np.ndarray):
-        return f"an array of shape {x.shape}"
-    return f"a {type(x).__name__}"
+    return f"an array of shape {x.shape}" if isinstance(x, np.ndarray) else f"a {type(x).__name__}"
 
 
 def _as_float_array(x, where: str, dtype) -> np.ndarray:
@@ -321,6 +319,8 @@ def check_set_labels(y, n_sets: int, *, name="y", multi_output=False, pool=False
         raise ValueError(f"{name} is None; this estimator needs one target per set.")
     if isinstance(y, torch.Tensor) or hasattr(y, "toarray"):  # a scipy.sparse y: dense rows
         y = to_numpy(y) if isinstance(y, torch.Tensor) else y.toarray()
+    if isinstance(y, (list, tuple)) and len({isinstance(v, (str, bytes)) for v in y}) > 1:
+        _check_object_labels(np.asarray(y, dtype=object), name)  # numpy makes them all strings
     try:
         y = np.asarray(y)
     except ValueError:  # ragged

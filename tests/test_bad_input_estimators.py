@@ -224,6 +224,12 @@ def test_labels_complex_ragged_or_missing_are_named():
     with pytest.raises(ValueError, match="y contains a missing label"):
         check_set_labels(pd.array(["a", None, "b"], dtype="string"), 3)
     assert list(check_set_labels(np.array(["a", "b", "a"], dtype=object), 3)) == ["a", "b", "a"]
+    # a plain list mixing strings and numbers: numpy would read every label as a string
+    with pytest.raises(TypeError, match="y mixes label types"):
+        check_set_labels(["a", 1, "a"], 3)
+    with pytest.raises(ValueError, match="y contains a missing label"):
+        check_set_labels(["a", None, "b"], 3)
+    assert list(check_set_labels(["a", "b", "a"], 3)) == ["a", "b", "a"]
 
 
 def test_element_weight_as_a_data_frame_is_read_by_rows():
