@@ -379,6 +379,12 @@ def test_abc_loss_matches_bce_and_gradcheck():
     assert torch.autograd.gradcheck(lambda c: abc_loss(c, lab, mask), (C,))
     assert torch.autograd.gradcheck(lambda c: abc_loss(c, lab, mask, class_weight="balanced"),
                                     (C,))
+    # padded logits may hold anything, as in abc_affinity (NaN or inf made the loss NaN)
+    for junk in (float("nan"), float("inf"), -float("inf")):
+        D = C.detach().clone()
+        D[1, 4:, :] = junk
+        D[1, :, 4:] = junk
+        assert torch.allclose(abc_loss(D, lab, mask), ref)
 
 
 # ----------------------------------------------------------------------------- ABCClusterer

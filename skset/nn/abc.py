@@ -9,9 +9,9 @@ For an instance :math:`X \in \mathbb{R}^{n \times d_x}` the model computes
 
 with the compatibility :math:`c` either
 
-* ``"multiplicative"``: :math:`c(z_i, z_j) = \langle W_q z_i, W_k z_j\rangle / \sqrt{d_c} + b`
+* ``"multiplicative"``: :math:`c(z_i, z_j) = \langle W_q z_i + b_q, W_k z_j\rangle / \sqrt{d_c} + b`
   (scaled dot product; the reference code leaves it unscaled), or
-* ``"additive"``: :math:`c(z_i, z_j) = v^\top \tanh(W_q z_i + W_k z_j) + b`.
+* ``"additive"``: :math:`c(z_i, z_j) = v^\top \tanh(W_q z_i + b_q + W_k z_j + b_k) + b`.
 
 We average the two **sigmoids** (the paper's formula, Sec. 4.2) rather than the two logits (the
 reference code): both are symmetric and in ``(0, 1)``; averaging probabilities keeps
@@ -284,8 +284,10 @@ def abc_loss(logits: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor | No
     B, n, _ = logits.shape
     if mask is None:
         mask = torch.ones(B, n, dtype=torch.bool, device=logits.device)
-    pair = (mask[:, :, None] & mask[:, None, :]).to(logits.dtype)
+    pair_bool = mask[:, :, None] & mask[:, None, :]
+    pair = pair_bool.to(logits.dtype)
     T = same_cluster_matrix(labels, mask).to(logits.dtype)
+    logits = torch.where(pair_bool, logits, 0.0)  # padding may hold anything (inf * 0 is NaN)
     ct = logits.transpose(1, 2)
     log_k = torch.logaddexp(F.logsigmoid(logits), F.logsigmoid(ct)) - _LOG2
     log_1mk = torch.logaddexp(F.logsigmoid(-logits), F.logsigmoid(-ct)) - _LOG2
