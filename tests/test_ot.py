@@ -278,3 +278,23 @@ def test_position_log_weights_finite_and_row_normalised():
     logS = torch.log(position_weights(mask, 4, 0.5, dtype=torch.float64))
     d = (L - logS)[1, :3]
     torch.testing.assert_close(d, d[:, :1].expand_as(d))
+
+
+def test_plans_that_cannot_exist_or_overflow_are_named():
+    """A real element (or a support) whose pairs are all forbidden (-inf): no plan exists; a
+    similarity over epsilon beyond float16's range: the log domain overflows too. Both gave a
+    NaN plan silently; a single forbidden pair is still allowed."""
+    inf = float("inf")
+    with pytest.raises(ValueError, match="set 0 of the batch forbids"):
+        sinkhorn(torch.tensor([[[-inf, -inf], [0.0, 1.0]]]), epsilon=0.5)
+    with pytest.raises(ValueError, match="set 1 of the batch forbids"):
+        sinkhorn(torch.tensor([[[0.0, 0.0], [0.0, 1.0]], [[-inf, 0.0], [-inf, 1.0]]]), epsilon=0.5)
+    P = sinkhorn(torch.tensor([[[-inf, 0.0], [0.0, 1.0]]]), epsilon=0.5)
+    assert torch.isfinite(P).all() and P[0, 0, 0] == 0
+    # the padded row may be all -inf: it is no element
+    P = sinkhorn(torch.tensor([[[0.0, 1.0], [-inf, -inf]]]), torch.tensor([[True, False]]), epsilon=0.5)
+    assert torch.isfinite(P).all()
+    K = torch.randn(2, 4, 3, generator=torch.Generator().manual_seed(0))
+    for method in ("auto", "log"):
+        with pytest.raises(ValueError, match="not finite even in the log domain.*float16"):
+            sinkhorn(K.half(), epsilon=1e-5, method=method)

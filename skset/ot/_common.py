@@ -47,8 +47,10 @@ def _check_finite_rows(t: torch.Tensor, mask: torch.Tensor, what: str,
         return
     t = t.detach()
     total = torch.where(mask.unsqueeze(-1), t, torch.zeros((), dtype=t.dtype, device=t.device)).sum()
-    if bool(torch.isfinite(total)) or (allow_neg_inf and float(total) == -math.inf):
+    if bool(torch.isfinite(total)):
         return
+    if allow_neg_inf and float(total) == -math.inf:  # forbidden pairs: is any row or column all?
+        return _check_forbidden(t, mask, what)
     bad = (t.isnan() | (t == math.inf)) if allow_neg_inf else ~torch.isfinite(t)
     bad = (bad & mask.unsqueeze(-1)).flatten(1).any(1)
     if bool(bad.any()):
@@ -57,6 +59,20 @@ def _check_finite_rows(t: torch.Tensor, mask: torch.Tensor, what: str,
                          f"{', ...' if len(sets) > 5 else ''} of the batch holds NaN or "
                          f"{'+inf' if allow_neg_inf else 'infinity'} on a real element: its plan "
                          "would be NaN (padded rows may hold anything; real ones must be finite)")
+
+
+def _check_forbidden(t: torch.Tensor, mask: torch.Tensor, what: str) -> None:
+    """A ``ValueError`` naming the sets where a real element's row, or a support's column over
+    the real elements, of ``t (B, n, p)`` is all -inf: no plan exists (NaN before)."""
+    neg = t == -math.inf
+    row = (neg.all(2) & mask).any(1)
+    col = (neg | ~mask.unsqueeze(-1)).all(1).any(1)
+    bad = (row | col).nonzero().squeeze(1).tolist()
+    if bad:
+        raise ValueError(f"{what} of set {', '.join(map(str, bad[:5]))}"
+                         f"{', ...' if len(bad) > 5 else ''} of the batch forbids (-inf) every pair "
+                         "of an element or of a support: no transport plan exists (mask such an "
+                         "element out, or allow one of its pairs)")
 
 
 def _check_weights(weights, mask: torch.Tensor, similarity: torch.Tensor):

@@ -396,7 +396,9 @@ def sinkhorn(
     ----------
     similarity : Tensor of shape (B, n_max, p)
         ``K[b, i, j] = <x_i, z_j>`` for set ``b``; the cost is ``-K``. Padded rows may hold
-        anything. A numpy array is converted (the plan is a tensor all the same), and integer or
+        anything; real ones are finite or ``-inf`` (a forbidden pair), and a real element or a
+        support whose pairs are all forbidden raises a ``ValueError`` naming the set (no plan
+        exists). A numpy array is converted (the plan is a tensor all the same), and integer or
         boolean values are cast to the default float dtype (``torch.get_default_dtype()``);
         complex values or a non-numeric input raise ``TypeError``.
     mask : bool Tensor of shape (B, n_max) or None
@@ -413,7 +415,9 @@ def sinkhorn(
         and 100 for its unsupervised embedding.
     method : {"auto", "log", "exp"}
         Solver; see the module docstring (``"exp"`` returns every plan as it ends, and warns,
-        naming them, about the sets whose plan is not finite).
+        naming them, about the sets whose plan is not finite; ``"log"`` and ``"auto"`` raise a
+        ``ValueError`` naming the sets whose log-domain plan is not finite, where similarity over
+        ``epsilon`` exceeds the dtype's range, as float16's at ``epsilon=1e-5``).
     tol : float or None
         Stopping tolerance: a set stops at the first check where its row-marginal error
         ``sum_i |sum_j P_ij - a_i|`` (``a_i = 1/n`` without ``weights``) is at most ``tol`` (it
@@ -473,7 +477,7 @@ def sinkhorn(
     if reg_m is not None:
         kw["reg_m"] = reg_m
     if method == "log":
-        return sinkhorn_log(similarity, mask, weights=weights, **kw)
+        return _finite_log_plans(sinkhorn_log(similarity, mask, weights=weights, **kw), epsilon)
     if method == "exp":
         P = sinkhorn_exp(similarity, mask, weights=weights, **kw)
         if not _tracing():
@@ -486,8 +490,9 @@ def sinkhorn(
     if bool(ok.all()):
         return P
     bad = (~ok).nonzero().squeeze(1)
-    P_bad = sinkhorn_log(similarity[bad], mask[bad],
-                         weights=None if weights is None else weights[bad], **kw)
+    P_bad = _finite_log_plans(sinkhorn_log(similarity[bad], mask[bad], weights=None
+                                           if weights is None else weights[bad], **kw),
+                              epsilon, bad.tolist())
     if torch.is_grad_enabled() and (similarity.requires_grad
                                     or (weights is not None and weights.requires_grad)):
         # the failed exp-domain iterates hold inf/NaN: keep them out of the autograd graph
@@ -496,6 +501,22 @@ def sinkhorn(
             (good,), sinkhorn_exp(similarity[good], mask[good],
                                   weights=None if weights is None else weights[good], **kw))
     return P.index_put((bad,), P_bad)
+
+
+def _finite_log_plans(P: torch.Tensor, epsilon: float, sets=None) -> torch.Tensor:
+    """``P``, the log-domain plans, or a ``ValueError`` naming the sets (``sets``: their indices in
+    the batch) whose plan is not finite: similarity over ``epsilon`` beyond the dtype's range
+    (float16's 65,504 is reached at ``epsilon=1e-5``). Not checked while tracing."""
+    if _tracing() or bool(torch.isfinite(P.detach().sum())):
+        return P
+    bad = (~torch.isfinite(P.detach()).all(dim=(1, 2))).nonzero().squeeze(1).tolist()
+    if not bad:  # the sum overflowed, not a plan
+        return P
+    bad = [sets[i] for i in bad] if sets is not None else bad
+    raise ValueError(f"the plans of set {', '.join(map(str, bad[:5]))}{', ...' if len(bad) > 5 else ''}"
+                     f" of the batch are not finite even in the log domain: similarity / epsilon "
+                     f"(epsilon={epsilon:g}) is beyond the range of {str(P.dtype).replace('torch.', '')}; "
+                     "use a larger epsilon, or compute in float32 or float64.")
 
 
 def _warn_nonfinite_exp(P: torch.Tensor, epsilon: float, stacklevel: int = 3) -> None:
