@@ -11,7 +11,7 @@ features). Prints nothing: timed as a whole process, against another checkout of
         --vs "env PYTHONPATH=<other checkout> python benchmarks/bench_predict_scope.py" \\
         -- env PYTHONPATH=. python benchmarks/bench_predict_scope.py
 
-Results: ``results/threads.md``, "The networks' prediction under the policy".
+Results: ``results/threads_scope.md``.
 """
 
 import os

@@ -12,7 +12,8 @@ TOPICS = ["suite", "dilated_kmers", "dilated_kernels", "japanese_vowels", "sinkh
           "otk_transform", "otk_compiled", "weighted_sinkhorn",
           "set_transformer", "order_test",
           "supervised_otk", "deepsea_shaped", "abc", "st_tasks", "frames", "scale", "partial_fit",
-          "robustness", "many_classes", "multilabel", "regression", "threads", "threads_idle", "gpu"]
+          "robustness", "many_classes", "multilabel", "regression", "threads", "threads_idle",
+          "threads_scope", "gpu"]
 
 
 def shifted(text: str) -> str:

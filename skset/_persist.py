@@ -11,6 +11,7 @@ estimator classes, and checks the format and skset versions.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -409,6 +410,14 @@ def save(estimator, path) -> None:
     }
     if isinstance(path, (str, os.PathLike)):
         path = os.fspath(path)
+        if os.path.isdir(path):
+            raise IsADirectoryError(f"skset.save: {path!r} is a directory; give a file path.")
+        parent = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(parent):
+            raise FileNotFoundError(f"skset.save: the directory {parent!r} does not exist.")
+    elif not (hasattr(path, "write") and not isinstance(path, io.TextIOBase)):
+        raise TypeError(f"skset.save writes to a path or a binary file object, got "
+                        f"{type(path).__name__}.")
     torch.save(payload, path)
 
 

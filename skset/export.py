@@ -251,13 +251,24 @@ def pad_sets(X, *, dtype=np.float32, n_max: int | None = None) -> tuple[np.ndarr
         The dtype of ``x`` (the model's input dtype: the estimator's).
     n_max : int or None, default=None
         Padded length; ``None``: the longest set.
+
+    The sets are checked as the estimators check them (a ``ValueError`` names an empty set, one
+    of other features, NaN or infinity; tensors are read on the host).
     """
-    sets = [np.asarray(s, dtype=dtype) for s in X]
+    try:
+        np_dtype = np.dtype(dtype)
+    except TypeError:
+        np_dtype = None
+    if np_dtype not in (np.float32, np.float64):
+        raise ValueError(f"dtype must be float32 or float64 (a model's input dtype), got {dtype!r}.")
+    if n_max is not None and (isinstance(n_max, bool) or not isinstance(n_max, (int, np.integer))):
+        raise ValueError(f"n_max must be an integer or None, got {n_max!r}.")
+    sets = check_sets(X, dtype=np_dtype).sets
     longest = max((len(s) for s in sets), default=0)
     if n_max is not None and n_max < longest:
         raise ValueError(f"n_max={n_max} is shorter than the longest set ({longest} elements); "
                          "give n_max >= it, or None for the longest set's length.")
-    tdtype = torch.float64 if np.dtype(dtype) == np.float64 else torch.float32
+    tdtype = torch.float64 if np_dtype == np.float64 else torch.float32
     x, mask = pack(sets, dtype=tdtype, n_max=n_max)
     return x.numpy(), mask.numpy()
 

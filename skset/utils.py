@@ -312,8 +312,12 @@ def set_worker_threads(n_threads: int = 1) -> int:
 
 
 def _check_threads(n_threads) -> int:
-    if isinstance(n_threads, bool) or not isinstance(n_threads, (int, np.integer)) or n_threads < 1:
-        raise ValueError(f"n_threads must be a positive integer, got {n_threads!r}.")
+    from ._config import MAX_THREADS
+
+    if isinstance(n_threads, bool) or not isinstance(n_threads, (int, np.integer)) or not (
+            1 <= n_threads <= MAX_THREADS):
+        raise ValueError(f"n_threads must be a positive integer (at most {MAX_THREADS}), got "
+                         f"{n_threads!r}.")
     return int(n_threads)
 
 

@@ -276,3 +276,53 @@ def test_values_too_large_are_named_without_a_numpy_warning():
         warnings.simplefilter("error")  # numpy's "overflow encountered in dot" came first
         with pytest.raises(ValueError, match="too large for float32"):
             check_sets([np.full((20, 1), 1e200)], compute_dtype="float32")
+
+
+def test_public_helpers_name_bad_arguments(tmp_path):
+    """Public helpers outside the estimators: bad arguments are named (raw torch, numpy or OS
+    errors, silent truncation or a count of 0 before)."""
+    from skset.datasets import make_motif_order, read_ts
+    from skset.nn import batched_kmeans, eigengap_n_clusters, spectral_cluster
+    from skset.utils import limit_threads, set_worker_threads
+
+    with pytest.raises(ValueError, match="X: set 0 is empty"):
+        sx.pad_sets([np.zeros((0, 2))])
+    with pytest.raises(ValueError, match="contains NaN"):
+        sx.pad_sets([np.array([[np.nan, 1.0]])])
+    with pytest.raises(ValueError, match="dtype must be float32 or float64"):
+        sx.pad_sets([np.ones((2, 2))], dtype=np.float16)
+    with pytest.raises(ValueError, match="n_max must be an integer"):
+        sx.pad_sets([np.ones((2, 2))], n_max=7.9)
+    # 11 motifs: 40 million orders, drawn without listing them (memory ran out)
+    X, y = make_motif_order(3, n_motifs=11, motif_length=1, alphabet_size=12, min_length=11,
+                            max_length=12, random_state=0)
+    assert len(X) == 3 and y.max() < math.factorial(11)
+    with pytest.raises(ValueError, match="n_motifs must be at most 20"):
+        make_motif_order(3, n_motifs=21, motif_length=1, alphabet_size=30, min_length=21)
+    with pytest.raises(TypeError, match="path must be a str"):
+        read_ts(0)  # a file descriptor: it was read, then closed
+    (tmp_path / "bad.ts").write_bytes(b"@data\n\xff\xfe1,2:a\n")
+    with pytest.raises(ValueError, match="bad.ts: not a text file in UTF-8"):
+        read_ts(tmp_path / "bad.ts")
+    est = skset.OTKEmbedding(n_supports=2, random_state=0).fit([np.ones((3, 2)), np.eye(2)])
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        skset.save(est, tmp_path / "missing" / "m.skset")
+    with pytest.raises(IsADirectoryError):
+        skset.save(est, tmp_path)
+    with pytest.raises(TypeError, match="binary file object"):
+        skset.save(est, None)
+    for call in (lambda: limit_threads(2**31).__enter__(), lambda: set_worker_threads(2**31)):
+        with pytest.raises(ValueError, match="at most 65536"):
+            call()
+    w = torch.tensor([[0.0, 0.1, 0.9, 1.0]])
+    with pytest.raises(ValueError, match="max_clusters must be an integer >= 1"):
+        eigengap_n_clusters(w, torch.tensor([4]), max_clusters=0)
+    with pytest.raises(ValueError, match="eigenvalues hold NaN"):
+        eigengap_n_clusters(torch.full((1, 4), float("nan")), torch.tensor([4]))
+    A = torch.ones(1, 4, 4)
+    with pytest.raises(ValueError, match="n_init must be an integer >= 1"):
+        spectral_cluster(A, n_init=0)
+    with pytest.raises(ValueError, match="n_clusters exceeds"):
+        batched_kmeans(torch.randn(1, 3, 2), None, torch.tensor([5]))
+    with pytest.raises(TypeError, match="n_clusters must be an int tensor"):
+        batched_kmeans(torch.randn(1, 3, 2), None, 2)

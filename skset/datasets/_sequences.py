@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -72,7 +73,6 @@ def make_motif_order(
     >>> len(X), X[0].shape[1], sorted(set(y.tolist())) <= [0, 1]
     (4, 4, True)
     """
-    import itertools
 
     def _int(name, v, low):
         if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < low:
@@ -82,6 +82,8 @@ def make_motif_order(
     _int("alphabet_size", alphabet_size, 2)
     _int("motif_length", motif_length, 1)
     _int("n_motifs", n_motifs, 2)
+    if n_motifs > 20:  # n_motifs! classes: 20! is the last that an int64 label holds
+        raise ValueError(f"n_motifs must be at most 20 (n_motifs! classes), got {n_motifs!r}")
     _int("min_length", min_length, n_motifs * motif_length)
     _int("max_length", max_length, min_length)
     if not (isinstance(mutation_rate, numbers.Real) and 0 <= mutation_rate <= 1):
@@ -97,8 +99,9 @@ def make_motif_order(
         motifs = rng.randint(alphabet_size, size=(n_motifs, motif_length))
         if len({tuple(m) for m in motifs}) == n_motifs:
             break
-    orders = list(itertools.permutations(range(n_motifs)))
-    y = rng.randint(len(orders), size=n_samples).astype(np.int64)
+    # order number k: the k-th of itertools.permutations(range(n_motifs)), decoded rather than
+    # listed (11 motifs: 40 million orders)
+    y = rng.randint(math.factorial(n_motifs), size=n_samples, dtype=np.int64)
     lengths = rng.randint(min_length, max_length + 1, size=n_samples)
     eye = np.eye(alphabet_size, dtype=np.float32)
     X = []
@@ -106,7 +109,7 @@ def make_motif_order(
         n = int(lengths[i])
         seq = rng.randint(alphabet_size, size=n)
         seg = n // n_motifs
-        for s, m in enumerate(orders[y[i]]):
+        for s, m in enumerate(_nth_order(int(y[i]), n_motifs)):
             start = s * seg + rng.randint(seg - motif_length + 1)
             word = motifs[m].copy()
             if mutation_rate > 0:
@@ -117,3 +120,13 @@ def make_motif_order(
     if return_motifs:
         return X, y, motifs
     return X, y
+
+
+def _nth_order(k: int, n: int) -> list[int]:
+    """The ``k``-th permutation of ``range(n)`` in ``itertools.permutations``' (lexicographic)
+    order."""
+    items, out = list(range(n)), []
+    for i in range(n, 0, -1):
+        q, k = divmod(k, math.factorial(i - 1))
+        out.append(items.pop(q))
+    return out

@@ -23,6 +23,16 @@ def read_ts(path: str | os.PathLike) -> tuple[list[np.ndarray], np.ndarray]:
     y : ndarray of str, shape (n_cases,), or None
         None where the header says ``@classLabel false``.
     """
+    if not isinstance(path, (str, os.PathLike)):  # an int is a file descriptor to open()
+        raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}.")
+    try:
+        return _read_ts(path)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{os.fspath(path)}: not a text file in UTF-8 ({exc.reason} at byte "
+                         f"{exc.start}).") from None
+
+
+def _read_ts(path):
     X, y = [], []
     in_data = False
     has_labels = True

@@ -33,9 +33,27 @@ Conventions (shared with :func:`skset.cluster.estimate_n_clusters`):
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 
 from ._masks import as_mask
+
+
+def _count(name: str, value, allow_none: bool = False):
+    """``value`` checked as a count: an int >= 1 (or an int tensor of them; ``None`` where
+    allowed), else a ``ValueError`` naming it (a torch error or a count of 0 or -1 before)."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, torch.Tensor) and not value.is_floating_point() \
+            and value.dtype != torch.bool:
+        if value.numel() and int(value.min()) < 1:
+            raise ValueError(f"{name} must be at least 1, got {value.tolist()}")
+        return value
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1{' or None' if allow_none else ''}, "
+                         f"got {value!r}")
+    return int(value)
 
 __all__ = [
     "normalized_laplacian",
@@ -122,6 +140,10 @@ def eigengap_n_clusters(eigenvalues: torch.Tensor, lengths: torch.Tensor,
     -------
     k : int64 Tensor of shape (B,)
     """
+    max_clusters = _count("max_clusters", max_clusters, allow_none=True)
+    min_clusters = _count("min_clusters", min_clusters, allow_none=True)
+    if not bool(torch.isfinite(eigenvalues).all()):
+        raise ValueError("eigenvalues hold NaN or infinity (an affinity that was not finite)")
     if min_clusters is not None and int(min_clusters) > 1:
         # the unrestricted answer, raised where it falls below the bound
         k = eigengap_n_clusters(eigenvalues, lengths, max_clusters)
@@ -209,6 +231,8 @@ def threshold_n_clusters(eigenvalues: torch.Tensor, lengths: torch.Tensor, thres
     k : int64 Tensor of shape (B,)
     """
     n_max = eigenvalues.shape[1]
+    max_clusters = _count("max_clusters", max_clusters, allow_none=True)
+    min_clusters = _count("min_clusters", min_clusters, allow_none=True)
     lengths, K, lo = _bounds(eigenvalues, lengths, max_clusters, min_clusters)
     real = torch.arange(n_max, device=eigenvalues.device)[None, :] < lengths[:, None]
     k = ((eigenvalues < float(threshold)) & real).sum(1)
@@ -288,7 +312,14 @@ def batched_kmeans(X: torch.Tensor, mask: torch.Tensor | None, n_clusters: torch
     dev, dt = X.device, X.dtype
     if mask is None:
         mask = torch.ones(B, n, dtype=torch.bool, device=dev)
-    R = int(n_init)
+    R = _count("n_init", n_init)
+    _count("max_iter", max_iter)
+    if not isinstance(n_clusters, torch.Tensor):
+        raise TypeError(f"n_clusters must be an int tensor of shape (B,), got "
+                        f"{type(n_clusters).__name__}")
+    _count("n_clusters", n_clusters)
+    if B and bool((n_clusters.to(mask.device) > mask.sum(1)).any()):
+        raise ValueError("n_clusters exceeds the number of real elements of an instance")
     k = n_clusters.to(device=dev, dtype=torch.long)
     k_max = int(k.max())
     Xr = X.repeat_interleave(R, 0)  # (BR, n, p)
@@ -372,6 +403,11 @@ def spectral_cluster(affinity: torch.Tensor, mask: torch.Tensor | None = None,
     B, n, _ = affinity.shape
     if mask is None:
         mask = torch.ones(B, n, dtype=torch.bool, device=affinity.device)
+    _count("n_init", n_init)
+    _count("max_iter", max_iter)
+    if n_clusters is not None:
+        _count("n_clusters", n_clusters if isinstance(n_clusters, torch.Tensor)
+               else n_clusters)
     lengths = mask.sum(1)
     w, V = laplacian_eigh(affinity, mask)
     if n_clusters is None and threshold is not None:
