@@ -122,6 +122,7 @@ DilatedKernelFeatures
     if sinkhorn_method not in _SINKHORN_METHODS:
         raise ValueError(f"sinkhorn_method must be 'log' or 'exp', got {sinkhorn_method!r}")
     if sinkhorn_iter is not None and not (isinstance(sinkhorn_iter, (int, np.integer))
+                                          and not isinstance(sinkhorn_iter, bool)
                                           and sinkhorn_iter >= 1):
         raise ValueError(f"sinkhorn_iter must be a positive integer or None, got {sinkhorn_iter!r}")
     builder = getattr(estimator, "_serving_module", None)
@@ -293,8 +294,13 @@ def run_onnx(model, X, *, max_elements: int = 131072) -> dict:
         :class:`~skset.NystromFeatures`, ``"transform"`` is a list of per-set arrays
         ``(n_i - window + 1, n_components_)``.
     """
+    if isinstance(max_elements, bool) or not isinstance(max_elements, (int, np.integer)) \
+            or max_elements < 1:
+        raise ValueError(f"max_elements must be a positive integer, got {max_elements!r}")
     import onnxruntime as ort
 
+    if not isinstance(model, ort.InferenceSession) and not Path(model).is_file():
+        raise FileNotFoundError(f"run_onnx: no model file {str(model)!r}")
     session = model if isinstance(model, ort.InferenceSession) else ort.InferenceSession(
         str(model), providers=["CPUExecutionProvider"])
     dtype = np.float64 if session.get_inputs()[0].type == "tensor(double)" else np.float32

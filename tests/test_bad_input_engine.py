@@ -326,3 +326,30 @@ def test_public_helpers_name_bad_arguments(tmp_path):
         batched_kmeans(torch.randn(1, 3, 2), None, torch.tensor([5]))
     with pytest.raises(TypeError, match="n_clusters must be an int tensor"):
         batched_kmeans(torch.randn(1, 3, 2), None, 2)
+
+
+def test_engine_functions_name_bad_arguments():
+    """The engine's public functions: references that do not fit ``x``, a negative
+    ``position_sigma``, a string ``epsilon``, a zero bandwidth, bad class weights of the ABC
+    loss are named (torch's matmul errors, a comparison error, a ZeroDivisionError before)."""
+    from skset.nn import abc_loss, gaussian_kernel, otk_embed, otk_plans
+
+    x = torch.randn(2, 3, 4)
+    for bad in (torch.randn(2, 4), torch.randn(1, 2, 5), torch.randn(1, 2, 4).double(),
+                torch.randn(1, 0, 4)):
+        for fn in (otk_embed, otk_plans):
+            with pytest.raises(ValueError, match="references"):
+                fn(x, None, bad, epsilon=0.5)
+    with pytest.raises(ValueError, match="position_sigma must be None or a positive"):
+        otk_embed(x, None, torch.randn(1, 2, 4), epsilon=0.5, position_sigma=-1.0)
+    with pytest.raises(ValueError, match="epsilon must be a positive finite number"):
+        sinkhorn(torch.randn(1, 3, 2), epsilon="0.5")
+    with pytest.raises(ValueError, match="bandwidth must be a positive finite number"):
+        gaussian_kernel(torch.randn(3, 2), torch.randn(2, 2), 0.0)
+    logits = torch.randn(1, 3, 3)
+    labels = torch.tensor([[0, 0, 1]])
+    for bad in ("foo", (float("nan"), 1.0), (-1.0, 1.0), (0.0, 0.0)):
+        with pytest.raises(ValueError, match="class_weight must be None"):
+            abc_loss(logits, labels, class_weight=bad)
+    with pytest.raises(ValueError, match="max_elements must be a positive integer"):
+        sx.run_onnx("model.onnx", [np.ones((2, 2))], max_elements=0)

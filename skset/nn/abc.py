@@ -302,7 +302,13 @@ def abc_loss(logits: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor | No
         w_neg = torch.where(n_neg > 0, n_pairs / (2 * n_neg.clamp_min(1)), torch.zeros_like(n_neg))
         w_pos = torch.where(n_neg > 0, w_pos, torch.ones_like(w_pos))
     else:
-        w_neg_, w_pos_ = (float(v) for v in class_weight)
+        try:
+            w_neg_, w_pos_ = (float(v) for v in class_weight)
+        except (TypeError, ValueError):
+            w_neg_ = w_pos_ = math.nan
+        if not (0 <= w_neg_ < math.inf and 0 <= w_pos_ < math.inf and w_neg_ + w_pos_ > 0):
+            raise ValueError("class_weight must be None, 'balanced' or (w_neg, w_pos), two finite "
+                             f"non-negative numbers not both 0, got {class_weight!r}")
         w_pos = torch.full_like(n_pairs, w_pos_)
         w_neg = torch.full_like(n_pairs, w_neg_)
     per_inst = (w_pos * pos.sum((1, 2)) + w_neg * neg.sum((1, 2))) / n_pairs.clamp_min(1)

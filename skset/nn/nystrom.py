@@ -15,6 +15,7 @@ gradient bounded) when anchors nearly coincide.
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 from torch import nn
@@ -41,6 +42,8 @@ DEFAULT_EIGENVALUE_FLOOR = 1e-4
 
 def gaussian_kernel(x: torch.Tensor, w: torch.Tensor, bandwidth: float) -> torch.Tensor:
     """``exp(-||x - w||^2 / (2 bandwidth^2))`` between the rows of ``x (..., D)`` and ``w (k, D)``."""
+    if isinstance(bandwidth, numbers.Real) and not 0 < bandwidth < math.inf:
+        raise ValueError(f"bandwidth must be a positive finite number, got {bandwidth!r}")
     c = 1.0 / (2.0 * bandwidth**2)
     xx = (x * x).sum(-1, keepdim=True)
     # one GEMM with the anchors' norms folded in, then in place: -||x - w||^2, clamped at 0,

@@ -96,6 +96,7 @@ def otk_plans(
     """
     mask = as_mask(mask, x)
     check_position_mode(position_mode)
+    _check_references(x, references, position_sigma)
     if mask is None:
         mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
     # padded rows may hold anything (NaN, inf): zeroed by a select, not a product (NaN * 0 = NaN)
@@ -105,6 +106,26 @@ def otk_plans(
                          sinkhorn_iter=sinkhorn_iter, position_sigma=position_sigma,
                          method=method, sinkhorn_tol=sinkhorn_tol, position_mode=position_mode,
                          weights=weights, reg_m=reg_m)
+
+
+def _check_references(x, references, position_sigma) -> None:
+    """The public functions' ``references (q, p, k)`` against ``x (B, n, k)``, and
+    ``position_sigma``: a ``ValueError`` naming the mismatch (torch's matmul errors before)."""
+    if not isinstance(x, torch.Tensor) or x.dim() != 3:
+        raise ValueError(f"x must be a tensor of shape (B, n, k), got {getattr(x, 'shape', x)!r}")
+    if not isinstance(references, torch.Tensor) or references.dim() != 3:
+        raise ValueError("references must be a tensor of shape (q, p, k), got "
+                         f"{tuple(getattr(references, 'shape', ())) or type(references).__name__}")
+    if references.shape[0] < 1 or references.shape[1] < 1:
+        raise ValueError(f"references of shape {tuple(references.shape)} hold no support")
+    if references.shape[2] != x.shape[2] or references.dtype != x.dtype:
+        raise ValueError(f"references ({references.shape[2]} features, {references.dtype}) do not "
+                         f"match x ({x.shape[2]} features, {x.dtype})")
+    if position_sigma is not None and not (isinstance(position_sigma, numbers.Real)
+                                           and not isinstance(position_sigma, bool)
+                                           and position_sigma > 0):  # inf: no positions
+        raise ValueError(f"position_sigma must be None or a positive number, got "
+                         f"{position_sigma!r}")
 
 
 def _zeroed_plans(x, mask, references, *, epsilon, sinkhorn_iter, position_sigma, method,
@@ -175,6 +196,7 @@ def otk_embed(
     """
     mask = as_mask(mask, x)
     check_position_mode(position_mode)
+    _check_references(x, references, position_sigma)
     if mask is None:
         mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
     # padded rows may hold anything: zeroed once, for the plans and for P^T x (NaN * 0 = NaN)

@@ -55,7 +55,8 @@ def _as_similarity(similarity) -> torch.Tensor:
 def _check(similarity: torch.Tensor, mask, epsilon: float, n_iter):
     if similarity.dim() != 3:
         raise ValueError(f"similarity must be (B, n, p), got shape {tuple(similarity.shape)}")
-    if not (epsilon > 0 and math.isfinite(epsilon)):
+    if not (isinstance(epsilon, numbers.Real) and not isinstance(epsilon, bool) and epsilon > 0
+            and math.isfinite(epsilon)):
         raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}")
     if not (isinstance(n_iter, numbers.Integral) and not isinstance(n_iter, bool) and n_iter >= 1):
         raise ValueError(f"n_iter must be a positive integer, got {n_iter!r}")
