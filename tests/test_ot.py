@@ -298,3 +298,20 @@ def test_plans_that_cannot_exist_or_overflow_are_named():
     for method in ("auto", "log"):
         with pytest.raises(ValueError, match="not finite even in the log domain.*float16"):
             sinkhorn(K.half(), epsilon=1e-5, method=method)
+
+
+def test_position_weights_name_bad_arguments_and_keep_empty_rows_at_zero():
+    """A set without a real element gets weights 0 as padding does (0 / 0 made them NaN); a
+    fractional or non-positive count of supports and a non-positive or NaN sigma are named."""
+    from skset.ot import position_log_weights
+
+    mask = torch.tensor([[True, True, False], [False, False, False]])
+    for fn in (position_weights, position_log_weights):
+        out = fn(mask, 3, 0.5)
+        assert torch.isfinite(out).all() and (out[1] == 0).all()
+        for bad in (2.5, 0, -1, True):
+            with pytest.raises(ValueError, match="n_supports must be a positive integer"):
+                fn(mask, bad, 0.5)
+        for bad in (0.0, -1.0, float("nan"), "1"):
+            with pytest.raises(ValueError, match="sigma must be a positive number"):
+                fn(mask, 3, bad)

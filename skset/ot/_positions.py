@@ -4,6 +4,8 @@ eager and the compiled OTK embedding."""
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 
 __all__ = ["position_weights", "position_log_weights"]
@@ -19,6 +21,7 @@ def position_weights(
     ``inf``) gives weights 1 (no positional weighting), a tiny one (down to the smallest float64)
     weights 1 where ``i/n == j/p`` and 0 elsewhere, the limit of a vanishing bandwidth.
     """
+    _check_args(n_supports, sigma)
     d = _position_offsets(mask, n_supports, dtype)
     # (d / sigma)^2, not d^2 / sigma^2: sigma^2 overflows for 1e300 (a Python OverflowError) and
     # underflows for 1e-300; a sigma below the dtype's range is 0 there, and 0 / 0 is NaN: where
@@ -26,10 +29,19 @@ def position_weights(
     return S * mask.unsqueeze(-1).to(S.dtype)
 
 
+def _check_args(n_supports, sigma) -> None:
+    if isinstance(n_supports, bool) or not isinstance(n_supports, numbers.Integral) \
+            or n_supports < 1:
+        raise ValueError(f"n_supports must be a positive integer, got {n_supports!r}")
+    if isinstance(sigma, bool) or not isinstance(sigma, numbers.Real) or not sigma > 0:
+        raise ValueError(f"sigma must be a positive number (inf: no positions), got {sigma!r}")
+
+
 def _position_offsets(mask, n_supports, dtype):
     """``i/n - j/p`` with ``n`` each set's real length and ``i`` an element's rank among the real
-    ones (a mask need not be a prefix), ``(B, n_max, p)``."""
-    n_real = mask.sum(1, keepdim=True).to(dtype)  # (B, 1)
+    ones (a mask need not be a prefix), ``(B, n_max, p)``; a row without a real element (all
+    padding) has offsets, not NaN, and its weights are 0 by the mask."""
+    n_real = mask.sum(1, keepdim=True).clamp_min(1).to(dtype)  # (B, 1)
     i = (mask.to(n_real.dtype).cumsum(1) - 1).clamp_min(0)  # (B, n_max); ONNX sums no bools
     j = torch.arange(n_supports, device=mask.device, dtype=n_real.dtype) / n_supports
     return (i / n_real).unsqueeze(-1) - j.view(1, 1, -1)
@@ -58,6 +70,7 @@ def position_log_weights(
     solver (``reg_m``) does not cancel the shift: there the weights are relative to each
     element's best-placed support (an element between two supports is not penalised for it).
     """
+    _check_args(n_supports, sigma)
     d2 = _position_offsets(mask, n_supports, dtype) ** 2
     d2 = d2 - d2.amin(dim=2, keepdim=True)  # >= 0, exactly 0 at each row's best support
     # divided by sigma twice: sigma**2 overflows (1e300: a Python OverflowError) or underflows;
