@@ -343,3 +343,38 @@ def test_lowest_loss_checkpoint_restores_the_best_epoch():
                        callbacks=[Wreck(), LowestLossCheckpoint()])
     assert int(np.argmin(res.loss_curve)) == 3
     assert torch.equal(module.weight, states[-1]["weight"])
+
+
+def test_warm_starts_keep_the_best_weights_and_restart_the_rate():
+    """A warm start with early stopping keeps the best validation score so far and its weights
+    (a refit that only got worse ended with its worse weights, and reported their score); a
+    warm ``fit`` starts again at ``learning_rate_init`` (an adaptive schedule's lowered rate
+    was kept, even with ``learning_rate="constant"``); between ``partial_fit`` calls the
+    adaptive schedule counts epochs without progress across the calls (it never lowered the
+    rate there)."""
+    import warnings
+
+    import skset
+
+    warnings.simplefilter("ignore")
+    rng = np.random.default_rng(0)
+    y = np.arange(90) % 2
+    X = [rng.normal(loc=1.5 * c, size=(int(rng.integers(3, 8)), 2)) for c in y]
+    m = skset.DeepSetsClassifier(hidden_size=8, max_iter=30, early_stopping=True,
+                                 random_state=0).fit(X, y)
+    best, proba = m.best_validation_score_, m.predict_proba(X)
+    m.set_params(warm_start=True, learning_rate_init=0.3, max_iter=6).fit(X, y)
+    assert max(m.validation_scores_[-6:]) <= best  # no warm epoch beats it: the weights kept
+    assert m.best_validation_score_ == best == max(m.validation_scores_)
+    np.testing.assert_array_equal(m.predict_proba(X), proba)
+
+    y, X = y[:40], X[:40]
+    kw = dict(n_components=4, n_supports=2, tol=1e9, random_state=0)  # no epoch is progress
+    stream = skset.OTKClassifier(**kw)
+    for _ in range(12):
+        stream.partial_fit(X, y, classes=[0, 1])
+    assert stream.learning_rates_ == [0.01] * 6 + [0.005] * 5 + [0.0025]
+    fitted = skset.OTKClassifier(max_iter=12, **kw).fit(X, y)
+    assert fitted.learning_rates_[-1] < 0.01
+    fitted.set_params(warm_start=True, learning_rate="constant", max_iter=3).fit(X, y)
+    assert fitted.learning_rates_[-3:] == [0.01] * 3

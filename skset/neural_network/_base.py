@@ -122,7 +122,7 @@ class BaseNeuralEstimator(SksetEstimator):
 
     def _train(self, loss_fn, batches, callbacks: list[Callback], *, optimizer: str,
                max_iter: int, units_per_epoch: int = 1, max_units: int | None = None,
-               **overrides) -> TrainResult:
+               incremental: bool = False, **overrides) -> TrainResult:
         """Run :func:`train_module` on ``self.module_`` with the complete list of ``callbacks``
         (see :func:`standard_callbacks`) and this estimator's learning rate and ``alpha`` as weight
         decay (``overrides`` replace them), and append the result to the history.
@@ -138,11 +138,13 @@ class BaseNeuralEstimator(SksetEstimator):
                   name=type(self).__name__)
         kw.update(overrides)
         state = self._optimizer_state
-        if state is not None:  # a warm start: the optimizer's state, with today's alpha, a
-            # learning rate changed since the last fit (a schedule's own changes are kept) and
+        if state is not None:  # a warm start: the optimizer's state, with today's alpha, the
+            # learning rate (a schedule's own changes are kept only between partial_fit calls: a
+            # warm fit starts again at learning_rate_init, as scikit-learn's MLP does) and
             # today's optimizer (torch's Adam reads AdamW's decoupled decay from a saved state)
             lr = kw["learning_rate_init"]
-            new_lr = {} if getattr(self, "_optimizer_lr_", lr) == lr else {"lr": lr}
+            keep = incremental and getattr(self, "_optimizer_lr_", lr) == lr
+            new_lr = {} if keep else {"lr": lr}
             decay = {"weight_decay": kw["weight_decay"]}
             if "decoupled_weight_decay" in state["param_groups"][0]:
                 decay["decoupled_weight_decay"] = kw["optimizer"] == "adamw"
@@ -167,8 +169,10 @@ class BaseNeuralEstimator(SksetEstimator):
         value given), ``tol`` and ``n_iter_no_change`` (or the resolved patience given)."""
         early = bool(self.early_stopping) if early_stopping is None else bool(early_stopping)
         patience = self.n_iter_no_change if n_iter_no_change is None else n_iter_no_change
+        # a warm start keeps the best score so far (None after a cold start's reset)
+        best = getattr(self, "best_validation_score_", None) if early else None
         return standard_callbacks(validation, callbacks, early_stopping=early,
-                                  tol=self.tol, n_iter_no_change=patience)
+                                  tol=self.tol, n_iter_no_change=patience, best_score=best)
 
     def _persist_module(self, name: str) -> torch.nn.Module:
         """The untrained architecture of fitted module ``name`` (for :func:`skset.load`, which
@@ -538,7 +542,7 @@ n_labels) multi-label indicators for classifiers)
             max_iter = self.max_iter
         try:
             with self._training_context(seed + self.n_iter_):
-                self._train(loss_fn, batches, callbacks, max_iter=max_iter,
+                self._train(loss_fn, batches, callbacks, max_iter=max_iter, incremental=incremental,
                             parameters=setup.parameters, warn_convergence=not incremental,
                             **setup.overrides)
         except BaseException:

@@ -170,13 +170,15 @@ class EarlyStopping(Callback):
     the last epoch are kept, as in scikit-learn; ``state.best_score`` is the lowest loss).
     """
 
-    def __init__(self, monitor: str = "validation", *, tol: float = 1e-4, patience: int = 10):
+    def __init__(self, monitor: str = "validation", *, tol: float = 1e-4, patience: int = 10,
+                 best_score: float | None = None):
         if monitor not in ("validation", "loss"):
             raise ValueError(f"monitor={monitor!r} must be 'validation' or 'loss'.")
         self.monitor, self.tol, self.patience = monitor, tol, patience
+        self.best_score = best_score  # a warm start's best validation score so far
 
     def on_train_begin(self, state):
-        self._best = -math.inf
+        self._best = -math.inf if self.best_score is None else float(self.best_score)
         self._bad = 0
 
     def on_epoch_end(self, state):
@@ -203,11 +205,20 @@ class BestCheckpoint(Callback):
     """Keep a copy of the weights at the best validation score; load it when training ends.
 
     Sets ``state.best_score`` and ``state.best_state`` (a ``state_dict`` copy) whenever the score
-    of :class:`Validation` beats every earlier one of this call.
+    of :class:`Validation` beats every earlier one. ``best_score``: a warm start's best score so
+    far, whose weights (restored when its fit ended) are those training starts from: they are
+    kept unless an epoch beats it, as scikit-learn's MLP keeps its best weights across warm
+    starts.
     """
+
+    def __init__(self, best_score: float | None = None):
+        self.best_score = best_score
 
     def on_train_begin(self, state):
         self._best = -math.inf
+        if self.best_score is not None:
+            self._best = state.best_score = float(self.best_score)
+            state.best_state = copy.deepcopy(state.module.state_dict())
 
     def on_epoch_end(self, state):
         if state.score is None:
@@ -278,22 +289,28 @@ class ReduceLROnPlateau(Callback):
     """
 
     def __init__(self, monitor: Callable[[TrainingState], float], *, patience: int = 5,
-                 factor: float = 0.5, tol: float = 1e-4):
+                 factor: float = 0.5, tol: float = 1e-4, carry: dict | None = None):
         self.monitor, self.patience, self.factor, self.tol = monitor, patience, factor, tol
+        # partial_fit: a dict kept by the estimator between calls, holding the best value and the
+        # epochs without progress (each call is one epoch: they must count across calls)
+        self.carry = carry
 
     def on_train_begin(self, state):
-        self._best, self._bad = None, 0
+        carry = self.carry or {}
+        self._best, self._bad = carry.get("best"), carry.get("bad", 0)
 
     def on_epoch_end(self, state):
         value = float(self.monitor(state))
         if self._best is None or value < self._best - self.tol * abs(self._best):
             self._best, self._bad = value, 0
-            return
-        self._bad += 1
-        if self._bad >= self.patience:
-            for g in state.optimizer.param_groups:
-                g["lr"] *= self.factor
-            self._bad = 0
+        else:
+            self._bad += 1
+            if self._bad >= self.patience:
+                for g in state.optimizer.param_groups:
+                    g["lr"] *= self.factor
+                self._bad = 0
+        if self.carry is not None:
+            self.carry.update(best=self._best, bad=self._bad)
 
 
 class LinearWarmup(Callback):

@@ -329,9 +329,12 @@ class _BaseSupervisedOTK(KmerWidth, SetNetworkEstimator):
             # the paper's rule: halve the rate after 5 epochs without progress of the validation
             # loss (the training loss without a validation split: no early_stopping, partial_fit)
             early = data.validation is not None
+            if data.incremental and not warm:  # a stream's first call: counts from nothing
+                self._plateau = {}
             callbacks.append(ReduceLROnPlateau(
                 lambda state: state.validation_loss if early else state.epoch_loss,
-                patience=5, factor=0.5, tol=self.tol))
+                patience=5, factor=0.5, tol=self.tol,
+                carry=self.__dict__.setdefault("_plateau", {}) if data.incremental else None))
         sync_alpha(self, data, warm)
         penalty = None
         # a regressor's chosen penalty may be infinite (the mean): a large finite one for Adam

@@ -182,7 +182,9 @@ _DOC_PARAMS = """
         ``partial_fit`` (a warm start back at ``"auto"`` after a float sets it again).
     tol, n_iter_no_change : float, int, default=1e-4, 10
         Stopping rule of scikit-learn's MLP (on the training loss, or on the validation score with
-        ``early_stopping``).
+        ``early_stopping``), but one epoch sooner: training stops after ``n_iter_no_change``
+        epochs in a row that do not improve by more than ``tol`` (scikit-learn's stops after one
+        more).
     early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the training sets (stratified for classifiers;
         with classes of a single set, every class keeps a training set), stop when the
@@ -195,7 +197,10 @@ _DOC_PARAMS = """
         Continue training the fitted model (no new initialisation) on the next ``fit`` (the
         parameters that built the model, and ``class_weight``, must be those of its fit: a
         ``ValueError`` names one changed since; those of training, learning rate and ``alpha``
-        included, may change).
+        included, may change). The rate starts again at ``learning_rate_init`` (between
+        ``partial_fit`` calls the ``"adaptive"`` schedule carries on: its count of epochs
+        without progress spans the calls); with ``early_stopping`` the best validation score so
+        far is kept: the fit ends with the weights it started from unless an epoch beats it.
     verbose : int, default=0
         ``>= 1`` prints one line per epoch.
     max_elements : int, default=131072

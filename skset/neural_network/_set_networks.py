@@ -153,7 +153,9 @@ _TRAINING_DOC = """
     max_iter : int, default=200
         Epochs.
     tol : float, default=1e-4
-        Improvement threshold of the stopping rules (as in MLPClassifier).
+        Improvement threshold of the stopping rules (as in MLPClassifier; training stops after
+        ``n_iter_no_change`` epochs in a row that do not improve by more than ``tol``, one epoch
+        sooner than scikit-learn's MLP).
     early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the sets (stratified for classifiers), stop when the
         validation score (accuracy or R^2) stalls and restore the best weights. The held-out
@@ -166,7 +168,9 @@ _TRAINING_DOC = """
         Continue from the fitted network and optimizer state on the next ``fit`` (the
         parameters that built the network, and ``class_weight``, must be those of its fit: a
         ``ValueError`` names one changed since; those of training, learning rate and ``alpha``
-        included, may change).
+        included, may change). The rate starts again at ``learning_rate_init``; with
+        ``early_stopping`` the best validation score so far is kept: the fit ends with the
+        weights it started from unless an epoch beats it (scikit-learn's MLP).
     verbose : int, default=0
         ``>= 1`` prints the loss (and validation score) of each epoch.
     device : str, default="auto"

@@ -429,18 +429,21 @@ def train_module(
 
 
 def standard_callbacks(validation=None, callbacks=(), *, early_stopping: bool = False,
-                       tol: float = 1e-4, n_iter_no_change: int = 10) -> list[Callback]:
+                       tol: float = 1e-4, n_iter_no_change: int = 10,
+                       best_score: float | None = None) -> list[Callback]:
     """The callbacks of scikit-learn MLP's training, around an estimator's own ``callbacks``:
     :class:`Validation` of ``validation`` first (when given), then ``callbacks``, then
     :class:`EpochPrinter`, then the stopping rule: with ``early_stopping`` on the validation
     score with :class:`BestCheckpoint` (the best weights restored), else on the training loss.
+    ``best_score``: a warm start's best validation score so far (both callbacks start from it).
     An estimator that owns its stopping rule (a schedule that stops) composes its own list."""
     if early_stopping and validation is None:
         raise ValueError("early_stopping=True needs a validation callable.")
     out = [] if validation is None else [Validation(validation)]
     out += [*callbacks, EpochPrinter()]
     if early_stopping:
-        out += [EarlyStopping("validation", tol=tol, patience=n_iter_no_change), BestCheckpoint()]
+        out += [EarlyStopping("validation", tol=tol, patience=n_iter_no_change,
+                              best_score=best_score), BestCheckpoint(best_score)]
     else:
         out.append(EarlyStopping("loss", tol=tol, patience=n_iter_no_change))
     return out
