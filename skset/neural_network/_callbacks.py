@@ -289,28 +289,22 @@ class ReduceLROnPlateau(Callback):
     """
 
     def __init__(self, monitor: Callable[[TrainingState], float], *, patience: int = 5,
-                 factor: float = 0.5, tol: float = 1e-4, carry: dict | None = None):
+                 factor: float = 0.5, tol: float = 1e-4):
         self.monitor, self.patience, self.factor, self.tol = monitor, patience, factor, tol
-        # partial_fit: a dict kept by the estimator between calls, holding the best value and the
-        # epochs without progress (each call is one epoch: they must count across calls)
-        self.carry = carry
 
     def on_train_begin(self, state):
-        carry = self.carry or {}
-        self._best, self._bad = carry.get("best"), carry.get("bad", 0)
+        self._best, self._bad = None, 0
 
     def on_epoch_end(self, state):
         value = float(self.monitor(state))
         if self._best is None or value < self._best - self.tol * abs(self._best):
             self._best, self._bad = value, 0
-        else:
-            self._bad += 1
-            if self._bad >= self.patience:
-                for g in state.optimizer.param_groups:
-                    g["lr"] *= self.factor
-                self._bad = 0
-        if self.carry is not None:
-            self.carry.update(best=self._best, bad=self._bad)
+            return
+        self._bad += 1
+        if self._bad >= self.patience:
+            for g in state.optimizer.param_groups:
+                g["lr"] *= self.factor
+            self._bad = 0
 
 
 class LinearWarmup(Callback):

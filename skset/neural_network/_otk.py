@@ -328,13 +328,14 @@ class _BaseSupervisedOTK(KmerWidth, SetNetworkEstimator):
         if self.learning_rate == "adaptive":
             # the paper's rule: halve the rate after 5 epochs without progress of the validation
             # loss (the training loss without a validation split: no early_stopping, partial_fit)
+            # partial_fit: each call is one epoch on its own chunk, whose loss is not comparable
+            # with another chunk's, so the schedule does not count across calls and a stream
+            # keeps its rate (counted across calls, the chunks' noise halved it again and again:
+            # Japanese Vowels streams 98.27 -> 96.70 mean accuracy, worst seed 94.86)
             early = data.validation is not None
-            if data.incremental and not warm:  # a stream's first call: counts from nothing
-                self._plateau = {}
             callbacks.append(ReduceLROnPlateau(
                 lambda state: state.validation_loss if early else state.epoch_loss,
-                patience=5, factor=0.5, tol=self.tol,
-                carry=self.__dict__.setdefault("_plateau", {}) if data.incremental else None))
+                patience=5, factor=0.5, tol=self.tol))
         sync_alpha(self, data, warm)
         penalty = None
         # a regressor's chosen penalty may be infinite (the mean): a large finite one for Adam

@@ -197,10 +197,11 @@ _DOC_PARAMS = """
         Continue training the fitted model (no new initialisation) on the next ``fit`` (the
         parameters that built the model, and ``class_weight``, must be those of its fit: a
         ``ValueError`` names one changed since; those of training, learning rate and ``alpha``
-        included, may change). The rate starts again at ``learning_rate_init`` (between
-        ``partial_fit`` calls the ``"adaptive"`` schedule carries on: its count of epochs
-        without progress spans the calls); with ``early_stopping`` the best validation score so
-        far is kept: the fit ends with the weights it started from unless an epoch beats it.
+        included, may change). The rate starts again at ``learning_rate_init``; with
+        ``early_stopping`` the best validation score so far is kept: the fit ends with the
+        weights it started from unless an epoch beats it. (``partial_fit`` keeps the rate: each
+        call is one epoch on its own chunk, whose loss is no measure of progress against another
+        chunk's, so the ``"adaptive"`` schedule does not lower it in a stream.)
     verbose : int, default=0
         ``>= 1`` prints one line per epoch.
     max_elements : int, default=131072
