@@ -603,3 +603,34 @@ def test_unbalanced_plans_on_far_features_warn_in_float32():
             OTKEmbedding(n_supports=3, random_state=0, **kw).fit(sets)
             OTKEmbedding(n_supports=3, random_state=0, dtype="float64", **kw).fit(far)
             OTKEmbedding(n_supports=3, random_state=0).fit(far)  # shifted: nothing to say
+
+
+def test_several_references_converge_and_keep_the_best_round():
+    """Wasserstein k-means with several references starts each round from the previous
+    references (each round drew a fresh k-means: 8 of 20 fits ran to the cap, the cost rising
+    between rounds) and returns the round of lowest cost; a ``max_samples`` below ``n_supports``
+    no longer gives supports repeated 1e-6 apart."""
+    import warnings
+
+    warnings.simplefilter("ignore")
+    capped = 0
+    for seed in range(8):
+        r = np.random.default_rng(seed)
+        X = [r.normal(size=(int(r.integers(5, 20)), 2)) for _ in range(30)]
+        m = OTKEmbedding(n_supports=3, n_references=3, barycenter_iter=10, dtype="float64",
+                         position_sigma=None, device="cpu", random_state=seed)
+        totals, costs = [], m._costs
+        m._costs = lambda s, z, masses=None, _c=costs: totals.append(_c(s, z, masses)) or totals[-1]
+        m.fit(X)
+        del m._costs
+        capped += m.n_iter_ == 10
+        final = np.asarray(m._costs(X, torch.as_tensor(m.references_), None))
+        kept = final[np.arange(len(X)), m.assignments_].sum()
+        assert any(np.isclose(kept, np.asarray(c)[np.arange(len(X)), m.assignments_].sum())
+                   for c in totals)
+    assert capped == 0
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(9, 2)) for _ in range(10)]
+    z = OTKEmbedding(n_supports=6, max_samples=3, random_state=0).fit(X).references_[0]
+    gaps = np.linalg.norm(z[:, None] - z[None], axis=-1)[np.triu_indices(6, 1)]
+    assert gaps.min() > 1e-3

@@ -87,9 +87,8 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
     sinkhorn_iter : int, default=3000
         Most Sinkhorn iterations per plan (the cap of the ``sinkhorn_tol`` rule; the exact count
         when ``sinkhorn_tol=None``); at least 1. Small ``epsilon`` and sets with heavy-tailed
-        element norms can need thousands of iterations to converge, easy sets a few tens. The
-        paper uses 100 iterations for its unsupervised embedding and 10 in its supervised models
-        (Appendix D.3).
+        element norms can need thousands of iterations to converge, easy sets a few tens (the
+        paper: 100 for its unsupervised embedding, 10 in its supervised models, App. D.3).
     sinkhorn_tol : float or None, default=1e-4
         Sinkhorn stopping tolerance on each plan's row-marginal error
         :math:`\sum_i |\sum_j P_{ij} - 1/n|` (between 0 and 2; the column marginals hold
@@ -153,8 +152,8 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         Iterations of the Wasserstein barycenter / Wasserstein k-means (``max_iter`` before
         0.2; ``max_iter`` means training epochs in skset).
     max_samples : int or "auto", default="auto"
-        Elements sampled for k-means. ``"auto"``: 100,000, fewer for wide elements so that the
-        sample holds at most 2^25 values (as :class:`skset.NystromFeatures`).
+        Elements sampled for k-means (at least ``n_supports``). ``"auto"``: 100,000, fewer for
+        wide elements: at most 2^25 values in the sample (as :class:`skset.NystromFeatures`).
     sinkhorn_method : {"auto", "log", "exp"}, default="auto"
         Sinkhorn solver, see :func:`skset.ot.sinkhorn`. ``"exp"`` alone can end on a NaN plan
         (a ``ValueError``) or, with no error, on a finite plan whose marginals are right but
@@ -198,8 +197,9 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         when positions beat none, ``"shuffled"`` (the control); ``None`` when nothing was
         scored (explicit ``position_sigma``, no usable labels).
     assignments_ : ndarray of shape (n_training_sets,)
-        Reference each training set was assigned to, the one of lowest transport cost (all zeros
-        with one reference); after a later ``partial_fit``, of that call's sets.
+        Reference of each training set (zeros with one): of lowest transport cost, except that
+        ``fit`` gives a reference no set chose the set its own fits worst; after ``partial_fit``,
+        of that call's sets.
     n_iter_ : int
         Barycenter / Wasserstein k-means iterations run (by ``fit`` or the first
         ``partial_fit``; with several references, summed over them and the rounds).

@@ -40,24 +40,32 @@ def kmeans_elements(otk, sets, rng, weights=None):
     ``unit``: their counts' factor, :func:`skset._weighting.sample_elements`); ``weights``: one
     1-D array of element weights per set, or ``None``."""
     elems = np.concatenate(sets, axis=0)
-    max_samples = resolve_max_samples(otk.max_samples, elems.shape[1], otk.n_supports_)
+    # never fewer rows than supports: fewer repeated supports with a jitter, features that only
+    # repeat (NystromFeatures uses fewer anchors instead, with a warning)
+    max_samples = max(resolve_max_samples(otk.max_samples, elems.shape[1], otk.n_supports_),
+                      otk.n_supports_)
     return sample_elements(elems, None if weights is None else np.concatenate(weights),
                            max_samples, rng)
 
 
-def kmeans_reference(otk, sets, rng, weights=None) -> np.ndarray:
+def kmeans_reference(otk, sets, rng, weights=None, init=None) -> np.ndarray:
     """k-means centres (``otk.n_supports_`` of them) of the elements of ``sets``; ``weights``:
-    one 1-D array of element weights per set (elements of weight 0 are left out), or ``None``."""
+    one 1-D array of element weights per set (elements of weight 0 are left out), or ``None``;
+    ``init``: the centres to start from (a later round of several references), else k-means++."""
     elems, w, _ = kmeans_elements(otk, sets, rng, weights)
     p = otk.n_supports_  # at most the distinct elements of all training sets (fit)
     step = 4 * p
     if count_distinct((elems[i:i + step] for i in range(0, len(elems), step)), p) < p:
-        # fewer distinct elements than p here (the sets of one reference of several, or a
-        # max_samples sample): every distinct element, then repeats with tiny jitter
-        # (deterministic)
+        # fewer distinct elements than p here (the sets of one reference of several): every
+        # distinct element, then repeats with a tiny jitter (deterministic) in the data's scale
         uniq = np.unique(elems, axis=0)
         reps = np.concatenate([uniq, uniq[rng.choice(len(uniq), p - len(uniq))]])
-        return reps + 1e-6 * rng.standard_normal(reps.shape)
+        scale = float(np.abs(elems).max()) or 1.0
+        return reps + 1e-6 * scale * rng.standard_normal(reps.shape)
+    if init is not None:
+        km = KMeans(n_clusters=p, init=init, n_init=1)
+        with np.errstate(all="ignore"), one_thread():
+            return km.fit(elems, sample_weight=w).cluster_centers_
     km = KMeans(n_clusters=p, n_init=1, random_state=rng.randint(2**31 - 1))
     with np.errstate(all="ignore"), one_thread():  # the same centres whatever the threads
         return km.fit(elems, sample_weight=w).cluster_centers_
@@ -103,9 +111,12 @@ def barycenter(otk, sets, z0: np.ndarray, masses=None, set_weight=None) -> tuple
     return to_numpy(z[0]), n_iter
 
 
-def fit_one(otk, sets, rng, masses=None, set_weight=None) -> tuple[np.ndarray, int]:
-    """The reference of ``sets`` (``fit_method``): ``(z (p, d), barycenter iterations run)``."""
-    z = kmeans_reference(otk, sets, rng, kmeans_weights(sets, masses, set_weight))
+def fit_one(otk, sets, rng, masses=None, set_weight=None, init=None) -> tuple[np.ndarray, int]:
+    """The reference of ``sets`` (``fit_method``): ``(z (p, d), barycenter iterations run)``;
+    ``init``: the reference to start from (a later round of several references)."""
+    if init is not None and otk.fit_method == "wasserstein":
+        return barycenter(otk, sets, init, masses, set_weight)
+    z = kmeans_reference(otk, sets, rng, kmeans_weights(sets, masses, set_weight), init)
     if otk.fit_method == "wasserstein":
         return barycenter(otk, sets, z, masses, set_weight)
     return z, 0
@@ -120,8 +131,9 @@ def fit_references(otk, sets, rng, masses=None, sw=None):
     2021, Section 2): groups started by k-means on the set means, then, up to
     ``otk.barycenter_iter`` times, each reference refitted on its sets and each set assigned to
     the reference of lowest transport cost (``otk._costs``), until the assignments repeat; an
-    empty group takes the set its reference fitted worst in the previous round. Needs at least
-    ``q`` sets.
+    empty group takes the set its reference fitted worst in the previous round. Each round
+    starts each reference from the previous one (Lloyd's alternation), and the round of lowest
+    total cost is returned (its references and assignments). Needs at least ``q`` sets.
     """
     q = otk.n_references
     if q == 1:
@@ -136,6 +148,8 @@ def fit_references(otk, sets, rng, masses=None, sw=None):
     refs = np.empty((q, otk.n_supports_, otk.n_features_in_))
     worst = 0
     n_iter = n_bary = 0
+    best = (np.inf, None, None)
+    set_w = np.ones(len(sets)) if sw is None else np.asarray(sw, dtype=np.float64)
     for it in range(otk.barycenter_iter):
         for r in range(q):
             members = np.flatnonzero(assign == r)
@@ -144,7 +158,7 @@ def fit_references(otk, sets, rng, masses=None, sw=None):
             refs[r], n = fit_one(
                 otk, [sets[i] for i in members], rng,
                 None if masses is None else [masses[i] for i in members],
-                None if sw is None else sw[members])
+                None if sw is None else sw[members], init=refs[r] if it else None)
             n_bary += n
         # Wasserstein k-means: each set to the reference of lowest transport cost
         costs = otk._costs(sets, torch.as_tensor(refs, dtype=otk._tdtype, device=otk.device_),
@@ -152,11 +166,14 @@ def fit_references(otk, sets, rng, masses=None, sw=None):
         new_assign = costs.argmin(1)
         worst = int(costs.min(1).argmax())  # the set its reference fits worst
         _fill_empty_groups(new_assign, costs, q)
+        total = float(set_w @ np.asarray(costs)[np.arange(len(sets)), new_assign])
+        if total < best[0]:
+            best = (total, refs.copy(), new_assign.copy())
         n_iter = it + 1
         if np.array_equal(new_assign, assign):
             break
         assign = new_assign
-    return refs, assign, n_iter, n_bary
+    return best[1], best[2], n_iter, n_bary
 
 
 def _fill_empty_groups(assign: np.ndarray, costs, q: int) -> None:
