@@ -620,7 +620,7 @@ def test_several_references_converge_and_keep_the_best_round():
         m = OTKEmbedding(n_supports=3, n_references=3, barycenter_iter=10, dtype="float64",
                          position_sigma=None, device="cpu", random_state=seed)
         totals, costs = [], m._costs
-        m._costs = lambda s, z, masses=None, _c=costs: totals.append(_c(s, z, masses)) or totals[-1]
+        m._costs = lambda s, z, masses=None, _c=costs, _t=totals: _t.append(_c(s, z, masses)) or _t[-1]
         m.fit(X)
         del m._costs
         capped += m.n_iter_ == 10
