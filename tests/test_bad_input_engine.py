@@ -326,6 +326,21 @@ def test_public_helpers_name_bad_arguments(tmp_path):
         batched_kmeans(torch.randn(1, 3, 2), None, torch.tensor([5]))
     with pytest.raises(TypeError, match="n_clusters must be an int tensor"):
         batched_kmeans(torch.randn(1, 3, 2), None, 2)
+    from skset.datasets import make_circles_instances, make_unique_count
+    from skset.nn import kmer_level_shape, kmer_unfold
+
+    for kw, what in ((dict(test_fraction="0.5"), "test_fraction"),
+                     (dict(test_fraction=0.001), "every digit"),
+                     (dict(split_random_state=-1), "split_random_state")):
+        with pytest.raises(ValueError, match=what):
+            make_unique_count(3, random_state=0, **kw)
+    with pytest.raises(ValueError, match=r"\(low, high\) pair"):
+        make_circles_instances(2, n_circles=[3])
+    for kw in (dict(window=0), dict(window=2.5), dict(window=2, dilation=-1)):
+        with pytest.raises(ValueError, match="must be a positive integer"):
+            kmer_unfold(torch.randn(1, 5, 2), None, **kw)
+    with pytest.raises(ValueError, match="window must be a positive integer"):
+        kmer_level_shape(torch.randn(1, 4, 6), 0)
 
 
 def test_engine_functions_name_bad_arguments():

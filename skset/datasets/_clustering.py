@@ -73,6 +73,8 @@ def make_circles_instances(
     n_instances = _check_int(n_instances, "n_instances", 0)
     n_points = _check_int(n_points, "n_points", 1)
     if isinstance(n_circles, (tuple, list)):
+        if len(n_circles) != 2:
+            raise ValueError(f"n_circles must be an int or a (low, high) pair, got {n_circles!r}.")
         c_lo, c_hi = (_check_int(v, "n_circles", 1) for v in n_circles)
         if c_lo > c_hi:
             raise ValueError(f"n_circles range must satisfy low <= high, got {n_circles!r}.")

@@ -286,9 +286,18 @@ def make_unique_count(
     n_sets = _check_n_sets(n_sets)
     if subset not in ("train", "test"):
         raise ValueError(f"subset={subset!r} must be 'train' or 'test'.")
-    if not 0.0 < test_fraction < 1.0:
-        raise ValueError(f"test_fraction={test_fraction} must lie in (0, 1).")
+    if isinstance(test_fraction, bool) or not isinstance(test_fraction, Real) \
+            or not 0.0 < test_fraction < 1.0:
+        raise ValueError(f"test_fraction={test_fraction!r} must be a number in (0, 1).")
+    if isinstance(split_random_state, bool) or not isinstance(split_random_state, Integral) \
+            or not 0 <= split_random_state < 2**32:
+        raise ValueError(f"split_random_state={split_random_state!r} must be an integer in "
+                         "[0, 2**32).")
     d = load_digits()
+    n_test = int(np.ceil(test_fraction * len(d.target)))
+    if not len(np.unique(d.target)) <= n_test <= len(d.target) - len(np.unique(d.target)):
+        raise ValueError(f"test_fraction={test_fraction!r} leaves a pool without every digit: "
+                         "each pool needs at least one image of each of the 10 digits.")
     idx_train, idx_test = train_test_split(np.arange(len(d.target)), test_size=test_fraction,
                                            random_state=split_random_state, stratify=d.target)
     idx = idx_train if subset == "train" else idx_test

@@ -189,6 +189,12 @@ def nystrom_map_into(x, anchors, normalization, bandwidth, out, buf, *, mean=Non
     return out
 
 
+def _check_kmer_args(window, dilation=1) -> None:
+    for name, v in (("window", window), ("dilation", dilation)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
+            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+
+
 def kmer_unfold(x: torch.Tensor, mask: torch.Tensor, window: int, dilation: int = 1):
     """Concatenate ``window`` consecutive elements of padded sequences (``dilation`` apart).
 
@@ -199,6 +205,9 @@ def kmer_unfold(x: torch.Tensor, mask: torch.Tensor, window: int, dilation: int 
     repeated past its end (as :class:`skset.NystromFeatures` builds them).
     """
     mask = as_mask(mask, x)
+    _check_kmer_args(window, dilation)
+    if mask is None:
+        mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
     if window == 1:
         return x, mask
     B, n, d = x.shape
@@ -236,6 +245,7 @@ def kmer_level_shape(x: torch.Tensor, window: int) -> torch.Tensor:
     """k-mers ``(B, m, window * d)`` of :func:`kmer_unfold` coded as level + shape: the
     deviations from each k-mer's mean over its steps, then that mean: ``(B, m, window * d + d)``
     (the coding of :class:`skset.NystromFeatures` with ``kmer_coding="level_shape"``)."""
+    _check_kmer_args(window)
     window = int(window)
     # sizes read from x (reshape, not unflatten; a broadcast, not repeat): the legacy ONNX
     # exporter traced unflatten's sizes as constants, and a Set Transformer's graph then held
