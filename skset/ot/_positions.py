@@ -30,6 +30,8 @@ def position_weights(
 
 
 def _check_args(n_supports, sigma) -> None:
+    if isinstance(n_supports, torch.Tensor):  # a size traced for export (TorchScript, ONNX)
+        return
     if isinstance(n_supports, bool) or not isinstance(n_supports, numbers.Integral) \
             or n_supports < 1:
         raise ValueError(f"n_supports must be a positive integer, got {n_supports!r}")
