@@ -368,3 +368,23 @@ def test_engine_functions_name_bad_arguments():
             abc_loss(logits, labels, class_weight=bad)
     with pytest.raises(ValueError, match="max_elements must be a positive integer"):
         sx.run_onnx("model.onnx", [np.ones((2, 2))], max_elements=0)
+
+
+def test_pooling_laplacian_transport_and_affinity_inputs_are_named():
+    """Sets without elements pool to 0 without a mask too (an IndexError for "max", NaN for
+    "mean"); a Laplacian of a 2-D or integer affinity, a transport similarity of mismatched
+    shapes and a complex affinity are named (unpacking, finfo or broadcast errors before)."""
+    from skset.cluster import estimate_n_clusters
+    from skset.nn import masked_pool, normalized_laplacian
+    from skset.ot import transport_similarity
+
+    for how in ("sum", "mean", "max"):
+        out = masked_pool(torch.zeros(2, 0, 3), None, how)
+        assert out.shape == (2, 3) and (out == 0).all()
+    for bad in (torch.ones(4, 4), torch.ones(1, 4, 4, dtype=torch.long), torch.ones(1, 3, 4)):
+        with pytest.raises(ValueError, match="affinity must be a float tensor"):
+            normalized_laplacian(bad)
+    with pytest.raises(ValueError, match="plan and similarity must be tensors of one shape"):
+        transport_similarity(torch.ones(1, 2, 3), torch.ones(1, 3, 2))
+    with pytest.raises(TypeError, match="complex"):
+        estimate_n_clusters(np.eye(4) + 0j)

@@ -34,6 +34,8 @@ def _check_affinity(A, where: str = "affinity") -> np.ndarray:
         A = A.toarray()
     if isinstance(A, torch.Tensor):
         A = to_numpy(A)
+    if np.iscomplexobj(A):
+        raise TypeError(f"{where} holds complex numbers; affinities are real.")
     try:
         A = np.asarray(A, dtype=np.float64)
     except (TypeError, ValueError) as exc:

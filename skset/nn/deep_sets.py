@@ -44,6 +44,8 @@ def masked_pool(x: torch.Tensor, mask: torch.Tensor | None, how: str = "sum",
     if how not in _POOLS:
         raise ValueError(f"pooling={how!r} is not supported; use "
                          f"{', '.join(map(repr, _POOLS[:-1]))} or {_POOLS[-1]!r}.")
+    if mask is None and x.shape[1] == 0:  # sets without elements pool to 0, as padding rows do
+        return x.new_zeros(x.shape[0], x.shape[2])
     if mask is None:
         if how == "max":
             return x.amax(1)

@@ -83,6 +83,11 @@ def normalized_laplacian(affinity: torch.Tensor, mask: torch.Tensor | None = Non
     mask : bool Tensor of shape (B, n) or None
         ``True`` on real nodes; ``None`` means all real.
     """
+    if not isinstance(affinity, torch.Tensor) or affinity.dim() != 3 \
+            or affinity.shape[1] != affinity.shape[2] or not affinity.is_floating_point():
+        raise ValueError("affinity must be a float tensor of shape (B, n, n), got "
+                         f"{getattr(affinity, 'dtype', type(affinity).__name__)} of shape "
+                         f"{tuple(getattr(affinity, 'shape', ()))}")
     mask = as_mask(mask, affinity)
     B, n, _ = affinity.shape
     if mask is None:

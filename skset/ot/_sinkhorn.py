@@ -536,4 +536,9 @@ def _warn_nonfinite_exp(P: torch.Tensor, epsilon: float, stacklevel: int = 3) ->
 
 def transport_similarity(plan: torch.Tensor, similarity: torch.Tensor) -> torch.Tensor:
     """``<P, K>`` per set, ``(B,)``: the negated transport cost, higher is closer."""
+    if not (isinstance(plan, torch.Tensor) and isinstance(similarity, torch.Tensor)) \
+            or plan.dim() != 3 or plan.shape != similarity.shape:
+        raise ValueError("plan and similarity must be tensors of one shape (B, n, p), got "
+                         f"{tuple(getattr(plan, 'shape', ()))} and "
+                         f"{tuple(getattr(similarity, 'shape', ()))}")
     return (plan * torch.nan_to_num(similarity, nan=0.0, posinf=0.0, neginf=0.0)).sum(dim=(1, 2))
