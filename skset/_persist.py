@@ -101,8 +101,7 @@ def _encode(v: Any, where: str):
         return {_TAG: "tuple", "items": [_encode(x, where) for x in v]}
     if isinstance(v, list):
         return [_encode(x, where) for x in v]
-    if hasattr(v, "to_dict") and hasattr(v, "index") and not hasattr(v, "columns"):
-        v = v.to_dict()  # a pandas Series (a class_weight given as one): {label: value}
+    v = _series_as_dict(v)  # a class_weight given as a Series, in _model_params_
     if isinstance(v, dict):  # keys: str, int, bool or float (numpy's as Python's: class labels)
         keys = [k.item() if isinstance(k, (np.integer, np.bool_, np.floating)) else str(k)
                 if isinstance(k, str) else k for k in v]
@@ -124,6 +123,14 @@ def _json_hook(d: dict):
     if set(d) == {_DICT}:
         return {k: v for k, v in d[_DICT]}
     return d
+
+
+def _series_as_dict(v):
+    """A pandas Series (a ``class_weight`` given as one) as ``{label: value}``; anything else
+    as given."""
+    if hasattr(v, "to_dict") and hasattr(v, "index") and not hasattr(v, "columns"):
+        return v.to_dict()
+    return v
 
 
 def _json_param(name: str, value, cls_name: str):
@@ -148,8 +155,7 @@ def _json_param(name: str, value, cls_name: str):
             return str(resolve_dtype(value)).replace("torch.", "")
         except ValueError:
             pass  # not a dtype skset computes in: refused below
-    if hasattr(value, "to_dict") and hasattr(value, "index"):  # a pandas Series: {label: value}
-        value = value.to_dict()
+    value = _series_as_dict(value)
     if isinstance(value, tuple):  # JSON has no tuples: tag them so that load gives them back
         return {_TUPLE: [_json_param(name, x, cls_name) for x in value]}
     if isinstance(value, list):

@@ -322,7 +322,7 @@ def test_public_helpers_name_bad_arguments(tmp_path):
     A = torch.ones(1, 4, 4)
     with pytest.raises(ValueError, match="n_init must be an integer >= 1"):
         spectral_cluster(A, n_init=0)
-    with pytest.raises(ValueError, match="n_clusters exceeds"):
+    with pytest.raises(ValueError, match="n_clusters must lie in"):
         batched_kmeans(torch.randn(1, 3, 2), None, torch.tensor([5]))
     with pytest.raises(TypeError, match="n_clusters must be an int tensor"):
         batched_kmeans(torch.randn(1, 3, 2), None, 2)

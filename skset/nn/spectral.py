@@ -319,14 +319,15 @@ def batched_kmeans(X: torch.Tensor, mask: torch.Tensor | None, n_clusters: torch
         mask = torch.ones(B, n, dtype=torch.bool, device=dev)
     R = _count("n_init", n_init)
     _count("max_iter", max_iter)
-    if not isinstance(n_clusters, torch.Tensor):
+    if not isinstance(n_clusters, torch.Tensor) or n_clusters.is_floating_point():
         raise TypeError(f"n_clusters must be an int tensor of shape (B,), got "
                         f"{type(n_clusters).__name__}")
-    _count("n_clusters", n_clusters)
-    if B and bool((n_clusters.to(mask.device) > mask.sum(1)).any()):
-        raise ValueError("n_clusters exceeds the number of real elements of an instance")
     k = n_clusters.to(device=dev, dtype=torch.long)
-    k_max = int(k.max())
+    # one read of the device: the largest k, and whether any k is outside [1, n_b]
+    bad, k_max = torch.stack([((k < 1) | (k > mask.sum(1))).any().long(), k.max()]).tolist()
+    if bad:
+        raise ValueError(f"n_clusters must lie in [1, n] for each instance (n its real elements), "
+                         f"got {k.tolist()}")
     Xr = X.repeat_interleave(R, 0)  # (BR, n, p)
     Mr = mask.repeat_interleave(R, 0)
     kr = k.repeat_interleave(R, 0)
@@ -411,8 +412,7 @@ def spectral_cluster(affinity: torch.Tensor, mask: torch.Tensor | None = None,
     _count("n_init", n_init)
     _count("max_iter", max_iter)
     if n_clusters is not None:
-        _count("n_clusters", n_clusters if isinstance(n_clusters, torch.Tensor)
-               else n_clusters)
+        _count("n_clusters", n_clusters)
     lengths = mask.sum(1)
     w, V = laplacian_eigh(affinity, mask)
     if n_clusters is None and threshold is not None:
