@@ -118,7 +118,8 @@ def iter_transform(
         the call): a 2-D array for set-to-vector estimators and predictions, a list of per-set
         arrays for :class:`~skset.NystromFeatures`.
         ``np.concatenate(list(iter_transform(est, X)))`` equals ``est.transform(X)`` (up to
-        floating-point rounding: batches are cut differently).
+        floating-point rounding, and for :class:`~skset.OTKEmbedding` up to its
+        ``sinkhorn_tol``: batches are cut differently, and a set may stop at another check).
 
     Examples
     --------

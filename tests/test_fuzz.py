@@ -432,3 +432,32 @@ def test_fuzz_worker_allocator(overrides):
     except ValueError as exc:
         assert nul and "NUL" in str(exc)
     assert dict(dask.config.get(key)) == config and dict(os.environ) == environ
+
+
+@settings(FUZZ, max_examples=max(N_EXAMPLES // 8, 1))
+@given(data=collections(), chunk_size=st.integers(1, 3), named=st.booleans())
+def test_fuzz_iter_transform(data, chunk_size, named):
+    """:func:`skset.utils.iter_transform` (``ids=`` or not) in chunks of 1-3 sets: a set with
+    NaN/inf is refused by a ValueError that names it by its position in the stream or by its
+    id, not by its position in a chunk; otherwise the chunks' outputs are ``transform``'s."""
+    from skset.utils import iter_transform
+
+    X, d, injected, largest = data
+    est = fitted("OTKEmbedding", d)
+    sets = list(X)
+    ids = [f"s{i}" for i in range(len(sets))] if named else None
+    bad = [i for i, s in enumerate(sets) if not np.isfinite(np.asarray(s, dtype=float)).all()]
+    try:
+        out = np.concatenate(list(iter_transform(est, sets, chunk_size=chunk_size, ids=ids)))
+    except ValueError as exc:
+        msg = str(exc)
+        if "too large" in msg and largest > 1e6:
+            return
+        assert bad, f"unexpected error for finite input: {msg}"
+        first = f"set {ids[bad[0]]!r}" if named else f"set {bad[0]}"
+        assert first in msg, f"{first} not named: {msg}"
+        return
+    assert not bad, "NaN/inf in the input was not refused"
+    # batches cut otherwise: float32 rounding, and the Sinkhorn tolerance (1e-4) may stop a set
+    # at another check
+    np.testing.assert_allclose(out, est.transform(sets), rtol=1e-3, atol=1e-3)
