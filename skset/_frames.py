@@ -482,6 +482,9 @@ def frame_from_sets(
     2      b  3.0        1
     """
     vals = _check_values(values)
+    if ids is None or isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
+        raise TypeError(f"ids must be a sequence of one id per set (the ids returned by "
+                        f"sets_from_frame), got {type(ids).__name__}.")
     ids = list(ids)
     if len(ids) != len(vals):
         raise ValueError(f"values holds {len(vals)} set(s) but ids {len(ids)}; give one id per set.")

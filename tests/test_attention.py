@@ -403,3 +403,14 @@ def test_self_attention_with_a_key_mask_only_zeroes_nan_query_padding():
     assert all(torch.isfinite(p.grad).all() for p in m.parameters())
     ref = m(q, q, q, mask, mask)  # with the query mask given as well: the same real rows
     torch.testing.assert_close(out[mask], ref[mask])
+
+
+@pytest.mark.parametrize("eps", [0, 0.0, -1e-5, float("nan"), float("inf"), True, "1e-5", None])
+def test_set_norm_refuses_eps_that_is_not_positive(eps):
+    """``eps=0`` divided a set of equal values by a zero deviation: NaN rows, silently."""
+    x = torch.ones(1, 3, 2)
+    with pytest.raises(ValueError, match="eps"):
+        set_norm(x, eps=eps)
+    with pytest.raises(ValueError, match="eps"):
+        SetNorm(2, eps=eps)
+    assert torch.equal(set_norm(x, eps=np.float32(1e-5)), torch.zeros(1, 3, 2))

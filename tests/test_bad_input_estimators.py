@@ -158,6 +158,14 @@ def test_defect_08_empty_by(by):
         skset.frame_from_sets([np.zeros(2), np.zeros(1)], [0, 1], by=by)
 
 
+@pytest.mark.parametrize("ids", [None, "ab", b"ab", 3])
+def test_frame_from_sets_ids_not_a_sequence(ids):
+    """``ids`` of None or a number named ids (a bare "not iterable"); a string of as many
+    characters as sets was read as one id per character."""
+    with pytest.raises(TypeError, match="ids must be a sequence"):
+        skset.frame_from_sets([np.zeros(2), np.zeros(1)], ids)
+
+
 @pytest.mark.parametrize("lib", ["pandas", "polars"])
 @pytest.mark.parametrize("where", ["by", "order_by"])
 def test_defect_09_nan_key_polars(lib, where):

@@ -48,6 +48,19 @@ def test_inv_sqrt_psd_values_and_duplicate_anchors():
     assert inv_sqrt_psd(K.float()).dtype == torch.float32
 
 
+def test_inv_sqrt_psd_zero_matrix_is_zero():
+    """No positive eigenvalue: the pseudo-inverse's answer, 0, in float32 and float64 and in a
+    batch beside a regular matrix (it was the floor's inverse square root: inf in float32)."""
+    K = torch.stack([torch.zeros(4, 4, dtype=torch.float64), 2.0 * torch.eye(4, dtype=torch.float64)])
+    for dtype in (torch.float32, torch.float64):
+        R = inv_sqrt_psd(K.to(dtype))
+        assert torch.equal(R[0], torch.zeros(4, 4, dtype=dtype))
+        torch.testing.assert_close(R[1], torch.eye(4, dtype=dtype) / 2 ** 0.5)
+    Z = torch.zeros(3, 3, dtype=torch.float64, requires_grad=True)
+    inv_sqrt_psd(Z).sum().backward()
+    assert torch.equal(Z.grad, torch.zeros(3, 3, dtype=torch.float64))
+
+
 def test_anchor_gram_exact_far_from_zero_and_far_apart():
     """The anchors' Gram matrix reads differences only: at an offset of 1e9 it is the one at 0,
     and anchors 1e10 apart give the identity (the expansion of the squared distances gave an

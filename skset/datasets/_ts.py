@@ -15,7 +15,9 @@ def read_ts(path: str | os.PathLike) -> tuple[list[np.ndarray], np.ndarray]:
 
     Lines starting with ``#`` are comments, ``@`` lines the header; after ``@data`` each line is one
     case: the dimensions separated by ``:``, the values of one dimension by ``,``, the class label
-    last. Each series becomes one set whose elements are the time steps (in order).
+    last. Each series becomes one set whose elements are the time steps (in order). A ``?`` (the
+    format's missing value) is refused with its line number; values written as ``NaN`` or ``inf``
+    are returned as read, and the estimators refuse them by set.
 
     Returns
     -------

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 from torch import nn
 
 from ._masks import as_mask
 
 __all__ = ["SetNorm", "set_norm", "make_norm"]
+
+
+def _check_eps(eps) -> None:
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not 0 < eps < float("inf"):
+        raise ValueError(f"eps must be a positive finite number (a set of equal values has "
+                         f"variance 0), got {eps!r}.")
 
 
 def set_norm(
@@ -38,13 +46,14 @@ def set_norm(
     weight, bias : Tensor of shape (D,) or None
         The per-feature affine transform (gamma, beta).
     eps : float
-        Added to the variance.
+        Added to the variance; positive (a set of equal values has variance 0).
 
     Returns
     -------
     Tensor of shape (B, n, D)
         Padded rows hold finite values that carry no meaning.
     """
+    _check_eps(eps)
     mask = as_mask(mask, x)
     D = x.shape[-1]
     if mask is None:
@@ -99,6 +108,7 @@ class SetNorm(nn.Module):
     def __init__(self, dim: int, eps: float = 1e-5, affine: bool = True):
         super().__init__()
         self.dim = int(dim)
+        _check_eps(eps)
         self.eps = float(eps)
         if affine:
             self.weight = nn.Parameter(torch.ones(self.dim))

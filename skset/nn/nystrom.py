@@ -84,16 +84,20 @@ class _InvSqrtPSD(torch.autograd.Function):
     def forward(ctx, K, eigenvalue_floor):
         K = 0.5 * (K + K.transpose(-1, -2))
         evals, evecs = torch.linalg.eigh(K)
-        top = evals.amax(-1, keepdim=True).clamp_min(torch.finfo(K.dtype).tiny)
-        c = eigenvalue_floor * top
+        top = evals.amax(-1, keepdim=True)
+        # a matrix with no positive eigenvalue (the zero matrix) has the pseudo-inverse's answer,
+        # 0, not the inverse square root of a floor at the dtype's tiniest number (inf in float32)
+        live = top > torch.finfo(K.dtype).tiny
+        c = eigenvalue_floor * top.clamp_min(torch.finfo(K.dtype).tiny)
         lam = torch.maximum(evals, c)
-        ctx.save_for_backward(evals, evecs, c)
+        ctx.save_for_backward(evals, evecs, c, live)
         ctx.eigenvalue_floor = eigenvalue_floor
-        return (evecs * lam.rsqrt().unsqueeze(-2)) @ evecs.transpose(-1, -2)
+        inv = torch.where(live, lam.rsqrt(), torch.zeros_like(lam))
+        return (evecs * inv.unsqueeze(-2)) @ evecs.transpose(-1, -2)
 
     @staticmethod
     def backward(ctx, grad):
-        evals, evecs, c = ctx.saved_tensors
+        evals, evecs, c, live = ctx.saved_tensors
         floored = evals < c
         lam = torch.maximum(evals, c)
         s = lam.sqrt()
@@ -120,6 +124,7 @@ class _InvSqrtPSD(torch.autograd.Function):
         dtop = dtop * (-0.5) * ctx.eigenvalue_floor * c.pow(-1.5)
         onehot = torch.zeros_like(evals).scatter(-1, top_idx, 1.0)
         inner = inner + torch.diag_embed(onehot * dtop)
+        inner = torch.where(live.unsqueeze(-1), inner, torch.zeros_like(inner))
         gK = evecs @ inner @ evecs.transpose(-1, -2)
         return 0.5 * (gK + gK.transpose(-1, -2)), None
 
@@ -129,7 +134,9 @@ def inv_sqrt_psd(K: torch.Tensor, eigenvalue_floor: float = 1e-4) -> torch.Tenso
 
     Computed in float64 (the matrix is small; float32 ``eigh`` loses digits at a 1e-4 floor) and
     returned in ``K``'s dtype. Differentiable, with a backward that stays finite when eigenvalues
-    coincide (a closed-form backward through the eigendecomposition).
+    coincide (a closed-form backward through the eigendecomposition). A matrix with no positive
+    eigenvalue (the zero matrix) gives the zero matrix, as a pseudo-inverse does, with a zero
+    gradient.
     """
     return _InvSqrtPSD.apply(K.double(), float(eigenvalue_floor)).to(K.dtype)
 
