@@ -79,10 +79,12 @@ class KmerInputs(KmerWidth):
         dilated = len(now) > 2 or (fitted is not None and len(fitted) > 2)
         was = ("" if fitted is None else f" (fitted with window={fitted[0]}"
                + (f", kmer_coding={fitted[1]!r}" if fitted[1] else "")
-               + (f", dilation={fitted[2]}" if len(fitted) > 2 else "") + ")")
+               + (f", dilation={fitted[2] if len(fitted) > 2 else 1}" if dilated else "") + ")")
+        n_fitted = self.anchors_.shape[1]
+        what = (f"give k-mers of {width} values, but the fitted anchors have {n_fitted}{was}"
+                if width != n_fitted else f"read other k-mers than the fitted anchors{was}")
         raise ValueError(
             f"{type(self).__name__}: window={self.window}, "
             + (f"dilation={self.dilation}, " if dilated else "")
-            + f"kmer_coding={self.kmer_coding!r} give k-mers of {width} values, but the fitted "
-            f"anchors have {self.anchors_.shape[1]}{was}; partial_fit continues the fitted model: "
-            "set the parameters back, or call fit to start afresh.")
+            + f"kmer_coding={self.kmer_coding!r} {what}; partial_fit continues the fitted "
+            "model: set the parameters back, or call fit to start afresh.")

@@ -66,3 +66,18 @@ def map_rows(x, idx, mean, scale, anchors, norm, bandwidth, *, normalize, keep_n
     if sums and not bool(torch.isfinite(torch.stack(sums)).all()):
         check_finite_output(out, name, dtype)  # raises unless only the sums overflowed
     return out
+
+
+def check_bandwidth_range(name: str, bandwidth: float, dtype, given: bool) -> None:
+    """Refuse a fit that transform could not compute: the kernel squares distances of order
+    ``bandwidth`` in the working ``dtype`` (data of magnitude 1e-30 without standardisation, or
+    a bandwidth of 1e-20 given on the unit sphere). ``given``: the bandwidth is the user's."""
+    lim = np.finfo(dtype)
+    if lim.tiny / lim.eps < bandwidth**2 < lim.max * lim.eps:
+        return
+    what = (f"bandwidth={bandwidth:.3g} on the unit sphere" if given
+            else f"the training elements' scale (bandwidth {bandwidth:.3g})")
+    fix = "give another bandwidth" if given else "standardise the features (standardize=True or 'auto')"
+    raise ValueError(f"{name}: {what} is out of the range of {np.dtype(dtype).name} computations "
+                     f"(squared distances would underflow or overflow); {fix} or use "
+                     "dtype='float64'.")

@@ -81,7 +81,9 @@ def positive_rows(coll, sets: list, y, weights: np.ndarray | None, rows_are_read
     if weights is None or weights.all():
         return coll, sets, y
     keep = weights > 0
-    if coll.form == "2d":  # a pool: its rows and their labels
+    if coll.form == "2d":  # a pool: its rows and their labels (k-mers' weights: nothing to drop)
+        if len(keep) != len(coll.sets[0]):
+            return coll, sets, y
         y = None if y is None else np.asarray(y)[keep]
         return dataclasses.replace(coll, sets=[coll.sets[0][keep]]), sets, y
     if not rows_are_read or len(keep) != sum(len(s) for s in sets):

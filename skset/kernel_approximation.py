@@ -25,7 +25,7 @@ from ._map_selection import (
     select_window,
     unit_rows,
 )
-from ._nystrom_rows import map_rows
+from ._nystrom_rows import check_bandwidth_range, map_rows
 from ._offsets import recentred, unstandardized_mean
 from ._sets import check_choice_labels, check_kmer_lengths, check_sets, kmer_index, kmer_windows, to_numpy
 from ._streaming import PARTIAL_FIT_WEIGHTS_DOC, center_counts, minibatch_kmeans_step, step_rng, weight_scale
@@ -195,7 +195,8 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
     bandwidth_ : float
         The bandwidth the kernel uses (absolute).
     relative_bandwidth_ : float
-        ``bandwidth_`` over the data's scale (the chosen or given ``bandwidth``).
+        ``bandwidth_`` over the data's scale (the chosen or given ``bandwidth``); with
+        ``normalize`` and a given bandwidth, the given value (absolute on the unit sphere).
     standardize_, normalize_, keep_norm_ : bool
         The preprocessing used: the given values, or those chosen for ``"auto"``.
     window_ : int
@@ -542,16 +543,8 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
             self.bandwidth_ = float(self.bandwidth)  # an explicit bandwidth on the sphere
         else:  # relative to the data: median distance of sampled pairs / sqrt(2)
             self.bandwidth_ = float(self.relative_bandwidth_) * median_scale(elems, rng, w)
-        if not (self.normalize_ and self.bandwidth != "auto"):
-            # the kernel squares distances of order bandwidth_ in the working dtype: refuse a fit
-            # that transform could not compute (data of magnitude 1e-30 without standardisation)
-            lim = np.finfo(np_dtype)
-            if not lim.tiny / lim.eps < self.bandwidth_**2 < lim.max * lim.eps:
-                raise ValueError(
-                    f"{type(self).__name__}: the training elements' scale (bandwidth "
-                    f"{self.bandwidth_:.3g}) is out of the range of {np.dtype(np_dtype).name} "
-                    "computations (squared distances would underflow or overflow); standardise "
-                    "the features (standardize=True or 'auto') or use dtype='float64'.")
+        given = self.normalize_ and self.bandwidth != "auto"
+        check_bandwidth_range(type(self).__name__, self.bandwidth_, np_dtype, given)
         if self.verbose:
             if self.window_scores_:
                 print(f"[NystromFeatures] k-mer width: window={self.window_}, "
@@ -559,8 +552,9 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
                       f"{format_window_scores(self.window_scores_)})")
             print(f"[NystromFeatures] element map: standardize={self.standardize_}, "
                   f"normalize={self.normalize_}, keep_norm={self.keep_norm_}, bandwidth "
-                  f"{self.relative_bandwidth_} x scale = {self.bandwidth_:.4g} "
-                  f"({'chosen on y' if self.selection_scores_ else 'fixed defaults'})")
+                  + (f"{self.bandwidth_:.4g} (given, on the unit sphere)" if given else
+                     f"{self.relative_bandwidth_} x scale = {self.bandwidth_:.4g}") + " "
+                  f"({'chosen on y' if self.selection_scores_ else 'not chosen'})")
         self._set_anchors(anchors)
         self.counts_ = data.scale * unit * center_counts(self.anchors_, elems, w)
         self.n_steps_ = 1

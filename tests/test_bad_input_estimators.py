@@ -308,3 +308,30 @@ def test_an_object_array_of_frames_is_checked_as_a_list_of_them():
     with pytest.raises(ValueError, match=r"the sets have the columns \['c', 'b', 'a'\]"):
         est.transform(Y)
     np.testing.assert_array_equal(est.transform(X), est.transform(dfs))
+
+
+def test_nystrom_pool_kmers_with_zero_weights_and_tiny_sphere_bandwidth():
+    """A 2-D pool cut into coded k-mers with rows of weight 0 fits (an IndexError: the k-mers'
+    weights were read as the rows'); a bandwidth given on the unit sphere too small for the
+    dtype is refused by fit, as the data-scaled one is (transform raised a torch overflow)."""
+    rng = np.random.default_rng(0)
+    pool = rng.normal(size=(20, 2))
+    sw = np.ones(20)
+    sw[3:5] = 0
+    for coding in ("level_shape", "plain"):
+        est = skset.NystromFeatures(n_components=4, window=2, kmer_coding=coding, random_state=0)
+        assert est.fit(pool, sample_weight=sw).transform(pool).shape == (19, 4)
+    sets = [rng.normal(size=(6, 2)) for _ in range(5)]
+    with pytest.raises(ValueError, match=r"bandwidth=1e-20 on the unit sphere is out of the range"):
+        skset.NystromFeatures(n_components=4, normalize=True, bandwidth=1e-20).fit(sets)
+
+
+def test_nystrom_partial_fit_names_the_fitted_dilation():
+    """k-mers of the same size but another dilation: the message says so and names the fitted
+    dilation (it claimed a size mismatch, '8 values, but the fitted anchors have 8')."""
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(20, 2)) for _ in range(5)]
+    est = skset.NystromFeatures(n_components=4, window=3, random_state=0).fit(X)
+    with pytest.raises(ValueError, match=r"read other k-mers than the fitted anchors \(fitted with "
+                                         r"window=3, kmer_coding='level_shape', dilation=1\)"):
+        est.set_params(dilation=2).partial_fit(X)

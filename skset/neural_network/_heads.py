@@ -209,6 +209,45 @@ def fit_ridge_head(head: torch.nn.Linear, Z: torch.Tensor, Y: torch.Tensor, alph
         head.bias.copy_((ym - zm @ Wt).to(head.bias.dtype))
 
 
+def ridge_stats(Z: torch.Tensor, Y: torch.Tensor, weight: torch.Tensor | None = None,
+                shift: torch.Tensor | None = None) -> dict:
+    """The weighted sums :func:`fit_ridge_head_stats` solves from, float64 on ``Z``'s device:
+    ``total`` (sum of weights), ``z``, ``y``, ``zz`` (``Z^T W Z``), ``zy``, over rows shifted by
+    ``shift`` (default their mean; kept as ``shift``) so that the sums keep their digits. Sums of
+    several chunks with one shift add (:func:`add_ridge_stats`): the ridge head of all the rows
+    seen, without keeping them."""
+    Z = Z.double()
+    Y = Y.double().reshape(Z.shape[0], -1)
+    shift = Z.mean(0) if shift is None else shift.to(Z)
+    Zs = Z - shift
+    w = torch.ones_like(Z[:, :1]) if weight is None else weight.to(Z).reshape(-1, 1)
+    return {"shift": shift, "total": w.sum(), "z": (w * Zs).sum(0), "y": (w * Y).sum(0),
+            "zz": Zs.T @ (w * Zs), "zy": Zs.T @ (w * Y)}
+
+
+def add_ridge_stats(a: dict | None, b: dict) -> dict:
+    """The sums of two chunks (``b`` computed with ``a``'s shift); ``a=None``: ``b``."""
+    return b if a is None else {k: a[k] if k == "shift" else a[k] + b[k] for k in a}
+
+
+def fit_ridge_head_stats(head: torch.nn.Linear, stats: dict, alpha: float) -> None:
+    """:func:`fit_ridge_head` from the sums of :func:`ridge_stats`: the same solution (the
+    centred normal equations ``(C_zz + alpha * total I) W^T = C_zy``)."""
+    total = stats["total"]
+    zm, ym = stats["z"] / total, stats["y"] / total
+    if math.isinf(alpha):
+        Wt = zm.new_zeros(zm.shape[0], ym.shape[0])
+    else:
+        czz = stats["zz"] - total * torch.outer(zm, zm)
+        czy = stats["zy"] - total * torch.outer(zm, ym)
+        reg = max(alpha, 1e-10) * total
+        Wt = torch.linalg.solve(czz + reg * torch.eye(czz.shape[0], dtype=czz.dtype,
+                                                       device=czz.device), czy)
+    with torch.no_grad():
+        head.weight.copy_(Wt.T.to(head.weight.dtype))
+        head.bias.copy_((ym - (zm + stats["shift"]) @ Wt).to(head.bias.dtype))
+
+
 def ridge_loo_errors(Z: torch.Tensor, Y: torch.Tensor, alphas=RIDGE_ALPHAS,
                      weight: torch.Tensor | None = None, per_row: bool = False) -> np.ndarray:
     """The exact leave-one-out mean squared error of :func:`fit_ridge_head` at each ``alpha``.

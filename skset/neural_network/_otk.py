@@ -32,11 +32,14 @@ from ._base import SetNetworkEstimator, TrainingSetup, compose_doc
 from ._callbacks import ReduceLROnPlateau
 from ._heads import (
     AlternatingHead,
+    add_ridge_stats,
     fit_logistic_head,
     fit_multilabel_logistic_head,
     fit_ridge_head,
+    fit_ridge_head_stats,
     level_absent_classes,
     ridge_loo_alpha,
+    ridge_stats,
 )
 from ._multilabel import CLASS_WEIGHT_DOC, MULTILABEL_DOC, with_class_weight
 from ._otk_docs import (
@@ -44,10 +47,10 @@ from ._otk_docs import (
     _CLF_RULE_ATTRS,
     _DOC_ATTRS,
     _DOC_PARAMS,
-    _DOC_PARAMS_REGRESSION,
     _DOC_REFS,
     _ELEMENT_WEIGHT_DOC,
     _ELEMENT_WEIGHT_FIT_DOC,
+    REGRESSOR_DOC_PARTS,
     _with_element_weight,
 )
 from ._otk_start import PAPER_EPSILON, chosen_start, head_alpha, sync_alpha
@@ -322,7 +325,10 @@ class _BaseSupervisedOTK(KmerWidth, SetNetworkEstimator):
         # partial_fit: a head refitted in closed form on each chunk would forget the others, so
         # after the first chunk Adam trains it with the rest (in the optimizer from the start,
         # so that its state carries over between calls)
-        alternating = self.solver == "alternating" and not (data.incremental and warm)
+        # (the regressor's head stays in closed form: the ridge of every chunk seen, from the
+        # sums of its normal equations; Adam's steps of about the rate overran its small weights)
+        alternating = self.solver == "alternating" and not (
+            data.incremental and warm and self._is_classifier)
         callbacks = [AlternatingHead(self, data, warm)] if alternating else []
         self.module_.head.requires_grad_(True)
         if self.learning_rate == "adaptive":
@@ -344,8 +350,9 @@ class _BaseSupervisedOTK(KmerWidth, SetNetworkEstimator):
             def penalty(module, loss):  # alpha is the head's L2 penalty (not Adam's decay)
                 return loss + 0.5 * alpha * module.head.weight.square().sum()
         # the alternating solver fits the head in closed form between epochs: Adam leaves it be
+        adam_head = data.incremental and self._is_classifier
         parameters = [p for name, p in self.module_.named_parameters()
-                      if not (alternating and not data.incremental and name.startswith("head."))]
+                      if not (alternating and not adam_head and name.startswith("head."))]
         return TrainingSetup(callbacks=callbacks, parameters=parameters, penalty=penalty,
                              overrides={"optimizer": "adam", "weight_decay": 0.0})
 
@@ -640,7 +647,30 @@ class OTKRegressor(SetRegressorMixin, _BaseSupervisedOTK):
             auto = self.alpha == "auto"
             self.alpha_ = ridge_loo_alpha(Z, targets, weight=weight) if auto else float(self.alpha)
             self._alpha_given = not auto
-        fit_ridge_head(head, Z, targets, self.alpha_, weight)
+        if not self.__dict__.get("_stream_on"):
+            return fit_ridge_head(head, Z, targets, self.alpha_, weight)
+        # partial_fit: the ridge of this chunk and of the chunks before it (head_stats_)
+        prior = self.__dict__.get("_stream_prior")
+        self._last_chunk = ridge_stats(Z, targets, weight, None if prior is None else prior["shift"])
+        fit_ridge_head_stats(head, add_ridge_stats(prior, self._last_chunk), self.alpha_)
+
+    def _fit(self, X, y, sample_weight=None, side=None, *, incremental=False, classes=None):
+        stream = incremental and self.solver == "alternating"
+        self._stream_on = stream
+        self._stream_prior = self.__dict__.get("head_stats_") if stream else None
+        try:
+            return super()._fit(X, y, sample_weight, side, incremental=incremental, classes=classes)
+        finally:
+            for name in ("_stream_on", "_stream_prior", "_last_chunk"):
+                self.__dict__.pop(name, None)
+
+    def _after_training(self, data):
+        last = self.__dict__.get("_last_chunk")
+        if self.__dict__.get("_stream_on") and last is not None:
+            self.head_stats_ = add_ridge_stats(self.__dict__.get("_stream_prior"), last)
+        else:  # fit (or the adam solver) starts no stream: partial_fit's head then sees its chunks
+            self.__dict__.pop("head_stats_", None)
+        super()._after_training(data)
 
     def _output_layer(self, module):
         return module.head
@@ -657,44 +687,4 @@ class OTKRegressor(SetRegressorMixin, _BaseSupervisedOTK):
         """Predicted targets, ``(n_sets,)`` or ``(n_sets, n_outputs)`` like ``y`` in fit.""")
 
 
-OTKRegressor.__doc__ = compose_doc(
-    """Supervised optimal transport kernel embedding with a linear regressor, trained end to end.
-
-    The regression counterpart of :class:`OTKClassifier`: the same Nystrom -> OTK network, a
-    linear head on standardised targets with the squared loss (refitted in closed form, ridge, by
-    the ``"alternating"`` solver).
-""",
-    _DOC_PARAMS_REGRESSION,
-    """
-    Attributes
-    ----------
-    y_mean_, y_scale_ : ndarray of shape (n_outputs,)
-        Target standardisation.
-    alpha_ : float
-        The head's penalty (``alpha``, or the one ``"auto"`` chose; ``inf``: the mean).
-    output_shrinkage_ : float
-        The factor the output layer was scaled by after a fit with a validation split (1.0
-        without one). It scales the predictions only: a warm start or ``partial_fit`` trains
-        from the output as training left it.""",
-    _DOC_ATTRS,
-    """
-    See Also
-    --------
-    OTKClassifier : the classifier.
-    OTKEmbedding, NystromFeatures : the unsupervised pipeline this model starts from.
-""",
-    _DOC_REFS,
-    """
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from skset import OTKRegressor
-    >>> rng = np.random.default_rng(0)
-    >>> X = [rng.normal(size=(n, 3)) for n in rng.integers(5, 15, size=30)]
-    >>> y = np.array([s[:, 0].max() for s in X])
-    >>> reg = OTKRegressor(n_components=8, n_supports=3, max_iter=2, random_state=0,
-    ...                    device="cpu").fit(X, y)
-    >>> reg.predict(X[:3]).shape
-    (3,)
-""",
-)
+OTKRegressor.__doc__ = compose_doc(*REGRESSOR_DOC_PARTS)

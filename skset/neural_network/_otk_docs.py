@@ -161,9 +161,12 @@ _DOC_PARAMS = """
         the current embedding (L-BFGS for the logistic loss, closed-form ridge for regression),
         then Adam updates the anchors and references with the head fixed. ``"adam"``: Adam on all
         parameters jointly (the head starts from the fit on the unsupervised embedding). With
-        ``partial_fit``, ``"alternating"`` holds for the first call only: later calls train the
-        head with Adam too, as ``"adam"`` does (a head refitted on each chunk alone would forget
-        the other chunks).
+        ``partial_fit``, the classifier's ``"alternating"`` holds for the first call only: later
+        calls train the head with Adam too, as ``"adam"`` does (a head refitted on each chunk
+        alone would forget the other chunks); the regressor's stays in closed form, on the
+        sums of every chunk seen (``head_stats_``). Adam's steps, about the learning rate on
+        each weight, are large against a ridge head's small weights: with ``"adam"`` a
+        regressor's head lags behind its closed form.
     max_iter : int, default=50
         Epochs.
     batch_size : int, default=64
@@ -309,3 +312,54 @@ def _with_element_weight(summary: str) -> str:
         ----------
         X : collection of sets""" + _ELEMENT_WEIGHT_DOC + """
         """
+
+
+#: the parts of OTKRegressor's docstring (compose_doc joins them)
+REGRESSOR_DOC_PARTS = (
+    """Supervised optimal transport kernel embedding with a linear regressor, trained end to end.
+
+    The regression counterpart of :class:`OTKClassifier`: the same Nystrom -> OTK network, a
+    linear head on standardised targets with the squared loss (refitted in closed form, ridge, by
+    the ``"alternating"`` solver).
+""",
+    _DOC_PARAMS_REGRESSION,
+    """
+    Attributes
+    ----------
+    y_mean_, y_scale_ : ndarray of shape (n_outputs,)
+        Target standardisation.
+    alpha_ : float
+        The head's penalty (``alpha``, or the one ``"auto"`` chose; ``inf``: the mean).
+    output_shrinkage_ : float
+        The factor the output layer was scaled by after a fit with a validation split (1.0
+        without one). It scales the predictions only: a warm start or ``partial_fit`` trains
+        from the output as training left it.
+    head_stats_ : dict of Tensor
+        After ``partial_fit`` (``"alternating"`` solver): the sums of the ridge head's normal
+        equations over every chunk seen (float64; ``total``, their weight), each chunk's taken
+        on the embedding its call ended with. Each call trains the anchors and references on
+        its chunk with Adam and refits the head in closed form on these sums with the chunk's,
+        so the head is the ridge of all the chunks, not of the last one. ``fit`` starts no
+        stream: a ``partial_fit`` after it refits the head on the chunks from then on.""",
+    _DOC_ATTRS,
+    """
+    See Also
+    --------
+    OTKClassifier : the classifier.
+    OTKEmbedding, NystromFeatures : the unsupervised pipeline this model starts from.
+""",
+    _DOC_REFS,
+    """
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skset import OTKRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = [rng.normal(size=(n, 3)) for n in rng.integers(5, 15, size=30)]
+    >>> y = np.array([s[:, 0].max() for s in X])
+    >>> reg = OTKRegressor(n_components=8, n_supports=3, max_iter=2, random_state=0,
+    ...                    device="cpu").fit(X, y)
+    >>> reg.predict(X[:3]).shape
+    (3,)
+""",
+)
