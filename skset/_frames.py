@@ -18,10 +18,22 @@ from typing import Any
 import narwhals.stable.v2 as nw
 import numpy as np
 
-__all__ = ["sets_from_frame", "frame_from_sets", "set_columns", "pandas_missing"]
+__all__ = ["sets_from_frame", "frame_from_sets", "set_columns", "pandas_missing", "frame_numbers"]
 
 #: ``True`` where an object array holds pandas' missing values (``NA``, ``NaT``): read as NaN
 pandas_missing = np.frompyfunc(lambda v: type(v).__name__ in ("NAType", "NaTType"), 1, 1)
+
+
+def frame_numbers(X) -> np.ndarray:
+    """A data frame's values (``to_numpy()``): pandas' nullable numbers (``Float64``,
+    ``Int64``), an object array there, as float64 with NaN where missing; other frames as they
+    come."""
+    arr = X.to_numpy()
+    if arr.dtype == object and arr.ndim == 2 and all(
+            isinstance(v, (int, float, np.number)) and not isinstance(v, bool)
+            or type(v).__name__ == "NAType" for v in arr.ravel().tolist()):
+        arr = np.where(pandas_missing(arr).astype(bool), np.nan, arr).astype(np.float64)
+    return arr
 
 
 def set_columns(sets: list, name: str = "X", fitted=None) -> np.ndarray | None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ._frames import pandas_missing
+from ._frames import frame_numbers, pandas_missing
 
 __all__ = ["SetCollection", "check_sets", "check_set_labels", "check_finite_output", "max_abs_value",
            "pack", "unpack", "length_batches", "iter_packed", "kmer_windows", "kmer_level_shape",
@@ -230,7 +230,7 @@ def check_sets(
     if hasattr(X, "toarray") and not isinstance(X, np.ndarray):
         raise TypeError(f"{name} is a sparse matrix; skset needs dense arrays.")
     if hasattr(X, "to_numpy") and not isinstance(X, np.ndarray):
-        X = X.to_numpy()  # pandas DataFrame: a single pool of elements
+        X = frame_numbers(X)  # pandas DataFrame: a single pool of elements
     if isinstance(X, torch.Tensor):
         X = to_numpy(X)
 

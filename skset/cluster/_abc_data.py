@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from .. import _instances  # through the module: tests spy on its sampler
+from .._frames import frame_numbers
 from .._sets import check_sets, length_batches, missing_labels, pack, to_numpy
 from .._torch import make_generator
 from ..neural_network._training import split_validation
@@ -24,7 +25,7 @@ def is_pool(X, y) -> bool:
     if isinstance(X, torch.Tensor):
         X = to_numpy(X)
     if hasattr(X, "to_numpy") and not isinstance(X, np.ndarray):
-        X = X.to_numpy()
+        X = frame_numbers(X)  # pandas' nullable numbers (Float64, Int64) as floats
     # a 2-D array is never a collection of instances: a pool, whatever its labels (checked by
     # check_pool_labels: a pandas string column is an object array, a column vector (N, 1))
     return isinstance(X, np.ndarray) and X.dtype != object and X.ndim == 2
@@ -56,7 +57,11 @@ def check_instance_labels(y, sets, name: str = "y") -> list[np.ndarray]:
         if missing_labels(lab).any():
             raise ValueError(f"{name}: the labels of instance {i} contain a missing label "
                              "(None or NaN).")
-        out.append(np.unique(lab, return_inverse=True)[1].astype(np.int64).ravel())
+        try:
+            out.append(np.unique(lab, return_inverse=True)[1].astype(np.int64).ravel())
+        except TypeError:
+            raise TypeError(f"{name}: the labels of instance {i} mix types (e.g. strings and "
+                            "numbers).") from None
     return out
 
 
@@ -74,8 +79,9 @@ def check_pool_labels(y, n_elements: int) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"y must hold one label per element of the pool X ({n_elements}); got "
                          f"labels of shape {yp.shape}.")
     if yp.dtype == object:  # pandas' string and categorical columns, None among labels
-        if any(v is None or (isinstance(v, float) and not np.isfinite(v)) for v in yp.tolist()):
-            raise ValueError("y contains missing labels (None or NaN).")
+        if missing_labels(yp).any() or any(isinstance(v, float) and not np.isfinite(v)
+                                           for v in yp.tolist()):
+            raise ValueError("y contains missing labels (None, NaN or pandas' NA).")
         try:
             yp = yp.astype(str) if all(isinstance(v, str) for v in yp.tolist()) else yp
             np.unique(yp)
@@ -112,13 +118,14 @@ class TrainingData:
 def standardization(elements: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(mean, scale)``: the elements' mean, and for every feature **one** scale, the root mean
     square of their standard deviations (no near-constant feature is amplified)."""
-    with np.errstate(over="ignore"):
-        rms = float(np.sqrt(np.mean(elements.var(0))))
+    with np.errstate(over="ignore"):  # float64 statistics: float32 data of 1e20 fits as float64's
+        rms = float(np.sqrt(np.mean(elements.var(0, dtype=np.float64))))
     if not np.isfinite(rms):
         raise ValueError("X: the elements' variance overflows (values of magnitude "
                          f"{np.abs(elements).max():.3g}); rescale the data.")
     top = float(np.abs(elements).max(initial=0.0))  # constant: rounding noise of the values
-    return elements.mean(0), np.full(elements.shape[1], rms if rms > 1e-12 * top else 1.0)
+    return (elements.mean(0, dtype=np.float64).astype(elements.dtype),
+            np.full(elements.shape[1], rms if rms > 1e-12 * top else 1.0))
 
 
 def check_training_data(X, y, *, instance_size: int, instance_n_clusters) -> TrainingData:

@@ -138,10 +138,12 @@ class ABCKernel(nn.Module):
         if self.input_similarity == "cosine":
             xn = F.normalize(x, dim=-1, eps=1e-12)
             return xn @ xn.transpose(1, 2)
-        # distances read differences only: each instance centred on its mean first, so that
-        # features far from zero (near 100, spread 0.01) keep their digits in float32
-        count = x.new_tensor(x.shape[1]) if mask is None else mask.sum(1).clamp_min(1)[:, None]
-        x = _zero_padding(x - x.sum(1, keepdim=True) / count.reshape(-1, 1, 1), mask)
+        # distances read differences only: each instance shifted by its per-feature minimum
+        # first, so that features far from zero (near 100, spread 0.01) keep their digits in
+        # float32; a minimum, not a mean, since a sum's rounding depends on the elements' order
+        # (ties between distances broke differently in a permuted instance)
+        low = x if mask is None else torch.where(mask.unsqueeze(-1), x, torch.full_like(x, torch.inf))
+        x = _zero_padding(x - low.amin(1, keepdim=True), mask)
         if self.input_similarity == "knn":
             return _knn_graph(x, mask, self.n_neighbors)
         # scale-free: each instance divided by its largest |x| first, so that the squared
