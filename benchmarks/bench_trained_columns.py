@@ -24,6 +24,10 @@ would read, width and dilation chosen from the training labels by its rule (``wi
 ``dilation_`` of ``NystromFeatures(random_state=seed)``), coded as level + shape; sets where
 the rule keeps single elements are given as they are. ``--framings set`` runs that framing only.
 
+``--pca K``: every element projected on the first ``K`` principal components of the training
+elements (scikit-learn's ``PCA``, fitted on the training sets' elements only, not whitened)
+before the network reads it: a probe for elements of hundreds of features (the MNIST bags).
+
 Framings as in ``bench_suite.py``: ``set`` (the elements as given) and, for the series and DNA
 sets, ``seq`` (k-mers of ``KINDS[name]["window"]``). Models: ``ds`` (``DeepSetsClassifier``),
 ``st`` (``SetTransformerClassifier``), ``raw`` (mean, and mean and max, of the raw elements +
@@ -42,11 +46,13 @@ import json  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from _input_scaling import MODES, install  # noqa: E402
 from _records import emit  # noqa: E402
 from bench_suite import RAW_CS, pool_raw, score  # noqa: E402
+from sklearn.decomposition import PCA  # noqa: E402
 from sklearn.linear_model import LogisticRegressionCV  # noqa: E402
 from sklearn.pipeline import Pipeline  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
@@ -150,6 +156,12 @@ class Ensemble:
         return self.classes_[self.predict_proba(X).argmax(1)]
 
 
+def project(X_tr, X_te, k):
+    """Both splits' elements on the first ``k`` principal components of the training elements."""
+    pca = PCA(k, random_state=0).fit(np.concatenate(X_tr))
+    return [pca.transform(x) for x in X_tr], [pca.transform(x) for x in X_te]
+
+
 def fit_rows(model, params, name, X_tr, X_te, y_tr, y_te, seed=0, averaging=False, dropout=0.0,
              blend=False, ensemble=1):
     """``[(row, score, epochs run)]`` of one data set and framing."""
@@ -245,6 +257,9 @@ def main():
                          "seeded seed + 1000 j (row <model>_ens<K>)")
     ap.add_argument("--scaling", choices=MODES, default=None,
                     help="another input scaling for the networks (benchmarks/_input_scaling.py)")
+    ap.add_argument("--pca", type=int, default=0, metavar="K",
+                    help="elements projected on the training elements' first K principal "
+                         "components before the network (0: not)")
     args = ap.parse_args()
     install(args.scaling)
     if args.table:
@@ -261,6 +276,8 @@ def main():
             X_tr, X_te = ((kmer_windows(X_tr0, w), kmer_windows(X_te0, w)) if fr == "seq"
                           else (X_tr0, X_te0))
             t = time.perf_counter()
+            if args.pca:
+                X_tr, X_te = project(X_tr, X_te, args.pca)
             kmers = None
             if fr == "set" and args.kmers == "auto":
                 ny = NystromFeatures(random_state=args.seed).fit(X_tr, y_tr)

@@ -1,6 +1,7 @@
 """Tests of skset.cluster (eigengap, EigengapSpectralClustering, ABCClusterer) and skset.nn.abc."""
 
 import pickle
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -1385,3 +1386,28 @@ def test_abc_pool_inputs_named_or_read():
         ABCClusterer(**kw).fit(sets, ys)
     big = (pool * 1e19).astype(np.float32)
     assert np.isfinite(ABCClusterer(**kw).fit(big, labels).scale_).all()
+
+
+def test_pool_classes_held_out_warn_when_they_cut_the_cluster_range():
+    """Holding out classes of a small pool cuts the training instances' range of clusters (and
+    so predict's): said in a warning (it happened silently); the held-out instances of an
+    instance list are at most n_validation_instances (rounding gave one more)."""
+    from skset import ABCClusterer
+    from skset.cluster._abc_data import listed_training_instances
+
+    rng = np.random.default_rng(0)
+    pool = rng.normal(size=(180, 2)) + np.repeat(np.arange(6), 30)[:, None] * 4
+    labels = np.repeat(np.arange(6), 30)
+    kw = dict(hidden_size=16, n_heads=2, max_steps=3, batch_size=8, eval_every=3, instance_size=20,
+              random_state=0, device="cpu")
+    with pytest.warns(UserWarning, match="leaves 4 to train on: training instances have at most 4"):
+        abc = ABCClusterer(**kw).fit(pool, labels)
+    assert abc.max_clusters_ == 4
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        assert ABCClusterer(**kw, early_stopping=False).fit(pool, labels).max_clusters_ == 6
+    sets = [rng.normal(size=(6, 2)) for _ in range(100)]
+    labs = [np.arange(6) % 2 for _ in range(100)]
+    out = listed_training_instances(sets, labs, validate=True, validation_fraction=0.5,
+                                    n_validation=7, seed=0)
+    assert len(out.validation[0]) == 7

@@ -192,6 +192,31 @@ def test_multi_output_and_zero_weights(cls):
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("cls", [SetTransformerRegressor, DeepSetsRegressor])
+def test_one_shrinkage_factor_per_output(cls):
+    """Each output is scaled towards its training mean by its own factor, chosen on its own
+    column: a pure-noise column beside a clear one gets a far smaller factor (one factor for
+    both scaled the noise by about 0.9), and each column of the predictions is its unshrunk
+    column times its factor."""
+    import copy
+
+    X, y, Xt, _ = _problem(True)
+    noise = np.random.default_rng(7).normal(size=len(y))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = cls(random_state=0, device="cpu").fit(X, np.stack([y, noise], axis=1))
+    c = est.output_shrinkage_
+    assert c.shape == (2,) and c[0] > 0.9 and c[1] < c[0] - 0.4, c
+    raw = copy.deepcopy(est)
+    with torch.no_grad():
+        for layer, values in zip(raw._shrunk_layers(), raw._unshrunk_output):
+            for p, v in zip(layer.parameters(), values):
+                p.copy_(v)
+    pred, unshrunk = est.predict(Xt), raw.predict(Xt)
+    np.testing.assert_allclose(pred - est.y_mean_, c * (unshrunk - est.y_mean_), rtol=1e-4,
+                               atol=1e-5)
+
+
 def test_auto_early_stopping_range():
     X, y, _, _ = _problem(True, n_train=15, n_test=1)
     with warnings.catch_warnings():

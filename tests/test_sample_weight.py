@@ -387,3 +387,27 @@ def test_weights_targets_and_affinities_in_bfloat16_are_read_as_their_values():
     A = (A + A.T) / 2
     esc = EigengapSpectralClustering(affinity="precomputed", random_state=0)
     np.testing.assert_array_equal(clone(esc).fit(A).labels_, clone(esc).fit(A.double().numpy()).labels_)
+
+
+def test_zero_weight_set_takes_no_part_in_the_constant_thresholds():
+    """A set of weight 0 with extreme values does not turn a varying target or feature into a
+    'constant' one (the thresholds read the magnitude of every set, weight 0 included)."""
+    from skset import DeepSetsClassifier, DeepSetsRegressor
+
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(5, 2)) for _ in range(12)]
+    y = 1e-3 * rng.normal(size=12)
+    w = np.ones(12)
+    w[0] = 0.0
+    y_far = y.copy()
+    y_far[0] = 1e12
+    kw = dict(hidden_size=8, max_iter=2, early_stopping=False, random_state=0, device="cpu")
+    a = DeepSetsRegressor(**kw).fit(X, y_far, sample_weight=w)
+    b = DeepSetsRegressor(**kw).fit(X[1:], y[1:])
+    np.testing.assert_allclose(a.y_scale_, b.y_scale_)
+    X_far = [x.copy() for x in X]
+    X_far[0][:, 1] = 1e12
+    labels = np.arange(12) % 2
+    a = DeepSetsClassifier(**kw).fit(X_far, labels, sample_weight=w)
+    b = DeepSetsClassifier(**kw).fit(X[1:], labels[1:])
+    np.testing.assert_allclose(a.scale_, b.scale_)

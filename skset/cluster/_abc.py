@@ -118,6 +118,9 @@ class ABCClusterer(KernelTraining, KernelSelection, KernelInference, BaseNeuralE
         Elements per sampled training instance (pool input only).
     instance_n_clusters : int or (int, int), default=(2, 6)
         Number of clusters of sampled training instances, or its inclusive range (pool only).
+        With ``early_stopping`` on a pool of 4 classes or more, the classes held out for
+        validation are not drawn in training: where fewer than the range's top are left, the
+        training range (and ``max_clusters_``) stops at their number, with a warning.
     max_steps : int, default=40000
         Most optimisation steps (one step = one batch of ``batch_size`` instances); with
         validation and the ``"cosine"`` schedule training can end earlier, at the end of the

@@ -4,6 +4,7 @@ optimisation step, and packing labelled instances into padded batches."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -13,6 +14,7 @@ import torch
 from .. import _instances  # through the module: tests spy on its sampler
 from .._frames import frame_numbers
 from .._sets import check_sets, length_batches, missing_labels, pack, to_numpy
+from .._threads import user_stacklevel
 from .._torch import make_generator
 from ..neural_network._training import split_validation
 
@@ -279,6 +281,13 @@ def pool_training_instances(X: np.ndarray, y_idx: np.ndarray, classes: np.ndarra
         tr_by = [by_class[c] for c in tr_cls]
         va_by = [by_class[c] for c in va_cls]
         va_lo, va_hi = min(k_lo, n_va), min(k_hi, n_va)
+        if k_hi > len(tr_cls):
+            warnings.warn(f"{name}: {n_va} of the pool's {len(classes)} classes are held out for "
+                          f"validation, which leaves {len(tr_cls)} to train on: training instances "
+                          f"have at most {len(tr_cls)} clusters, not {k_hi} (instance_n_clusters), "
+                          "and so does predict unless max_clusters is given. Pass "
+                          "early_stopping=False, or a pool with more classes.", UserWarning,
+                          stacklevel=user_stacklevel())
         k_lo, k_hi = min(k_lo, len(tr_cls)), min(k_hi, len(tr_cls))
     elif validate:
         tr, va = split_validation(len(X), validation_fraction, y=y_idx, stratify=True, seed=seed)
@@ -310,7 +319,9 @@ def listed_training_instances(sets: list[np.ndarray], labels: list[np.ndarray], 
     ``validate``, ``validation_fraction`` of them, at most ``n_validation``)."""
     val = None
     if validate:
-        frac = min(validation_fraction, n_validation / len(sets))
+        # (n_validation - 0.5) / n: ceil(frac * n) is n_validation whatever the rounding
+        # (n_validation / n gave ceil(7.000000000000001) = 8 held out for 7 of 100)
+        frac = min(validation_fraction, (n_validation - 0.5) / len(sets))
         tr, va = split_validation(len(sets), frac, seed=seed)
         val = ([sets[i] for i in va], [labels[i] for i in va])
     else:

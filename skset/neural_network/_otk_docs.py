@@ -330,10 +330,11 @@ REGRESSOR_DOC_PARTS = (
         Target standardisation.
     alpha_ : float
         The head's penalty (``alpha``, or the one ``"auto"`` chose; ``inf``: the mean).
-    output_shrinkage_ : float
+    output_shrinkage_ : float or ndarray of shape (n_outputs,)
         The factor the output layer was scaled by after a fit with a validation split (1.0
-        without one). It scales the predictions only: a warm start or ``partial_fit`` trains
-        from the output as training left it.
+        without one); one per output with several outputs, each chosen on its own column. It
+        scales the predictions only: a warm start or ``partial_fit`` trains from the output as
+        training left it.
     head_stats_ : dict of Tensor
         After ``partial_fit`` (``"alternating"`` solver): the sums of the ridge head's normal
         equations over every chunk seen (float64; ``total``, their weight), each chunk's taken

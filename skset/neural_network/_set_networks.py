@@ -66,12 +66,12 @@ class _BaseSetNetwork(NetworkKmers, SetNetworkEstimator):
         if fitting:
             if self.standardize and sets:
                 E = np.concatenate(sets)
-                ew = None if sample_weight is None else np.repeat(
-                    sample_weight, [s.shape[0] for s in sets])
+                ew = None if sample_weight is None else np.repeat(sample_weight, [len(s) for s in sets])
                 self.mean_, std = weighted_mean_std(E, ew)
-                # constant: a spread within rounding of the feature's own magnitude (features
-                # near 1e-13 are standardised too: an absolute floor had left them as they were)
-                self.scale_ = np.where(constant_below(std, np.abs(E).max(0)), 1.0, std)
+                # constant: a spread within rounding of the magnitude of the feature's elements of
+                # positive weight (features near 1e-13 are standardised too)
+                seen = E if ew is None else E[ew > 0]
+                self.scale_ = np.where(constant_below(std, np.abs(seen).max(0, initial=0.0)), 1.0, std)
             else:
                 d = sets[0].shape[1]
                 self.mean_, self.scale_ = np.zeros(d), np.ones(d)
@@ -130,10 +130,11 @@ _REGRESSION_NOTE = """
 
 _REGRESSION_ATTRS = """    y_mean_, y_scale_ : ndarray of shape (n_outputs,)
         The target standardisation (weighted by ``sample_weight``).
-    output_shrinkage_ : float
+    output_shrinkage_ : float or ndarray of shape (n_outputs,)
         The factor the output layer was scaled by after a fit with a validation split (1.0
-        without one). It scales the predictions only: a warm start or ``partial_fit`` trains
-        from the output as training left it.
+        without one); one per output with several outputs, each chosen on its own column. It
+        scales the predictions only: a warm start or ``partial_fit`` trains from the output as
+        training left it.
 """
 
 _AUTO_PARAMS = {"batch_size": [POSITIVE_INT, "auto"], "n_iter_no_change": [POSITIVE_INT, "auto"]}
@@ -456,7 +457,8 @@ class SetTransformerRegressor(SetRegressorMixin, _SetTransformerBase):
         """Set Transformer regressor (and Set Transformer++), one (multi-output) target per set.
 """,
         _REGRESSION_NOTE,
-        ST_DOC, _auto_training_doc(_REGRESSION_TRAINING_DOC), _REGRESSION_ATTRS, ST_REFS,
+        ST_DOC, _auto_training_doc(_REGRESSION_TRAINING_DOC).replace(*_PATIENCE_AUTO_DEFAULT_DOC),
+        _REGRESSION_ATTRS, ST_REFS,
         """
     Examples
     --------
@@ -477,7 +479,7 @@ class SetTransformerRegressor(SetRegressorMixin, _SetTransformerBase):
                  dropout=0.0, standardize=True, pooled_skip=False, window="auto", dilation="auto",
                  optimizer="adam", learning_rate_init=1e-3,
                  alpha=0.0, batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4,
-                 early_stopping="auto", validation_fraction=0.1, n_iter_no_change=10,
+                 early_stopping="auto", validation_fraction=0.1, n_iter_no_change="auto",
                  warm_start=False, verbose=0, device="auto", dtype="float32", random_state=None):
         self.hidden_size = hidden_size
         self.n_layers = n_layers
@@ -648,7 +650,8 @@ class DeepSetsRegressor(SetRegressorMixin, _DeepSetsBase):
         """Deep Sets regressor (and Deep Sets++), one (multi-output) target per set.
 """,
         _REGRESSION_NOTE,
-        _DS_DOC, _auto_training_doc(_REGRESSION_TRAINING_DOC), POOL_SIZE_ATTR, _REGRESSION_ATTRS,
+        _DS_DOC, _auto_training_doc(_REGRESSION_TRAINING_DOC).replace(*_PATIENCE_AUTO_DEFAULT_DOC),
+        POOL_SIZE_ATTR, _REGRESSION_ATTRS,
         _DS_REFS,
         """
     Examples
@@ -669,7 +672,7 @@ class DeepSetsRegressor(SetRegressorMixin, _DeepSetsBase):
                  residual=None, standardize=True, pooled_skip=False, window="auto", dilation="auto",
                  optimizer="adam", learning_rate_init=1e-3,
                  alpha=0.0, batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4,
-                 early_stopping="auto", validation_fraction=0.1, n_iter_no_change=10,
+                 early_stopping="auto", validation_fraction=0.1, n_iter_no_change="auto",
                  warm_start=False, verbose=0, device="auto", dtype="float32", random_state=None):
         self.hidden_size = hidden_size
         self.n_layers = n_layers

@@ -197,7 +197,9 @@ def encode_regression_targets(y, n_sets: int, first_fit: bool,
     if first_fit:
         y_mean, std = weighted_mean_std(y2, sample_weight)
         # constant: a spread within rounding of the targets' magnitude (0.1 x 30 gave 2.8e-17)
-        y_scale = np.where(std > 1e-12 * np.abs(y2).max(0), std, 1.0)
+        # (of the sets that take part: weight 0 is as if removed)
+        seen = y2 if sample_weight is None else y2[np.asarray(sample_weight) > 0]
+        y_scale = np.where(std > 1e-12 * np.abs(seen).max(0, initial=0.0), std, 1.0)
         fitted = {"_y_ndim": y.ndim, "y_mean_": y_mean, "y_scale_": y_scale}
     elif y2.shape[1] != len(y_mean):
         raise ValueError(f"y has {y2.shape[1]} outputs but the first fit had "

@@ -212,7 +212,11 @@ class SetRegressorMixin(RegressorMixin):
         val_sets, Y_va = data.subset(data.validation)
         out = self._predict_batches(val_sets, lambda m, X_, M_, *S_: m(X_, M_, *S_),
                                     side=data.side_of(data.validation))
-        c = validated_shrinkage(out, Y_va, data.weights_of(data.validation))
+        # one factor per output: a pure-noise output beside a predictable one goes to its mean
+        out = out.reshape(out.shape[0], -1)
+        Y_va, W_va = Y_va.reshape(out.shape), data.weights_of(data.validation)
+        cs = [validated_shrinkage(out[:, j], Y_va[:, j], W_va) for j in range(out.shape[1])]
+        c = cs[0] if len(cs) == 1 else np.array(cs)
         layers = self._shrunk_layers()
         # the trained values, which a warm start or partial_fit trains from (a factor of 0
         # could not be undone by division)
@@ -220,8 +224,9 @@ class SetRegressorMixin(RegressorMixin):
                                  for layer in layers]
         with torch.no_grad():
             for layer in layers:
-                for p in layer.parameters():
-                    p.mul_(c)
+                for p in layer.parameters():  # weight rows and bias entries: one per output
+                    p.mul_(torch.as_tensor(cs, dtype=p.dtype, device=p.device).reshape(
+                        -1, *[1] * (p.dim() - 1)))
         self.output_shrinkage_ = c
 
     def _before_warm_training(self):
