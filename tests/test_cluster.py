@@ -1411,3 +1411,18 @@ def test_pool_classes_held_out_warn_when_they_cut_the_cluster_range():
     out = listed_training_instances(sets, labs, validate=True, validation_fraction=0.5,
                                     n_validation=7, seed=0)
     assert len(out.validation[0]) == 7
+
+
+def test_warm_start_keeps_the_held_out_classes():
+    """A warm start holds out the classes the first fit held out, whatever random_state (with
+    None the second fit drew others and validated on classes the kernel had trained on)."""
+    from skset import ABCClusterer
+
+    rng = np.random.default_rng(0)
+    pool = rng.normal(size=(300, 2)) + np.repeat(np.arange(10), 30)[:, None] * 4
+    labels = np.repeat(np.arange(10), 30)
+    abc = ABCClusterer(hidden_size=16, n_heads=2, max_steps=3, batch_size=8, eval_every=3,
+                       instance_size=20, warm_start=True, device="cpu")
+    first = abc.fit(pool, labels).validation_classes_.copy()
+    for _ in range(3):
+        np.testing.assert_array_equal(abc.fit(pool, labels).validation_classes_, first)

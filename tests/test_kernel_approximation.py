@@ -933,3 +933,21 @@ def test_standardize_is_not_chosen_on_float32_rounding():
             nf = NystromFeatures(16, window=1, normalize=False, bandwidth=0.5, random_state=0,
                                  dtype=dtype).fit([s * scale for s in sets], y)
             assert nf.standardize_, (dtype, scale)
+
+
+def test_transform_exact_on_heavy_tailed_data_in_float32():
+    """Elements far from zero against the bandwidth (lognormal data, sigma 3: bandwidth 0.003,
+    elements at 40 standard units) get their kernel from the differences: the expansion of
+    ||x - w||^2 cancelled to an error of order 1 in the exponent, and an element on an anchor
+    read 0 for 1 (float32, the default). The exact map: scikit-learn's rbf_kernel in float64."""
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    rng = np.random.default_rng(0)
+    X = [rng.lognormal(0.0, 3.0, size=(int(n), 1)) for n in rng.integers(50, 200, 30)]
+    f = NystromFeatures(random_state=0).fit(X)
+    Z = np.concatenate(f.transform(X))
+    E = (np.concatenate(X) - f.mean_.astype(float)) / f.scale_.astype(float)
+    exact = rbf_kernel(E, f.anchors_.astype(float), gamma=1 / (2 * f.bandwidth_**2)) \
+        @ f.normalization_.astype(float)
+    assert np.abs(E).max() / f.bandwidth_ > 1e4  # far from zero against the bandwidth
+    np.testing.assert_allclose(Z, exact, atol=2e-3)

@@ -256,7 +256,9 @@ class ABCClusterer(KernelTraining, KernelSelection, KernelInference, BaseNeuralE
         with the true k). The best kNN graph is kept unless the best RBF kernel's score is
         higher by a paired t statistic above 2.
     validation_classes_ : ndarray or None
-        The classes of the pool held out for validation (``None`` for other validations).
+        The classes of the pool held out for validation (``None`` for other validations). A
+        warm start on a pool holding them holds out the same classes (drawn again, the kernel
+        would be validated on classes it trained on in the fit before).
     max_clusters_ : int
         The largest number of clusters of a training instance (over every warm-started fit):
         the k rule's bound when ``max_clusters`` is None.
@@ -456,7 +458,8 @@ class ABCClusterer(KernelTraining, KernelSelection, KernelInference, BaseNeuralE
             n_validation=self.n_validation_instances,
             calibrate_prior=(self.input_similarity is not None
                              and self.n_clusters_rule == "calibrated"),
-            rng=rng, seed=seed, name=type(self).__name__)
+            rng=rng, seed=seed, name=type(self).__name__,
+            held_out=getattr(self, "validation_classes_", None) if warm else None)
         self.validation_classes_ = source.validation_classes
         if not warm:
             self.max_clusters_, self.min_clusters_ = int(source.k_max), int(source.k_min)

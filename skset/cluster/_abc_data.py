@@ -260,7 +260,7 @@ def pool_training_instances(X: np.ndarray, y_idx: np.ndarray, classes: np.ndarra
                             k_hi: int, *, n_elements: int, validate: bool,
                             validation_fraction: float, n_validation: int,
                             calibrate_prior: bool, rng, seed: int,
-                            name: str) -> TrainingInstances:
+                            name: str, held_out=None) -> TrainingInstances:
     """Training draws from a pool of elements ``X`` with class index ``y_idx``.
 
     With ``validate`` and at least 4 classes, ``validation_fraction`` of the classes (at least 2,
@@ -276,6 +276,11 @@ def pool_training_instances(X: np.ndarray, y_idx: np.ndarray, classes: np.ndarra
         # held-out classes: the validation measures clustering classes never trained on
         n_va = min(max(2, int(round(validation_fraction * len(classes)))), len(classes) - 2)
         va_cls = np.sort(rng.choice(len(classes), n_va, replace=False))
+        if (held_out is not None and np.isin(held_out, classes).all()
+                and len(classes) - len(held_out) >= 2):
+            # a warm start keeps the first fit's held-out classes: the kernel never trains on them
+            va_cls = np.flatnonzero(np.isin(classes, held_out))
+            n_va = len(va_cls)
         tr_cls = np.setdiff1d(np.arange(len(classes)), va_cls)
         val_classes = classes[va_cls]
         tr_by = [by_class[c] for c in tr_cls]
@@ -333,8 +338,9 @@ def listed_training_instances(sets: list[np.ndarray], labels: list[np.ndarray], 
 
 def training_instances(data: TrainingData, *, n_elements: int, validate: bool,
                        validation_fraction: float, n_validation: int, calibrate_prior: bool,
-                       rng, seed: int, name: str) -> TrainingInstances:
-    """:func:`pool_training_instances` or :func:`listed_training_instances` of ``data``."""
+                       rng, seed: int, name: str, held_out=None) -> TrainingInstances:
+    """:func:`pool_training_instances` or :func:`listed_training_instances` of ``data``
+    (``held_out``: a pool's classes to hold out, those of the fit a warm start continues)."""
     if data.classes is None:
         return listed_training_instances(data.sets, data.labels, validate=validate,
                                          validation_fraction=validation_fraction,
@@ -342,4 +348,4 @@ def training_instances(data: TrainingData, *, n_elements: int, validate: bool,
     return pool_training_instances(
         data.sets[0], data.labels[0], data.classes, *data.k_range, n_elements=n_elements,
         validate=validate, validation_fraction=validation_fraction, n_validation=n_validation,
-        calibrate_prior=calibrate_prior, rng=rng, seed=seed, name=name)
+        calibrate_prior=calibrate_prior, rng=rng, seed=seed, name=name, held_out=held_out)

@@ -171,6 +171,11 @@ def nystrom_map(
     return psi
 
 
+#: a row whose ``||x||^2 / (2 bandwidth^2)`` exceeds this over the dtype's eps gets its kernel from
+#: the differences (an error of about 1e-5 in the exponent); ``_EXACT_ROWS`` such rows at a time
+_FAR_EXPONENT_ERROR, _EXACT_ROWS = 1e-5, 256
+
+
 def nystrom_map_into(x, anchors, normalization, bandwidth, out, buf, *, mean=None, scale=None,
                      normalize=DEFAULT_NORMALIZE, keep_norm=DEFAULT_KEEP_NORM) -> torch.Tensor:
     """:func:`nystrom_map` of the rows ``x (n, D)``, standardised by ``mean`` and ``scale`` first
@@ -180,7 +185,9 @@ def nystrom_map_into(x, anchors, normalization, bandwidth, out, buf, *, mean=Non
     matrix product with the anchors' norms folded in and three in-place passes over ``buf`` (at
     least ``n`` rows of ``k``; small enough to stay in the cache when the caller maps a large
     input block by block), then one matrix product into ``out``. The same numbers as
-    :func:`nystrom_map` up to float rounding. Returns ``out``.
+    :func:`nystrom_map` up to float rounding, and closer where a row is far from zero against the
+    bandwidth (its kernel row then comes from the differences ``x - w`` themselves, not the
+    expansion, whose terms cancel). Returns ``out``.
     """
     if mean is not None:
         x = (x - mean) / scale
@@ -188,8 +195,17 @@ def nystrom_map_into(x, anchors, normalization, bandwidth, out, buf, *, mean=Non
         x, norm = _unit(x)
     c = 1.0 / (2.0 * bandwidth**2)
     k = buf[: x.shape[0]]
+    xx = (x * x).sum(-1, keepdim=True).mul_(c)
     torch.addmm((anchors * anchors).sum(-1).mul_(-c), x, anchors.T, alpha=2.0 * c, out=k)
-    k.sub_((x * x).sum(-1, keepdim=True).mul_(c)).clamp_max_(0.0).exp_()
+    k.sub_(xx).clamp_max_(0.0).exp_()
+    # rows far from zero against the bandwidth: the expansion's terms cancel to an error of about
+    # eps * c * ||x||^2 in the exponent (heavy-tailed data: an element on an anchor read 0 for
+    # 1). Their kernel rows again from the differences themselves, a block at a time.
+    limit = _FAR_EXPONENT_ERROR / torch.finfo(x.dtype).eps
+    if x.shape[0] and float(xx.max()) > limit:  # one read: no such row in ordinary data
+        for rows in (xx[:, 0] > limit).nonzero()[:, 0].split(_EXACT_ROWS):
+            d = (x[rows, None, :] - anchors[None]).square_().sum(-1)
+            k[rows] = d.mul_(-c).exp_()
     torch.mm(k, normalization, out=out)
     if normalize and keep_norm:
         out.mul_(norm)
