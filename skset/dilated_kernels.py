@@ -191,8 +191,8 @@ class DilatedKernelFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, S
         self.n_features_in_ = n_channels = sets[0].shape[1]
         lengths = np.array([s.shape[0] for s in sets], dtype=np.float64)
         sw = check_sample_weight(sample_weight, len(sets), type(self).__name__, "sets")
-        if sw is not None and np.all(sw == 1.0):
-            sw = None  # equal weights: the unweighted fit, draw for draw
+        if sw is not None and np.ptp(sw) <= 1e-9 * sw.max():  # equal up to rounding, as the
+            sw = None  # weighted median reads them: the unweighted fit, draw for draw
         median = float(np.median(lengths) if sw is None else weighted_median(lengths, sw))
         if n_channels > 1 and median < n_channels:
             warnings.warn(
@@ -280,7 +280,8 @@ class DilatedKernelFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, S
         check_is_fitted(self)
         # copies: the module (and a serving module made from it) never writes into the estimator
         chan = None if self.channels_ is None else torch.tensor(self.channels_)
-        return DilatedKernelPPV(self.dilations_, torch.tensor(self.thresholds_), chan)
+        return DilatedKernelPPV(self.dilations_, torch.tensor(self.thresholds_), chan,
+                                n_features=self.n_features_in_)
 
     _serving_outputs = ("transform",)
 

@@ -264,7 +264,8 @@ def pad_sets(X, *, dtype=np.float32, n_max: int | None = None) -> tuple[np.ndarr
         raise ValueError(f"dtype must be float32 or float64 (a model's input dtype), got {dtype!r}.")
     if n_max is not None and (isinstance(n_max, bool) or not isinstance(n_max, (int, np.integer))):
         raise ValueError(f"n_max must be an integer or None, got {n_max!r}.")
-    sets = check_sets(X, dtype=np_dtype).sets
+    # checked before the cast (1e40 is too large for float32, not infinite), then cast
+    sets = [s.astype(np_dtype, copy=False) for s in check_sets(X, compute_dtype=np_dtype).sets]
     longest = max((len(s) for s in sets), default=0)
     if n_max is not None and n_max < longest:
         raise ValueError(f"n_max={n_max} is shorter than the longest set ({longest} elements); "
@@ -307,7 +308,8 @@ def run_onnx(model, X, *, max_elements: int = 131072) -> dict:
     names = [o.name for o in session.get_outputs()]
     d = session.get_inputs()[0].shape[-1]
     # the checks predict makes: sets of one dimension (the model's), not empty, finite
-    sets = check_sets(X, dtype=dtype, n_features=d if isinstance(d, int) else None).sets
+    sets = [s.astype(dtype, copy=False) for s in check_sets(
+        X, compute_dtype=dtype, n_features=d if isinstance(d, int) else None).sets]
     lengths = np.fromiter((len(s) for s in sets), dtype=np.int64, count=len(sets))
     per_element = "transform_mask" in names
     meta = session.get_modelmeta().custom_metadata_map

@@ -140,6 +140,10 @@ def iter_transform(
     fn = getattr(estimator, method, None)
     if fn is None:
         raise TypeError(f"{type(estimator).__name__} has no method {method!r}.")
+    if isinstance(sets, (str, bytes)) or not (hasattr(sets, "__iter__")
+                                              or hasattr(sets, "__getitem__")):
+        raise TypeError(f"sets must be an iterable of sets (a list, an array, a generator), got "
+                        f"{type(sets).__name__}.")
     # checked at the call, not at the first chunk: the stream itself is a generator
     return _chunk_calls(fn, sets, int(chunk_size), ids)
 

@@ -388,3 +388,78 @@ def test_pooling_laplacian_transport_and_affinity_inputs_are_named():
         transport_similarity(torch.ones(1, 2, 3), torch.ones(1, 3, 2))
     with pytest.raises(TypeError, match="complex"):
         estimate_n_clusters(np.eye(4) + 0j)
+
+
+def test_read_ts_refuses_malformed_cases(tmp_path):
+    """A case that lost its label (its last dimension read as one, outside the declared labels),
+    a case with another number of dimensions, a labelled case without ':' are named with their
+    line; an empty @data section gives labels of str, as documented."""
+    from skset.datasets import read_ts
+
+    head = "@problemName t\n@univariate false\n@classLabel true a b\n@data\n"
+    for body, match in (("1,2,3:4,5,6:a\n1,2,3:4,5,6\n", r":6: label '4,5,6' is not one of"),
+                        ("1,2,3:4,5,6:a\n1,2,3:b\n", r":6: 1 dimension\(s\), but the first case"),
+                        ("1,2,3:4,5,6:a\n1,2,3\n", r":6: a case needs its label")):
+        path = tmp_path / "bad.ts"
+        path.write_text(head + body)
+        with pytest.raises(ValueError, match=match):
+            read_ts(path)
+    path.write_text(head)
+    X, y = read_ts(path)
+    assert X == [] and y.dtype.kind == "U"
+
+
+def test_generators_check_the_size_range_not_the_draws():
+    """make_normal_var and make_unique_count accept or refuse a set_size range whatever
+    random_state (they checked the drawn sizes); bools are not numbers for noise and
+    mutation_rate."""
+    from skset.datasets import (
+        make_circles_instances,
+        make_motif_order,
+        make_normal_var,
+        make_unique_count,
+    )
+
+    for seed in range(8):
+        with pytest.raises(ValueError, match="set sizes must exceed ddof=1"):
+            make_normal_var(1, set_size=(1, 3), ddof=1, random_state=seed)
+        with pytest.raises(ValueError, match="exceeds the smallest digit pool"):
+            make_unique_count(1, set_size=(6, 100), random_state=seed)
+    with pytest.raises(ValueError, match="noise"):
+        make_circles_instances(2, 5, noise=True)
+    with pytest.raises(ValueError, match="mutation_rate"):
+        make_motif_order(2, min_length=16, max_length=16, mutation_rate=True)
+
+
+def test_export_helpers_name_values_too_large_and_iter_transform_checks_sets():
+    """pad_sets of 1e40 in float32 says too large (it said infinity: the cast came first);
+    iter_transform refuses a non-iterable at the call, not at the first chunk."""
+    from skset import OTKEmbedding
+    from skset.export import pad_sets
+    from skset.utils import iter_transform
+
+    with pytest.raises(ValueError, match="as large as 1e\\+40"):
+        pad_sets([np.full((3, 2), 1e40)], dtype="float32")
+    otk = OTKEmbedding(n_supports=2, random_state=0).fit([np.eye(3)[:, :2]] * 4)
+    with pytest.raises(TypeError, match="sets must be an iterable"):
+        iter_transform(otk, 5)
+
+
+def test_dilated_kernel_module_checks_its_arguments():
+    """DilatedKernelPPV names bad dilations, thresholds and channels at construction and an
+    input of another width in forward (IndexError, RuntimeError, or a silent sum of channels
+    a one-channel fit never saw)."""
+    from skset import DilatedKernelFeatures
+    from skset.nn import DilatedKernelPPV
+
+    thr = torch.zeros(1, 84, 3)
+    with pytest.raises(ValueError, match="dilations"):
+        DilatedKernelPPV([0], thr)
+    with pytest.raises(ValueError, match="thresholds must be a tensor of shape"):
+        DilatedKernelPPV([1, 2], thr)
+    with pytest.raises(ValueError, match="channels must be None or"):
+        DilatedKernelPPV([1], thr, torch.ones(1, 80, 2))
+    rng = np.random.default_rng(0)
+    m = DilatedKernelFeatures(random_state=0).fit([rng.normal(size=(30, 1)) for _ in range(4)])
+    with pytest.raises(ValueError, match=r"x must be of shape \(B, n, 1\)"):
+        m.to_module()(torch.zeros(2, 30, 3), torch.ones(2, 30, dtype=torch.bool))

@@ -83,7 +83,8 @@ def make_circles_instances(
     if not (_real_pair(radius_range) and 0 < radius_range[0] <= radius_range[1]):
         raise ValueError(f"radius_range must satisfy 0 < low <= high < inf, got {radius_range!r}.")
     r_lo, r_hi = (float(v) for v in radius_range)
-    if not (isinstance(noise, numbers.Real) and noise >= 0 and np.isfinite(noise)):  # NaN too
+    if isinstance(noise, bool) or not (isinstance(noise, numbers.Real) and noise >= 0
+                                         and np.isfinite(noise)):  # NaN too
         raise ValueError(f"noise must be a finite number >= 0, got {noise!r}.")
     rng = check_random_state(random_state)
     X, Y = [], []

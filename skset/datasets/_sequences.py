@@ -86,7 +86,8 @@ def make_motif_order(
         raise ValueError(f"n_motifs must be at most 20 (n_motifs! classes), got {n_motifs!r}")
     _int("min_length", min_length, n_motifs * motif_length)
     _int("max_length", max_length, min_length)
-    if not (isinstance(mutation_rate, numbers.Real) and 0 <= mutation_rate <= 1):
+    if isinstance(mutation_rate, bool) or not (isinstance(mutation_rate, numbers.Real)
+                                                and 0 <= mutation_rate <= 1):
         raise ValueError(f"mutation_rate must be in [0, 1], got {mutation_rate!r}")
     if alphabet_size**motif_length < n_motifs:
         raise ValueError(f"n_motifs={n_motifs} distinct motifs need at least as many words of "

@@ -11,12 +11,12 @@ __all__ = ["make_max_regression", "make_normal_var", "make_gaussian_mixture_sets
            "make_unique_count"]
 
 
-def _sizes(set_size, n_sets: int, rng, name: str = "set_size") -> np.ndarray:
-    """Set sizes: an int (all equal) or an inclusive ``(low, high)`` range drawn uniformly."""
+def _size_range(set_size, name: str = "set_size") -> tuple[int, int]:
+    """The inclusive ``(low, high)`` of ``set_size``: an int (both) or a pair of ints."""
     if isinstance(set_size, Integral) and not isinstance(set_size, bool):
         if set_size < 1:
             raise ValueError(f"{name}={set_size} must be >= 1.")
-        return np.full(n_sets, int(set_size), dtype=np.int64)
+        return int(set_size), int(set_size)
     pair = None if isinstance(set_size, str) else np.asarray(set_size, dtype=object).ravel()
     if pair is None or len(pair) != 2 or not all(
             isinstance(v, Integral) and not isinstance(v, bool) for v in pair):
@@ -24,6 +24,14 @@ def _sizes(set_size, n_sets: int, rng, name: str = "set_size") -> np.ndarray:
     low, high = int(pair[0]), int(pair[1])
     if not 1 <= low <= high:
         raise ValueError(f"{name}={set_size!r} needs 1 <= low <= high.")
+    return low, high
+
+
+def _sizes(set_size, n_sets: int, rng, name: str = "set_size") -> np.ndarray:
+    """Set sizes: an int (all equal) or an inclusive ``(low, high)`` range drawn uniformly."""
+    low, high = _size_range(set_size, name)
+    if low == high and not isinstance(set_size, (tuple, list, np.ndarray)):
+        return np.full(n_sets, low, dtype=np.int64)
     return rng.randint(low, high + 1, size=n_sets).astype(np.int64)
 
 
@@ -142,10 +150,10 @@ def make_normal_var(
     n_sets = _check_n_sets(n_sets)
     if isinstance(ddof, bool) or not isinstance(ddof, Integral) or ddof < 0:
         raise ValueError(f"ddof={ddof!r} must be an integer >= 0.")
+    if _size_range(set_size)[0] <= ddof:  # the range, not the draws: any random_state
+        raise ValueError(f"set sizes must exceed ddof={ddof}: set_size={set_size!r}.")
     rng = check_random_state(random_state)
     sizes = _sizes(set_size, n_sets, rng)
-    if min(sizes) <= ddof:
-        raise ValueError(f"set sizes must exceed ddof={ddof}.")
     if not (_real_pair(var_range) and 0 <= var_range[0] <= var_range[1]):
         raise ValueError(f"var_range={var_range!r} must be a pair 0 <= low <= high, both finite.")
     if not (_real_pair(mean_range) and mean_range[0] <= mean_range[1]):
@@ -304,10 +312,11 @@ def make_unique_count(
     images, labels = d.data[idx] / 16.0, d.target[idx]
     classes = np.unique(labels)
     pools = [np.flatnonzero(labels == c) for c in classes]
+    if _size_range(set_size)[1] > min(len(p) for p in pools):  # the range: any random_state
+        raise ValueError(f"set_size={set_size!r} exceeds the smallest digit pool "
+                         f"({min(len(p) for p in pools)} images).")
     rng = check_random_state(random_state)
     sizes = _sizes(set_size, n_sets, rng)
-    if sizes.max() > min(len(p) for p in pools):
-        raise ValueError(f"set_size={set_size!r} exceeds the smallest digit pool.")
     X, y = [], np.empty(n_sets, dtype=np.int64)
     for s, n in enumerate(sizes):
         c = rng.randint(1, min(int(n), len(classes)) + 1)

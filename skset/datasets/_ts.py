@@ -37,7 +37,7 @@ def read_ts(path: str | os.PathLike) -> tuple[list[np.ndarray], np.ndarray]:
 def _read_ts(path):
     X, y = [], []
     in_data = False
-    has_labels = True
+    has_labels, declared = True, None
     with open(path, encoding="utf-8") as fh:
         for lineno, raw in enumerate(fh, 1):
             line = raw.strip()
@@ -51,12 +51,20 @@ def _read_ts(path):
                         raise ValueError(f"{path}:{lineno}: @classLabel needs true or false "
                                          f"(then the labels); got {line!r}")
                     has_labels = words[1] == "true"
+                    declared = set(line.split()[2:]) if has_labels and len(words) > 2 else None
                 elif low.startswith("@data"):
                     in_data = True
                 continue
             parts = line.split(":")
             if has_labels:
-                y.append(parts[-1].strip())
+                label = parts[-1].strip()
+                if len(parts) < 2:
+                    raise ValueError(f"{path}:{lineno}: a case needs its label after a ':' "
+                                     "(@classLabel true)")
+                if declared is not None and label not in declared:
+                    raise ValueError(f"{path}:{lineno}: label {label!r} is not one of those "
+                                     f"@classLabel declares ({' '.join(sorted(declared))})")
+                y.append(label)
                 parts = parts[:-1]
             try:
                 dims = [np.array([float(v) for v in p.split(",")]) for p in parts]
@@ -66,10 +74,13 @@ def _read_ts(path):
             if len(lengths) != 1:
                 raise ValueError(f"{path}:{lineno}: dimensions of one case differ in length "
                                  f"({sorted(lengths)})")
+            if X and len(dims) != X[0].shape[1]:
+                raise ValueError(f"{path}:{lineno}: {len(dims)} dimension(s), but the first case "
+                                 f"has {X[0].shape[1]}")
             X.append(np.stack(dims, axis=1))
     if not in_data:
         raise ValueError(f"{path}: no @data section found")
-    return X, np.array(y) if has_labels else None
+    return X, np.array(y, dtype=str) if has_labels else None
 
 
 def load_japanese_vowels(*, subset: str = "train", return_X_y: bool = False):

@@ -20,6 +20,7 @@ subset of the channels (one subset per kernel and dilation).
 from __future__ import annotations
 
 import itertools
+import numbers
 
 import torch
 from torch import nn
@@ -91,6 +92,10 @@ def kernel_responses(x: torch.Tensor, mask: torch.Tensor, dilation: int,
     return 3 * torch.stack(rows) - total
 
 
+def _shape(t) -> str:
+    return f"shape {tuple(t.shape)}" if isinstance(t, torch.Tensor) else type(t).__name__
+
+
 class DilatedKernelPPV(nn.Module):
     """The proportion of each set's points where each kernel's response exceeds each threshold.
 
@@ -102,6 +107,9 @@ class DilatedKernelPPV(nn.Module):
         Thresholds of each kernel at each dilation.
     channels : tensor of shape (n_dilations, 84, C) or None
         0/1: the channels each kernel sums at each dilation; ``None``: every channel.
+    n_features : int or None, default=None
+        With ``channels=None``, the number of channels ``forward`` takes (``None``: any; a
+        fitted :class:`~skset.DilatedKernelFeatures` passes its own). With ``channels``, C.
 
     ``forward(x (B, n, C), mask (B, n)) -> (B, n_dilations * 84 * n_thresholds)``, features
     ordered by dilation, then kernel, then threshold (in the order given). Each point's bucket
@@ -110,9 +118,25 @@ class DilatedKernelPPV(nn.Module):
     built or reduced.
     """
 
-    def __init__(self, dilations, thresholds: torch.Tensor, channels: torch.Tensor | None = None):
+    def __init__(self, dilations, thresholds: torch.Tensor, channels: torch.Tensor | None = None,
+                 n_features: int | None = None):
         super().__init__()
+        dilations = list(dilations)
+        if not dilations or any(isinstance(d, bool) or not isinstance(d, numbers.Integral)
+                                or d < 1 for d in dilations):
+            raise ValueError(f"dilations must be positive integers, at least one; got {dilations!r}.")
         self.dilations = [int(d) for d in dilations]
+        blocks = (len(self.dilations), len(KERNEL_TAPS))
+        if not isinstance(thresholds, torch.Tensor) or thresholds.dim() != 3 \
+                or tuple(thresholds.shape[:2]) != blocks or thresholds.shape[2] < 1:
+            raise ValueError(f"thresholds must be a tensor of shape {(*blocks, 'n_thresholds')} "
+                             f"(one block per dilation); got {_shape(thresholds)}.")
+        if channels is not None and (not isinstance(channels, torch.Tensor) or channels.dim() != 3
+                                     or tuple(channels.shape[:2]) != blocks):
+            raise ValueError(f"channels must be None or a tensor of shape {(*blocks, 'C')}; got "
+                             f"{_shape(channels)}.")
+        #: the width ``forward`` takes: the channels' C, or ``n_features`` (None: any width)
+        self.n_features = int(channels.shape[2]) if channels is not None else n_features
         ordered, order = torch.sort(thresholds, dim=-1)
         self.register_buffer("thresholds", thresholds)
         self.register_buffer("sorted_thresholds", ordered.contiguous())
@@ -131,6 +155,9 @@ class DilatedKernelPPV(nn.Module):
         return below.long()
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        if x.dim() != 3 or (self.n_features is not None and x.shape[-1] != self.n_features):
+            raise ValueError(f"x must be of shape (B, n, {self.n_features or 'C'}); got "
+                             f"{tuple(x.shape)}.")
         mask = as_mask(mask, x)
         B = x.shape[0]
         n_thr = self.thresholds.shape[-1]
