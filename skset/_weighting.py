@@ -27,7 +27,7 @@ import dataclasses
 
 import numpy as np
 
-from ._sets import check_element_weights, kmer_windows, to_numpy
+from ._sets import check_element_weights, check_kmer_lengths, kmer_windows, to_numpy
 
 __all__ = ["count_distinct", "drop_zero_weight", "element_masses", "kmeans_weights", "kmer_weights",
            "positive_rows", "positive_sets", "resolve_max_samples", "sample_elements", "set_totals",
@@ -90,6 +90,20 @@ def positive_rows(coll, sets: list, y, weights: np.ndarray | None, rows_are_read
         return coll, sets, y
     parts = np.split(keep, np.cumsum([len(s) for s in sets])[:-1])
     return coll, [s[k] if k.any() else s for s, k in zip(sets, parts, strict=True)], y
+
+
+def check_kept_sets(coll, sw, window: int, dilation: int, element_weight, name: str) -> None:
+    """The checks a fit makes of the sets of positive weight (``sw``; None: all), made on the
+    whole collection so that an error names a set by its place in ``X`` (the fit reads the kept
+    sets only, where set 1 may be the caller's set 3): sets shorter than the k-mer ``window``,
+    bad ``element_weight``. Sets of weight 0 are as if removed: neither is checked."""
+    kept = np.ones(len(coll.lengths), dtype=bool) if sw is None else sw > 0
+    check_kmer_lengths(np.where(kept, coll.lengths, np.iinfo(np.int64).max), window,
+                       dilation=dilation)
+    if element_weight is not None:  # (a wrong count named against every set of X)
+        element_masses(element_weight if len(element_weight) != len(kept) else
+                       [w if k else np.ones(n) for w, k, n in zip(element_weight, kept,
+                                                                  coll.lengths)], coll.sets, name)
 
 
 def element_masses(element_weight, sets, name: str) -> list[np.ndarray] | None:

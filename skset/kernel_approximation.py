@@ -33,6 +33,7 @@ from ._threads import one_thread, user_stacklevel
 from ._torch import resolve_dtype
 from ._validation import POSITIVE, POSITIVE_INT, TORCH_PARAMS, Boolean, Integer, Real, check_sample_weight
 from ._weighting import (
+    check_kept_sets,
     element_masses,
     kmer_weights,
     positive_rows,
@@ -347,7 +348,8 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         coll = self._elements(X, fitting=True, lengths=False)
         if coll.form == "2d":
             return X, y, sample_weight, element_weight
-        check_sample_weight(sample_weight, len(coll.lengths), type(self).__name__)  # named errors
+        sw = check_sample_weight(sample_weight, len(coll.lengths), type(self).__name__)  # named
+        check_kept_sets(coll, sw, self._width, self._dilation, element_weight, type(self).__name__)
         return positive_sets(X, self._check_y(y, coll), sample_weight, element_weight)  # as given
 
     def _elements(self, X, *, fitting: bool, lengths: bool = True):

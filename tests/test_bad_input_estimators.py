@@ -335,3 +335,26 @@ def test_nystrom_partial_fit_names_the_fitted_dilation():
     with pytest.raises(ValueError, match=r"read other k-mers than the fitted anchors \(fitted with "
                                          r"window=3, kmer_coding='level_shape', dilation=1\)"):
         est.set_params(dilation=2).partial_fit(X)
+
+
+def test_nystrom_errors_name_sets_by_their_place_in_x_with_zero_weights():
+    """With sets of weight 0 the fit reads the others only; its errors still name a set by its
+    place in X (set 1 for the caller's set 3, a count of 2 sets for 4), and a set of weight 0
+    is not checked (as if removed)."""
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(10, 2)) for _ in range(4)]
+    X[3] = X[3][:2]
+    sw = [0, 0, 1, 1]
+    est = skset.NystromFeatures(n_components=4, window=3, random_state=0)
+    with pytest.raises(ValueError, match="set 3 has 2 elements"):
+        est.fit(X, sample_weight=sw)
+    X[3] = rng.normal(size=(10, 2))
+    ew = [np.ones(len(x)) for x in X]
+    ew[3][0] = np.nan
+    with pytest.raises(ValueError, match="element_weight: set 3 contains NaN"):
+        est.fit(X, sample_weight=sw, element_weight=ew)
+    with pytest.raises(ValueError, match="holds 3 entries but X holds 4 sets"):
+        est.fit(X, sample_weight=sw, element_weight=ew[:3])
+    X[1], ew[1][0] = X[1][:2], np.nan  # weight 0: neither short nor NaN masses matter
+    ew[3][0] = 1.0
+    assert est.fit(X, sample_weight=sw, element_weight=ew).transform(X[2:])[0].shape == (8, 4)

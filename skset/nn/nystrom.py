@@ -205,7 +205,8 @@ def nystrom_map_into(x, anchors, normalization, bandwidth, out, buf, *, mean=Non
     if x.shape[0] and float(xx.max()) > limit:  # one read: no such row in ordinary data
         for rows in (xx[:, 0] > limit).nonzero()[:, 0].split(_EXACT_ROWS):
             d = (x[rows, None, :] - anchors[None]).square_().sum(-1)
-            k[rows] = d.mul_(-c).exp_()
+            # a non-finite row stays NaN, as the expansion gives it (the caller's check names it)
+            k[rows] = torch.where(d.isfinite(), d.mul(-c).exp_(), torch.nan)
     torch.mm(k, normalization, out=out)
     if normalize and keep_norm:
         out.mul_(norm)
