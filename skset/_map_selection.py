@@ -35,6 +35,7 @@ also beat the k-mers of the same sets shuffled.
 from __future__ import annotations
 
 import itertools
+import numbers
 
 import numpy as np
 import torch
@@ -273,6 +274,8 @@ def _task(y, n_sets: int, regression: bool = False):
         return None
     if y.ndim != 1 or len(y) != n_sets or n_sets < MIN_SETS:
         return None
+    if y.dtype == object and all(isinstance(v, numbers.Number) for v in y.tolist()):
+        y = np.asarray(y.tolist())  # numbers in an object column: type_of_target says "unknown"
     try:
         y, kind = (y.astype(np.float64), "continuous") if regression else (y, type_of_target(y))
     except (TypeError, ValueError):

@@ -198,3 +198,26 @@ def test_supervised_otk_chooses_positions_on_its_initial_embedding():
     assert none.position_sigma_ is None
     assert auto.score(Xt, yt) >= 0.9 > none.score(Xt, yt) + 0.2
     assert auto.position_sigma == "auto" and OTKRegressor().position_sigma is None
+
+
+def test_labels_of_numbers_in_an_object_column_choose_as_ints():
+    """Numbers held in an object array (a pandas column of dtype object) are labels to the
+    "auto" rules as ints are (scikit-learn's type_of_target calls them 'unknown': the rules
+    took them for no labels and kept the fixed choice, silently)."""
+    import pandas as pd
+
+    from skset import OTKEmbedding
+
+    rng = np.random.default_rng(3)
+    y = np.arange(80) % 2
+    sets = []
+    for label in y:  # the class is where a spike sits: positions help
+        s = rng.normal(size=(30, 2)) * 0.3
+        s[rng.integers(0, 10) if label == 0 else rng.integers(20, 30)] += [3, 0]
+        sets.append(s)
+    ref = OTKEmbedding(n_supports=5, random_state=0).fit(sets, y)
+    assert ref.position_sigma_ is not None
+    for labels in (y.astype(object), pd.Series(y, dtype=object)):
+        est = OTKEmbedding(n_supports=5, random_state=0).fit(sets, labels)
+        assert est.position_sigma_ == ref.position_sigma_
+        assert est.position_scores_ == ref.position_scores_
