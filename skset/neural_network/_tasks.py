@@ -270,7 +270,10 @@ class SetRegressorMixin(RegressorMixin):
 
     @staticmethod
     def _val_score(out, target, weight=None):
-        """R^2 averaged over the outputs, weighted by ``weight`` when given (as ``r2_score``)."""
+        """R^2 averaged over the outputs, weighted by ``weight`` when given (as ``r2_score``);
+        an output whose held-out targets are all equal (one held-out set), where R^2 is
+        undefined (``r2_score``: NaN or 0 for every epoch), scores ``1 - ss_res`` in
+        standardised units, so that the epochs stay ranked by their error."""
         target = target.reshape(out.shape)
         if weight is None:
             ss_res = ((target - out) ** 2).sum(0)
