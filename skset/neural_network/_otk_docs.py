@@ -39,7 +39,11 @@ _ALPHA_DOC = """
         ``"auto"``: one over the number of training sets (of positive weight), the penalty of
         scikit-learn's multinomial ``LogisticRegression()`` (``C=1``), the head of the pipeline
         this model starts from; set at the first fit (``alpha_``) and kept by warm starts and
-        ``partial_fit`` (a warm start back at ``"auto"`` after a float sets it again)."""
+        ``partial_fit`` (a warm start back at ``"auto"`` after a float sets it again). On two
+        classes the head is a softmax of two rows, both penalised: scikit-learn's binomial
+        model at ``C=2``. The loss is the mean over the sets weighted by ``sample_weight`` and
+        the class weights, so the weights count relative to each other (scaled all by 2, the
+        same head), and the penalty is ``C=1``'s where they average 1."""
 
 # kmer_coding and position_sigma: the classifier's defaults read the order as the pipeline
 # does; the regressor keeps the paper's (regression.md)
@@ -182,7 +186,11 @@ _DOC_PARAMS = """
         ``"auto"``: one over the number of training sets (of positive weight), the penalty of
         scikit-learn's multinomial ``LogisticRegression()`` (``C=1``), the head of the pipeline
         this model starts from; set at the first fit (``alpha_``) and kept by warm starts and
-        ``partial_fit`` (a warm start back at ``"auto"`` after a float sets it again).
+        ``partial_fit`` (a warm start back at ``"auto"`` after a float sets it again). On two
+        classes the head is a softmax of two rows, both penalised: scikit-learn's binomial
+        model at ``C=2``. The loss is the mean over the sets weighted by ``sample_weight`` and
+        the class weights, so the weights count relative to each other (scaled all by 2, the
+        same head), and the penalty is ``C=1``'s where they average 1.
     tol, n_iter_no_change : float, int, default=1e-4, 10
         Stopping rule of scikit-learn's MLP (on the training loss, or on the validation score with
         ``early_stopping``), but one epoch sooner: training stops after ``n_iter_no_change``

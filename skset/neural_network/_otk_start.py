@@ -76,7 +76,8 @@ def _foldable(y) -> bool:
 def head_alpha(alpha, n_sets: int, sample_weight=None) -> float:
     """The classifier's head penalty: ``alpha``, or for ``"auto"`` one over the ``n_sets``
     training sets of positive ``sample_weight`` (scikit-learn's multinomial
-    ``LogisticRegression()``, ``C=1``)."""
+    ``LogisticRegression()``, ``C=1``; on two classes its binomial model at ``C=2``; with
+    weights, ``C=1``'s where they average 1: the head's loss is their weighted mean)."""
     if alpha != "auto":
         return float(alpha)
     n = n_sets if sample_weight is None else int((torch.as_tensor(sample_weight) != 0).sum())
