@@ -150,7 +150,9 @@ def fit_logistic_head(head: torch.nn.Linear, Z: torch.Tensor, y: torch.Tensor, a
         g_new = gradient(P, X)
         y_k = g_new - g
         sy = dot(step, y_k)
-        if sy > 1e-10 * dot(y_k, y_k):
+        # a pair of positive curvature, by a scale-free test (sy against ||s|| ||y||: the test
+        # against y.y alone refused every pair of features near 1e6, and the solver stalled)
+        if sy > 1e-10 * (dot(step, step) * dot(y_k, y_k)) ** 0.5:
             S.append(step)
             Yh.append(y_k)
             rho.append(1.0 / sy)
