@@ -344,3 +344,29 @@ def test_weights_equal_up_to_rounding_fit_as_no_weights():
     a = DilatedKernelFeatures(random_state=0).fit(X, sample_weight=w)
     b = DilatedKernelFeatures(random_state=0).fit(X)
     np.testing.assert_array_equal(a.transform(X), b.transform(X))
+
+
+def test_several_channels_a_set_alone_equals_it_in_a_batch():
+    """Each kernel's channels are summed once per point in float64 (exact for float32 values),
+    then shifted into taps: a set's features do not depend on the batch (the float32 product's
+    rounding followed the batch's shape, and a threshold flipped: a feature 1/6 apart)."""
+    import torch
+
+    from skset import DilatedKernelFeatures
+    from skset._sets import pack
+    from skset.nn.dilated_kernels import kernel_responses
+
+    rng = np.random.default_rng(3 * 10**6 + 1658)
+    n_sets, c = int(rng.integers(1, 12)), int(rng.integers(1, 12))
+    X = [rng.normal(size=(int(n), c)) * 10.0 ** rng.integers(-3, 4)
+         for n in rng.integers(1, 120, n_sets)]
+    sw = None if rng.random() < 0.5 else np.r_[1.0, rng.integers(0, 3, n_sets - 1)]
+    f = DilatedKernelFeatures(n_thresholds=3, max_dilations=5, random_state=46,
+                              max_elements=205).fit(X, sample_weight=sw)
+    np.testing.assert_array_equal(f.transform([X[-1]])[0], f.transform(X)[-1])
+    chan = torch.as_tensor(f.channels_[0])
+    xb, mb = pack(X, dtype=torch.float32)
+    xa, ma = pack([X[-1]], dtype=torch.float32)
+    n = len(X[-1])
+    assert torch.equal(kernel_responses(xb, mb, f.dilations_[0], chan)[:, -1, :n],
+                       kernel_responses(xa, ma, f.dilations_[0], chan)[:, 0, :n])

@@ -10,7 +10,8 @@ make the level count) (the kernels of MiniRocket, Dempster et al. 2021). The res
 .. math:: c_{kd}(t) = 3 \sum_{j \in S_k} x_{t + (j-4)d} - \sum_{j=0}^{8} x_{t + (j-4)d},
 
 is computed as written, a sum of the same nine taps in the same order at every time point, so
-that a point's response does not depend on the batch it is computed in. Each response is
+that a point's response does not depend on the batch it is computed in (with several channels,
+each tap's sum over a kernel's channels is taken in float64, exact for float32 values). Each response is
 compared with thresholds :math:`b_{kdq}` and pooled by the proportion of the set's points above
 each, the mean of the indicators :math:`\mathbb{1}[c_{kd}(t) > b_{kdq}]` (MiniRocket's PPV): an
 element map followed by mean pooling. Sets of several channels sum each kernel's taps over a
@@ -70,12 +71,17 @@ def kernel_responses(x: torch.Tensor, mask: torch.Tensor, dilation: int,
     mask = as_mask(mask, x)
     if not padding_zero:
         x = _zero_padding(x, mask)
-    taps = _taps(x.transpose(1, 2), dilation)                          # 9 x (B, C, n)
     single = channels is None or x.shape[-1] == 1
     if single:
-        taps = [t.sum(1) for t in taps]                                  # 9 x (B, n)
-    else:  # each kernel's channels summed: 9 x (84, B, n)
-        taps = [torch.einsum("bcn,kc->kbn", t, channels.to(t.dtype)) for t in taps]
+        taps = [t.sum(1) for t in _taps(x.transpose(1, 2), dilation)]  # 9 x (B, n)
+    else:  # each kernel's channels summed once per point, then shifted: 9 x (84, B, n). The
+        # sums in float64 from a narrower dtype: a sum of C float32 values is exact there (values
+        # within 2^29 of each other) whatever order the product's blocking takes for the batch's
+        # shape, so a point's response does not depend on its batch (in float32 a threshold
+        # flipped, alone against in a batch); shifting the sums is the sums of the shifted taps
+        wide = torch.float64 if torch.finfo(x.dtype).bits < 64 else x.dtype
+        summed = torch.einsum("bnc,kc->kbn", x.to(wide), channels.to(wide)).to(x.dtype)
+        taps = _taps(summed, dilation)                                   # 9 x (84, B, n)
     total = taps[0]
     for j in range(1, N_TAPS):  # the nine taps added in one order at every point
         total = total + taps[j]
