@@ -70,10 +70,11 @@ def _pairs(out, mask):
 
 
 def _dilated_kernels(d):
-    """Two dilations, three thresholds per kernel; with several channels, a random subset each."""
+    """Two dilations, three thresholds per kernel; with several channels, a random subset each
+    (one channel: the width given as ``n_features``, as a fitted one-channel map gives it)."""
     thresholds = torch.randn(2, 84, 3)
     channels = None if d == 1 else (torch.rand(2, 84, d) < 0.5).float()
-    return snn.DilatedKernelPPV([1, 2], thresholds, channels)
+    return snn.DilatedKernelPPV([1, 2], thresholds, channels, n_features=1 if d == 1 else None)
 
 
 LAYERS = {

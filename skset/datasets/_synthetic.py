@@ -30,7 +30,7 @@ def _size_range(set_size, name: str = "set_size") -> tuple[int, int]:
 def _sizes(set_size, n_sets: int, rng, name: str = "set_size") -> np.ndarray:
     """Set sizes: an int (all equal) or an inclusive ``(low, high)`` range drawn uniformly."""
     low, high = _size_range(set_size, name)
-    if low == high and not isinstance(set_size, (tuple, list, np.ndarray)):
+    if isinstance(set_size, Integral):  # one size: nothing drawn
         return np.full(n_sets, low, dtype=np.int64)
     return rng.randint(low, high + 1, size=n_sets).astype(np.int64)
 

@@ -222,11 +222,11 @@ class SetRegressorMixin(RegressorMixin):
         # could not be undone by division)
         self._unshrunk_output = [[p.detach().clone() for p in layer.parameters()]
                                  for layer in layers]
+        factor = torch.tensor(cs, dtype=torch.float64)
         with torch.no_grad():
             for layer in layers:
                 for p in layer.parameters():  # weight rows and bias entries: one per output
-                    p.mul_(torch.as_tensor(cs, dtype=p.dtype, device=p.device).reshape(
-                        -1, *[1] * (p.dim() - 1)))
+                    p.mul_(factor.to(p).reshape(-1, *[1] * (p.dim() - 1)))
         self.output_shrinkage_ = c
 
     def _before_warm_training(self):

@@ -54,6 +54,11 @@ def set_norm(
         Padded rows hold finite values that carry no meaning.
     """
     _check_eps(eps)
+    return _set_norm(x, mask, weight, bias, eps)
+
+
+def _set_norm(x, mask, weight, bias, eps: float) -> torch.Tensor:
+    """:func:`set_norm` without the argument checks (``SetNorm`` checks ``eps`` once, when built)."""
     mask = as_mask(mask, x)
     D = x.shape[-1]
     if mask is None:
@@ -118,7 +123,7 @@ class SetNorm(nn.Module):
             self.register_parameter("bias", None)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        return set_norm(x, mask, weight=self.weight, bias=self.bias, eps=self.eps)
+        return _set_norm(x, mask, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
         return f"{self.dim}, eps={self.eps}, affine={self.weight is not None}"

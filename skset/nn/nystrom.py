@@ -172,8 +172,8 @@ def nystrom_map(
 
 
 #: a row whose ``||x||^2 / (2 bandwidth^2)`` exceeds this over the dtype's eps gets its kernel from
-#: the differences (an error of about 1e-5 in the exponent); ``_EXACT_ROWS`` such rows at a time
-_FAR_EXPONENT_ERROR, _EXACT_ROWS = 1e-5, 256
+#: the differences (an error of about 1e-5 in the exponent)
+_FAR_EXPONENT_ERROR = 1e-5
 
 
 def nystrom_map_into(x, anchors, normalization, bandwidth, out, buf, *, mean=None, scale=None,
@@ -203,10 +203,11 @@ def nystrom_map_into(x, anchors, normalization, bandwidth, out, buf, *, mean=Non
     # 1). Their kernel rows again from the differences themselves, a block at a time.
     limit = _FAR_EXPONENT_ERROR / torch.finfo(x.dtype).eps
     if x.shape[0] and float(xx.max()) > limit:  # one read: no such row in ordinary data
-        for rows in (xx[:, 0] > limit).nonzero()[:, 0].split(_EXACT_ROWS):
-            d = (x[rows, None, :] - anchors[None]).square_().sum(-1)
-            # a non-finite row stays NaN, as the expansion gives it (the caller's check names it)
-            k[rows] = torch.where(d.isfinite(), d.mul(-c).exp_(), torch.nan)
+        rows = (xx[:, 0] > limit).nonzero()[:, 0]
+        # torch's distances from the differences (its matrix-product form is the expansion)
+        d = torch.cdist(x[rows], anchors, compute_mode="donot_use_mm_for_euclid_dist").square_()
+        # a non-finite row stays NaN, as the expansion gives it (the caller's check names it)
+        k[rows] = torch.where(d.isfinite(), d.mul(-c).exp_(), torch.nan)
     torch.mm(k, normalization, out=out)
     if normalize and keep_norm:
         out.mul_(norm)
