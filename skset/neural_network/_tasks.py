@@ -222,7 +222,7 @@ class SetRegressorMixin(RegressorMixin):
         # could not be undone by division)
         self._unshrunk_output = [[p.detach().clone() for p in layer.parameters()]
                                  for layer in layers]
-        factor = torch.tensor(cs, dtype=torch.float64)
+        factor = torch.tensor(cs, dtype=torch.float64, device=self.device_)  # not the default
         with torch.no_grad():
             for layer in layers:
                 for p in layer.parameters():  # weight rows and bias entries: one per output
