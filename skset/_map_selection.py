@@ -603,7 +603,8 @@ def select_window(sets, y, *, kmer_coding: str, fixed: dict, default: dict, n_co
     With ``dilate``, the dilated k-mers of :func:`dilated_candidates` are scored next on the
     same sampled sets; one replaces the width taken only when it beats it by a paired t above
     ``MIN_T_DILATED`` (the lowest mean error of those that do). With ``pairs_alone`` too, they
-    are scored where no width was taken, against single elements, by the same margin, and must
+    are scored where no width was taken (or none fits every set twice: one short set),
+    against single elements, by the same margin, and must
     then also pass the order test below (with or without ``order_test``; without it, on
     ``ORDER_SHUFFLES_PAIRS`` shuffled copies): on
     PickupGestureWiimoteZ's 50 training gestures the contiguous widths beat single elements by
@@ -628,9 +629,12 @@ def select_window(sets, y, *, kmer_coding: str, fixed: dict, default: dict, n_co
     lengths = [len(s) for s in sets]
     step = 1 if dilate else int(dilation)  # the dilation the widths are read with
     widths = window_candidates(lengths, step)
+    # the dilated pairs fit the median length: one set too short for any contiguous width (a
+    # width must fit every set twice) leaves them to be scored against single elements
+    pairs = dilated_candidates(lengths) if dilate else []
     choice = {k: default[k] if fixed.get(k, "auto") == "auto" else fixed[k] for k in default}
     task = _task(y, len(sets), regression)
-    if task is None or len(widths) < 2:
+    if task is None or (len(widths) < 2 and not (pairs and pairs_alone)):
         return 1, 1, None
     if task == "classification":
         shared = _shared_classes(np.asarray(y))
@@ -659,7 +663,7 @@ def select_window(sets, y, *, kmer_coding: str, fixed: dict, default: dict, n_co
     dilation = step if window > 1 else 1
     contiguous = window > 1
     if dilate and (contiguous or pairs_alone):  # against the width taken, or single elements
-        dilated = [(kd, errors_of(*kd)) for kd in dilated_candidates(lengths)]
+        dilated = [(kd, errors_of(*kd)) for kd in pairs]
         scored += dilated
         passing = [we for we in dilated if beats(chosen[1], we[1], MIN_T_DILATED, flat=0.0)]
         if passing:

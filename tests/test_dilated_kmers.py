@@ -210,6 +210,20 @@ def test_dilated_kmers_are_taken_where_no_contiguous_width_passes(seed, monkeypa
     assert NystromFeatures(random_state=seed, dilation=1).fit(X, y).window_ == 1  # explicit
 
 
+def test_one_set_too_short_for_any_width_leaves_the_dilated_pairs_scored():
+    """A set of 5 steps among series of 34-39: no contiguous width fits every set twice, and the
+    dilated pairs, which fit the median length, are still scored against single elements (the
+    rule returned single elements unscored before)."""
+    X, y = _lag16_series(seed=0)
+    X, y = X + [X[0][:5]], np.append(y, y[0])
+    ny = NystromFeatures(random_state=0).fit(X, y)
+    assert ms.window_candidates([len(x) for x in X]) == [1]
+    assert (ny.window_, ny.dilation_) == (10, 2)
+    assert [k for k, _ in ny.window_scores_] == [1, (10, 2), "shuffled"]
+    X[:-1] = [x[np.random.default_rng(i).permutation(len(x))] for i, x in enumerate(X[:-1])]
+    assert NystromFeatures(random_state=0).fit(X, y).window_ == 1  # order shuffled away
+
+
 def test_supervised_otk_reads_dilated_kmers_in_training_and_export():
     """``OTKClassifier(window=3, dilation=4)``: the network's layer holds the dilation, the
     exported program gives the estimator's decision values, sets shorter than the span
