@@ -18,13 +18,16 @@ length: little padding; a cap on the padded elements of a batch: bounded memory)
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+from sklearn.exceptions import DataConversionWarning
 
 from ._frames import frame_numbers, pandas_missing
+from ._threads import user_stacklevel
 
 __all__ = ["SetCollection", "check_sets", "check_set_labels", "check_finite_output", "max_abs_value",
            "pack", "unpack", "length_batches", "iter_packed", "kmer_windows", "kmer_level_shape",
@@ -330,7 +333,10 @@ def check_set_labels(y, n_sets: int, *, name="y", multi_output=False, pool=False
         raise ValueError(f"{name} is a scalar; expected one target per set ({n_sets} sets).")
     if y.dtype.kind == "c":
         raise TypeError(f"{name} holds complex numbers; targets are real numbers or labels.")
-    if y.ndim == 2 and y.shape[1] == 1 and not multi_output:
+    if y.ndim == 2 and y.shape[1] == 1 and not multi_output:  # warned as scikit-learn does
+        warnings.warn(f"A column-vector {name} was passed when a 1d array was expected: read as "
+                      f"shape ({y.shape[0]},) (pass {name}.ravel()).", DataConversionWarning,
+                      stacklevel=user_stacklevel())
         y = y[:, 0]
     if y.ndim > (2 if multi_output else 1):
         raise ValueError(f"{name} has shape {y.shape}; expected ({n_sets},)"
@@ -391,13 +397,8 @@ def _check_object_labels(y: np.ndarray, name: str) -> None:
         raise ValueError(f"{name} contains NaN or infinity.")
 
 
-def pack(
-    sets: Sequence[np.ndarray],
-    *,
-    device: torch.device | str = "cpu",
-    dtype: torch.dtype = torch.float32,
-    n_max: int | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+def pack(sets: Sequence[np.ndarray], *, device: torch.device | str = "cpu",
+         dtype: torch.dtype = torch.float32, n_max: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Pad sets into a ``(B, n_max, d)`` tensor and a boolean ``(B, n_max)`` mask.
 
     The mask is ``True`` on real elements. Padding is zeros; the engine never lets padded positions
@@ -687,10 +688,8 @@ def check_finite_output(out, name: str, dtype, cause: str | None = None) -> None
     its remedy, e.g. an exp-domain Sinkhorn) replaces the generic advice about large inputs."""
     # a sum is finite when every term is (one reduction, no boolean copy); only a non-finite sum,
     # which huge finite values could also give, is checked element by element
-    if isinstance(out, torch.Tensor):
-        ok = bool(torch.isfinite(out.sum())) or bool(torch.isfinite(out).all())
-    else:
-        ok = bool(np.isfinite(out.sum())) or bool(np.isfinite(out).all())
+    lib = torch if isinstance(out, torch.Tensor) else np
+    ok = bool(lib.isfinite(out.sum())) or bool(lib.isfinite(out).all())
     if not ok:
         dt = dtype_name(dtype)
         if cause is None:

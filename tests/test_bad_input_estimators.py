@@ -358,3 +358,21 @@ def test_nystrom_errors_name_sets_by_their_place_in_x_with_zero_weights():
     X[1], ew[1][0] = X[1][:2], np.nan  # weight 0: neither short nor NaN masses matter
     ew[3][0] = 1.0
     assert est.fit(X, sample_weight=sw, element_weight=ew).transform(X[2:])[0].shape == (8, 4)
+
+
+CLASSIFIERS = [e for e in SUPERVISED if hasattr(e, "predict_proba")]
+
+
+@pytest.mark.parametrize("est", CLASSIFIERS, ids=_ids(CLASSIFIERS))
+def test_a_column_vector_of_labels_is_read_with_scikit_learns_warning(est):
+    # scikit-learn's classifiers warn (DataConversionWarning) and ravel y of shape (n, 1); the
+    # set classifiers raveled it silently. Regressors keep (n, 1) as one output, as Ridge does.
+    from sklearn.exceptions import DataConversionWarning
+
+    X, yc, yr = _data()
+    with pytest.warns(DataConversionWarning, match=r"column-vector y .* \(8,\)"):
+        col = clone(est).fit(X, yc[:, None])
+    np.testing.assert_array_equal(col.predict(X), clone(est).fit(X, yc).predict(X))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DataConversionWarning)
+        assert clone(REGRESSORS[1]).fit(X, yr[:, None]).predict(X).shape == (8, 1)

@@ -411,3 +411,38 @@ def test_balanced_class_weight_leaves_out_sets_of_weight_zero(multilabel):
     b = FACTORIES["ds"](**kw).fit([x for x, k in zip(X, keep) if k], y[keep])
     np.testing.assert_allclose(a.class_weight_, b.class_weight_)
     assert not np.allclose(a.class_weight_, FACTORIES["ds"](**kw).fit(X, y).class_weight_)
+
+
+@pytest.mark.parametrize("multilabel", [False, True])
+def test_balanced_class_weight_counts_sets_by_their_weight(multilabel):
+    # "balanced" counts a set of weight k as k copies, as scikit-learn's compute_class_weight
+    # does (it counted each set of positive weight once: [1, 1] for the single-label case below)
+    from sklearn.utils.class_weight import compute_class_weight
+
+    X, Y = _task(40)
+    y = Y if multilabel else Y[:, 0]
+    w = np.where((Y[:, 0] if multilabel else y) == 1, 3.0, 1.0)
+    w[:4] = 0.0
+    fitted = FACTORIES["ds"](class_weight="balanced", max_iter=1).fit(X, y, sample_weight=w)
+    if multilabel:
+        pos = w @ Y
+        expected = np.where((pos > 0) & (pos < w.sum()), (w.sum() - pos) / np.maximum(pos, 1e-300),
+                            1.0)
+    else:
+        expected = compute_class_weight("balanced", classes=np.unique(y), y=y, sample_weight=w)
+    np.testing.assert_allclose(fitted.class_weight_, expected, rtol=1e-12)
+    copies = np.repeat(np.arange(40), w.astype(int))
+    dup = FACTORIES["ds"](class_weight="balanced", max_iter=1).fit([X[i] for i in copies], y[copies])
+    np.testing.assert_allclose(fitted.class_weight_, dup.class_weight_, rtol=1e-12)
+
+
+def test_nullable_integer_indicator_frame_predicts_an_indicator_scikit_learn_reads():
+    # a frame of pandas' nullable Int64 columns arrives as an object array: predict gave Python
+    # bools of dtype object, which accuracy_score (score) refused as "unknown" targets
+    pd = pytest.importorskip("pandas")
+    X, Y = _task(30)
+    frame = pd.DataFrame(Y, dtype="Int64")
+    clf = FACTORIES["ds"](max_iter=1).fit(X, frame)
+    pred = clf.predict(X)
+    assert pred.dtype == np.int64 and set(np.unique(pred)) <= {0, 1}
+    assert 0.0 <= clf.score(X, Y) <= 1.0

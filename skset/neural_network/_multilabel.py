@@ -84,10 +84,11 @@ def class_weights(class_weight, classes, targets: np.ndarray, name: str,
     ``n_sets / (n_classes * count_c)`` (1 for a class absent from ``y``). Multi-label (``targets``
     the 0/1 indicator matrix): the weight of a positive of each label in its binary
     cross-entropy (``pos_weight`` of ``BCEWithLogitsLoss``; negatives weigh 1); ``"balanced"`` is
-    ``n_neg / n_pos`` of each label (1 for a label that is always 0 or always 1). A dict maps a
-    class (a label index for multi-label) to its weight, missing ones weigh 1; an array gives one
-    weight per entry of ``classes_``, in that order. Sets of ``sample_weight`` 0 are not counted
-    (as if removed).
+    ``n_neg / n_pos`` of each label (1 for a label that is always 0 or always 1). With
+    ``sample_weight`` the counts are sums of the sets' weights, as scikit-learn's
+    ``compute_class_weight`` counts them (a set of weight k counts as k copies; weight 0: not
+    counted). A dict maps a class (a label index for multi-label) to its weight, missing ones
+    weigh 1; an array gives one weight per entry of ``classes_``, in that order.
     """
     cw = class_weight
     if cw is None:
@@ -95,14 +96,17 @@ def class_weights(class_weight, classes, targets: np.ndarray, name: str,
     classes = np.asarray(classes)
     n = len(classes)
     if isinstance(cw, str):  # "balanced" (the parameter check admits no other string)
-        if sample_weight is not None:
-            targets = targets[np.asarray(sample_weight) > 0]
+        # counts weighted by sample_weight, as scikit-learn's compute_class_weight counts them:
+        # a set of weight k counts as k copies of it
+        sw = (np.ones(len(targets)) if sample_weight is None
+              else np.asarray(sample_weight, dtype=np.float64))
+        total = float(sw.sum())
         if targets.ndim == 2:
-            pos = targets.sum(0)
-            neg = targets.shape[0] - pos
-            return np.where((pos > 0) & (neg > 0), neg / np.maximum(pos, 1), 1.0)
-        counts = np.bincount(targets, minlength=n).astype(np.float64)
-        return np.where(counts > 0, len(targets) / (n * np.maximum(counts, 1)), 1.0)
+            pos = sw @ targets.astype(np.float64)
+            neg = total - pos
+            return np.where((pos > 0) & (neg > 0), neg / np.where(pos > 0, pos, 1.0), 1.0)
+        counts = np.bincount(targets, weights=sw, minlength=n)
+        return np.where(counts > 0, total / (n * np.where(counts > 0, counts, 1.0)), 1.0)
     if isinstance(cw, dict):
         known = classes.tolist()
         unknown = [k for k in cw if k not in known]

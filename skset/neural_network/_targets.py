@@ -156,7 +156,9 @@ def encode_multilabel_targets(Y: np.ndarray, n_sets: int, first_fit: bool, class
                              f"whose classes are arange({n_labels}); classes={classes!r} differs "
                              "(leave classes=None: the width of y fixes the labels).")
         labels = np.arange(n_labels)
-        y_dtype = Y.dtype.name
+        # object 0/1 (a frame of pandas' nullable Int64 columns) predicts as int64 0/1, not as
+        # Python bools that scikit-learn's metrics do not read as an indicator
+        y_dtype = "int64" if Y.dtype == object else Y.dtype.name
         Y = Y.astype(np.float64)
         return EncodedTargets(Y, n_labels, {
             "classes_": labels, "_multilabel": True, "_y_dtype": y_dtype,
