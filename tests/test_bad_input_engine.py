@@ -463,3 +463,68 @@ def test_dilated_kernel_module_checks_its_arguments():
     m = DilatedKernelFeatures(random_state=0).fit([rng.normal(size=(30, 1)) for _ in range(4)])
     with pytest.raises(ValueError, match=r"x must be of shape \(B, n, 1\)"):
         m.to_module()(torch.zeros(2, 30, 3), torch.ones(2, 30, dtype=torch.bool))
+
+
+def test_set_network_modules_name_bad_heads_points_and_pool_sizes():
+    # n_heads=0 was a ZeroDivisionError, n_heads=-2 built and failed in forward; 1.7 seeds were
+    # truncated to 1; pool_size=0 gave NaN and a negative one flipped the scaled mean's sign
+    from skset.nn import ISAB, PMA, DeepSets, MultiheadAttention, SetTransformer
+
+    for bad in (0, -2, 2.0, True):
+        with pytest.raises(ValueError, match="n_heads=.* must be a positive integer"):
+            SetTransformer(3, 8, 2, n_heads=bad)
+        with pytest.raises(ValueError, match="n_heads=.* must be a positive integer"):
+            MultiheadAttention(8, bad)
+    with pytest.raises(ValueError, match="n_seeds=1.7 must be a positive integer"):
+        PMA(8, 2, 1.7)
+    with pytest.raises(ValueError, match="n_inducing=2.9 must be a positive integer"):
+        ISAB(8, 2, 2.9)
+    assert PMA(8, 2, np.int64(2)).seeds.shape == (2, 8)
+    for bad in (0, -1.0, float("inf"), float("nan"), True):
+        with pytest.raises(ValueError, match="pool_size=.* must be a positive finite number"):
+            DeepSets(3, 4, 2, pooling="sized_mean", pool_size=bad)
+    with pytest.raises(ValueError, match="norm='bogus' is not supported"):
+        DeepSets(3, 4, 2, norm="bogus")  # refused also where the plain blocks ignore the norm
+
+
+def test_pooling_sets_without_elements_gives_zeros_with_or_without_a_mask():
+    # max pooling of a zero-width batch with a mask raised IndexError (amax of an empty dim);
+    # sized_mean without a mask took log(0) and gave NaN
+    from skset.nn import DeepSets
+    from skset.nn.deep_sets import masked_pool
+
+    x, mask = torch.randn(2, 0, 3), torch.zeros(2, 0, dtype=torch.bool)
+    for how in ("sum", "mean", "max", "scaled_mean"):
+        for m in (None, mask):
+            assert torch.equal(masked_pool(x, m, how), torch.zeros(2, 3))
+    net = DeepSets(3, 4, 2, pooling="sized_mean", pool_size=3.0, pooled_skip=True)
+    torch.testing.assert_close(net(x), net(x, mask))
+    assert torch.isfinite(net(x)).all()
+
+
+def test_nested_attention_records_resume_the_outer_one():
+    from skset.nn import SetTransformer, record_attention
+
+    net = SetTransformer(3, 8, 2, n_layers=1, n_heads=2)
+    x = torch.randn(2, 5, 3)
+    with record_attention(net) as outer:
+        with record_attention(net) as inner:
+            net(x)
+        net(x)
+    assert set(inner) == set(outer) == {"blocks.0", "pool"}
+
+
+def test_a_prediction_that_raises_leaves_the_network_in_its_mode():
+    from skset import DeepSetsClassifier
+
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(4, 2)) for _ in range(10)]
+    clf = DeepSetsClassifier(hidden_size=4, max_iter=1, random_state=0, device="cpu")
+    clf.fit(X, np.arange(10) % 2).module_.train()
+
+    def fails(module, X_, M_):
+        raise RuntimeError("a batch failed")
+
+    with pytest.raises(RuntimeError, match="a batch failed"):
+        clf._predict_batches(X, fails)
+    assert clf.module_.training  # it stayed in eval mode

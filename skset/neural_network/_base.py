@@ -215,18 +215,20 @@ class BaseNeuralEstimator(SksetEstimator):
         out = None
         was_training = module.training
         module.eval()
-        with torch.no_grad():
-            for idx, X, M in iter_packed(sets, device=self.device_, dtype=self.dtype_,
-                                         max_elements=budget, padding_tolerance=None,
-                                         cost=self._batch_cost(lengths)):
-                extra = () if side is None else (
-                    self._pack_side_data([side[i] for i in idx], X, M),)
-                res = fn(module, X, M, *extra)
-                if out is None:
-                    out = torch.empty((len(sets),) + tuple(res.shape[1:]), dtype=res.dtype,
-                                      device=res.device)
-                out[torch.as_tensor(idx, device=res.device)] = res
-        module.train(was_training)
+        try:
+            with torch.no_grad():
+                for idx, X, M in iter_packed(sets, device=self.device_, dtype=self.dtype_,
+                                             max_elements=budget, padding_tolerance=None,
+                                             cost=self._batch_cost(lengths)):
+                    extra = () if side is None else (
+                        self._pack_side_data([side[i] for i in idx], X, M),)
+                    res = fn(module, X, M, *extra)
+                    if out is None:
+                        out = torch.empty((len(sets),) + tuple(res.shape[1:]), dtype=res.dtype,
+                                          device=res.device)
+                    out[torch.as_tensor(idx, device=res.device)] = res
+        finally:  # the mode it had, also when a batch raises
+            module.train(was_training)
         check_finite_output(out, type(self).__name__, self.dtype_)
         return out
 

@@ -56,6 +56,7 @@ from __future__ import annotations
 import contextlib
 import math
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -82,9 +83,22 @@ def _init_points(points: torch.Tensor, how: str) -> None:
         raise ValueError(f"point_init={how!r} is not supported; use 'xavier' or 'normal'.")
 
 
-def _check_options(dim: int, n_heads: int, norm, residual) -> None:
+def _check_heads(dim: int, n_heads: int) -> None:
+    if isinstance(n_heads, bool) or not isinstance(n_heads, (int, np.integer)) or n_heads < 1:
+        raise ValueError(f"n_heads={n_heads!r} must be a positive integer.")
     if dim % n_heads:
         raise ValueError(f"dim={dim} must be divisible by n_heads={n_heads}.")
+
+
+def _check_count(value, name: str) -> int:
+    """``value`` (inducing points, seeds) as an int, or a ``ValueError``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name}={value!r} must be a positive integer.")
+    return int(value)
+
+
+def _check_options(dim: int, n_heads: int, norm, residual) -> None:
+    _check_heads(dim, n_heads)
     if residual not in _RESIDUALS:
         raise ValueError(f"residual={residual!r} is not supported; use 'original' or 'clean'.")
     if norm not in ("layer", "set", None):
@@ -181,13 +195,14 @@ def record_attention(module: nn.Module):
     """
     record = AttentionRecord()
     attns = [(name, m) for name, m in module.named_modules() if isinstance(m, MultiheadAttention)]
+    before = [m._record for _, m in attns]  # an enclosing record resumes after this one
     for name, m in attns:
         m._record = (record, _block_name(name))
     try:
         yield record
     finally:
-        for _, m in attns:
-            m._record = None
+        for (_, m), prev in zip(attns, before):
+            m._record = prev
 
 
 class MultiheadAttention(nn.Module):
@@ -212,8 +227,7 @@ class MultiheadAttention(nn.Module):
 
     def __init__(self, dim: int, n_heads: int, bias: bool = True):
         super().__init__()
-        if dim % n_heads:
-            raise ValueError(f"dim={dim} must be divisible by n_heads={n_heads}.")
+        _check_heads(dim, n_heads)
         self.dim = int(dim)
         self.n_heads = int(n_heads)
         self.head_dim = self.dim // self.n_heads
@@ -397,9 +411,7 @@ class ISAB(nn.Module):
     def __init__(self, dim: int, n_heads: int, n_inducing: int, *, norm: str | None = "layer",
                  residual: str = "original", point_init: str = "xavier", dropout: float = 0.0):
         super().__init__()
-        if int(n_inducing) < 1:
-            raise ValueError(f"n_inducing={n_inducing} must be a positive integer.")
-        self.inducing = nn.Parameter(torch.empty(int(n_inducing), dim))
+        self.inducing = nn.Parameter(torch.empty(_check_count(n_inducing, "n_inducing"), dim))
         _init_points(self.inducing, point_init)
         self.mab1 = MAB(dim, n_heads, norm=norm, residual=residual, norm_query=False,
                         dropout=dropout)
@@ -434,12 +446,11 @@ class PMA(_Dropout, nn.Module):
     def __init__(self, dim: int, n_heads: int, n_seeds: int = 1, *, norm: str | None = "layer",
                  residual: str = "original", point_init: str = "xavier", dropout: float = 0.0):
         super().__init__()
-        if int(n_seeds) < 1:
-            raise ValueError(f"n_seeds={n_seeds} must be a positive integer.")
+        n_seeds = _check_count(n_seeds, "n_seeds")
         _check_options(dim, n_heads, norm, residual)
         self.dropout = _check_dropout(dropout)
         self.residual = residual
-        self.seeds = nn.Parameter(torch.empty(int(n_seeds), dim))
+        self.seeds = nn.Parameter(torch.empty(n_seeds, dim))
         _init_points(self.seeds, point_init)
         self.ff = nn.Linear(dim, dim)
         self.ff_norm = make_norm(norm if residual == "clean" else None, dim)

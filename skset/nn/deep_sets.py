@@ -44,7 +44,7 @@ def masked_pool(x: torch.Tensor, mask: torch.Tensor | None, how: str = "sum",
     if how not in _POOLS:
         raise ValueError(f"pooling={how!r} is not supported; use "
                          f"{', '.join(map(repr, _POOLS[:-1]))} or {_POOLS[-1]!r}.")
-    if mask is None and x.shape[1] == 0:  # sets without elements pool to 0, as padding rows do
+    if x.shape[1] == 0:  # sets without elements pool to 0, as padding rows do (any mask)
         return x.new_zeros(x.shape[0], x.shape[2])
     if mask is None:
         if how == "max":
@@ -172,6 +172,7 @@ class DeepSetsEncoder(nn.Module):
     def __init__(self, in_features: int, dim: int, n_layers: int, *, norm: str | None = None,
                  residual: str | None = None):
         super().__init__()
+        make_norm(norm, 1)  # an unknown norm refused, also where the blocks ignore it
         self.residual = residual
         self.input = nn.Linear(in_features, dim, bias=residual != "clean")
         self.blocks = nn.ModuleList(
@@ -235,6 +236,10 @@ class DeepSets(nn.Module):
         if pooling not in _DS_POOLS:
             raise ValueError(f"pooling={pooling!r} is not supported; use one of {_DS_POOLS}.")
         self.pooling = pooling
+        if isinstance(pool_size, bool) or not (isinstance(pool_size, (int, float))
+                                               and 0 < float(pool_size) < float("inf")):
+            raise ValueError(f"pool_size={pool_size!r} must be a positive finite number (the "
+                             "set size at which the scaled mean is the sum).")
         if pooling in ("scaled_mean", "sized_mean"):  # only then: other modules keep their keys
             self.register_buffer("pool_size", torch.tensor(float(pool_size)))
         self.encoder = DeepSetsEncoder(in_features, dim, n_layers, norm=norm, residual=residual)
@@ -254,7 +259,7 @@ class DeepSets(nn.Module):
         """``log(n_i / pool_size)`` of each set, ``(B, 1)``: 0 on sets of ``pool_size``."""
         mask = as_mask(mask, x)
         if mask is None:
-            n = torch.full((x.shape[0], 1), x.shape[1], dtype=x.dtype, device=x.device)
+            n = torch.full((x.shape[0], 1), max(x.shape[1], 1), dtype=x.dtype, device=x.device)
         else:
             n = mask.sum(1, keepdim=True).clamp_min(1).to(x.dtype)
         return torch.log(n / self.pool_size.to(x.dtype))
