@@ -11,6 +11,7 @@ estimator classes, and checks the format and skset versions.
 
 from __future__ import annotations
 
+import inspect
 import io
 import json
 import math
@@ -329,7 +330,9 @@ def _decode_estimator(v: dict, where: str):
         raise _FormatError(f"{where}: missing fitted attributes.")
     state, modules = {}, {}
     for k, enc in attrs.items():
-        if not isinstance(k, str) or not _ATTR_NAME.match(k) or k.startswith("__") or k in valid:
+        if not isinstance(k, str) or not _ATTR_NAME.match(k) or k.startswith("__") or k in valid \
+                or hasattr(type(inspect.getattr_static(cls, k, None)), "__get__"):
+            # (the last: a name of the class's methods or properties, which it would hide)
             raise _FormatError(f"{where}: invalid attribute name {k!r}.")
         if isinstance(enc, dict) and enc.get(_TAG) == "module":
             modules[k] = enc

@@ -289,3 +289,17 @@ def test_export_program_in_the_exp_domain():
            for m in ("exp", "log")}
     np.testing.assert_allclose(out["exp"].numpy(), out["log"].numpy(), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(out["exp"].numpy(), emb.transform(X), rtol=1e-4, atol=1e-5)
+
+
+def test_float64_otk_graph_of_the_legacy_exporter_agrees_to_1e12(tmp_path):
+    """The module docstring's claim: a float64 OTKEmbedding (fixed iterations, no positions)
+    exported with ``dynamo=False`` gives its transform to 1e-12."""
+    rng = np.random.default_rng(0)
+    X = [rng.normal(loc=i % 2, size=(int(rng.integers(4, 9)), 3)) for i in range(24)]
+    X_new = [rng.normal(size=(int(rng.integers(1, 12)), 3)) for _ in range(7)]
+    emb = skset.OTKEmbedding(n_supports=3, sinkhorn_tol=None, sinkhorn_iter=40, dtype="float64",
+                             random_state=0, device="cpu").fit(X)
+    path = sx.export_onnx(emb, tmp_path / "model.onnx", dynamo=False)
+    out = sx.run_onnx(path, X_new)["transform"]
+    assert out.dtype == np.float64
+    np.testing.assert_allclose(out, emb.transform(X_new), rtol=0, atol=1e-12)

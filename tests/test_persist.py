@@ -305,6 +305,12 @@ def test_unknown_class_and_bad_attributes_are_refused(tmp_path):
     path = _tampered(tmp_path, lambda p: p["estimator"]["attributes"].update(__class__=1))
     with pytest.raises(ValueError, match="invalid attribute name"):
         skset.load(path)
+    # names of the class's methods and properties: the loaded object would hide them (its
+    # transform a string, its repr a TypeError)
+    for name in ("fit", "get_params"):
+        path = _tampered(tmp_path, lambda p, k=name: p["estimator"]["attributes"].update({k: 3}))
+        with pytest.raises(ValueError, match=f"invalid attribute name '{name}'"):
+            skset.load(path)
     path = _tampered(tmp_path, lambda p: p["estimator"].update(params='{"no_such_param": 1}'))
     with pytest.raises(ValueError, match="no_such_param"):
         skset.load(path)
