@@ -528,3 +528,23 @@ def test_a_prediction_that_raises_leaves_the_network_in_its_mode():
     with pytest.raises(RuntimeError, match="a batch failed"):
         clf._predict_batches(X, fails)
     assert clf.module_.training  # it stayed in eval mode
+
+
+def test_otk_layer_refuses_at_construction_what_forward_would():
+    # epsilon, method, sinkhorn_tol and a bool position_sigma were checked at the first forward
+    for kw, what in ((dict(epsilon=-1.0), "epsilon"), (dict(epsilon=float("nan")), "epsilon"),
+                     (dict(method="bogus"), "method"), (dict(sinkhorn_tol=-1.0), "sinkhorn_tol"),
+                     (dict(position_sigma=True), "position_sigma")):
+        with pytest.raises(ValueError, match=what):
+            OTKLayer(3, 2, **kw)
+
+
+@pytest.mark.parametrize("method", ["log", "exp", "auto"])
+def test_sinkhorn_names_sets_without_elements_and_plans_without_supports(method):
+    # without a mask, sets of no element gave an empty plan (log, exp) or an IndexError, and no
+    # supports a math domain error; "auto" named them only through its mask
+    with pytest.raises(ValueError, match=r"shape \(2, 0, 3\): sets without elements"):
+        sinkhorn(torch.randn(2, 0, 3), epsilon=0.5, method=method)
+    with pytest.raises(ValueError, match=r"shape \(2, 4, 0\): no supports"):
+        sinkhorn(torch.randn(2, 4, 0), epsilon=0.5, method=method)
+    assert sinkhorn(torch.randn(0, 4, 3), epsilon=0.5, method=method).shape == (0, 4, 3)

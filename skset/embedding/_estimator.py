@@ -150,7 +150,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         move mass between supports).
     barycenter_iter : int, default=10
         Iterations of the Wasserstein barycenter / Wasserstein k-means (``max_iter`` before
-        0.2; ``max_iter`` means training epochs in skset).
+        0.2); a barycenter still moving at the cap warns (``ConvergenceWarning``).
     max_samples : int or "auto", default="auto"
         Elements sampled for k-means (at least ``n_supports``). ``"auto"``: 100,000, fewer for
         wide elements: at most 2^25 values in the sample (as :class:`skset.NystromFeatures`).

@@ -11,13 +11,16 @@ means, the random stream of each call) is in :mod:`skset._streaming`.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 from sklearn.cluster import KMeans
+from sklearn.exceptions import ConvergenceWarning
 
 from .._sets import to_numpy
 from .._streaming import center_counts, minibatch_kmeans_step, running_mean, step_rng, weight_scale
-from .._threads import one_thread
+from .._threads import one_thread, user_stacklevel
 from .._torch import map_on_threads
 from .._validation import check_sample_weight
 from .._weighting import (
@@ -108,6 +111,12 @@ def barycenter(otk, sets, z0: np.ndarray, masses=None, set_weight=None) -> tuple
         n_iter += 1
         if shift < 1e-5:
             break
+    else:  # as scikit-learn's iterative solvers say they stopped at their cap
+        warnings.warn(f"{type(otk).__name__}: the Wasserstein barycenter stopped at "
+                      f"barycenter_iter={otk.barycenter_iter} iterations with its supports still "
+                      f"moving (last relative shift {shift:.2g}, converged below 1e-5); raise "
+                      "barycenter_iter for a converged reference.", ConvergenceWarning,
+                      stacklevel=user_stacklevel())
     return to_numpy(z[0]), n_iter
 
 

@@ -259,14 +259,18 @@ def try_embed(x, mask, references, weights, *, compile: bool, epsilon, sinkhorn_
         return None
     if not bool(torch.isfinite(references).all()):  # the eager code names the sets it spoils
         return None
+    _relaxation(reg_m, float(epsilon))  # a bad reg_m is the caller's error, not the compiler's
     mask = mask.to(torch.bool)
     _check_nonempty(mask)
     a = _check_weights(weights, mask, x)
     if a is None:
         a = mask.to(x.dtype) / mask.sum(1, keepdim=True).to(x.dtype)
-    return otk_embed(x, mask, references, a, epsilon=epsilon, sinkhorn_iter=sinkhorn_iter,
-                     method=method, sinkhorn_tol=sinkhorn_tol, position_sigma=position_sigma,
-                     position_mode=position_mode, reg_m=reg_m)
+    out = otk_embed(x, mask, references, a, epsilon=epsilon, sinkhorn_iter=sinkhorn_iter,
+                    method=method, sinkhorn_tol=sinkhorn_tol, position_sigma=position_sigma,
+                    position_mode=position_mode, reg_m=reg_m)
+    if out is not None and method != "exp" and not bool(torch.isfinite(out.sum())):
+        return None  # the eager code names what spoilt it (a NaN input, plans out of range)
+    return out
 
 
 # -- the driver ---------------------------------------------------------------------------------
@@ -364,8 +368,8 @@ def otk_embed(x, mask, references, a, *, epsilon, sinkhorn_iter, method, sinkhor
             return _embed(x, mask, references, a, epsilon=epsilon, n_iter=sinkhorn_iter,
                           method=method, tol=sinkhorn_tol, position_sigma=position_sigma,
                           position_mode=position_mode, reg_m=reg_m, check_every=check_every)
-    except (MemoryError, torch.OutOfMemoryError, KeyboardInterrupt):
-        raise
+    except (MemoryError, torch.OutOfMemoryError, KeyboardInterrupt, Warning):
+        raise  # (a Warning: the data's, turned into an error by the caller's filters)
     except Exception as exc:  # compilers fail in many ways: warn once, run eagerly
         _failed(exc)
         return None

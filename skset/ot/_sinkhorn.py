@@ -60,6 +60,11 @@ def _check(similarity: torch.Tensor, mask, epsilon: float, n_iter):
         raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}")
     if not (isinstance(n_iter, numbers.Integral) and not isinstance(n_iter, bool) and n_iter >= 1):
         raise ValueError(f"n_iter must be a positive integer, got {n_iter!r}")
+    if similarity.shape[0] and (similarity.shape[1] == 0 or similarity.shape[2] == 0):
+        # (the log domain raised a math domain error, the exp domain an IndexError or an empty plan)
+        raise ValueError(f"similarity has shape {tuple(similarity.shape)}: "
+                         + ("sets without elements" if similarity.shape[1] == 0 else "no supports")
+                         + "; every set needs an element and every plan a support.")
     if mask is None:
         mask = torch.ones(similarity.shape[:2], dtype=torch.bool, device=similarity.device)
     else:
