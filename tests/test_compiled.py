@@ -393,3 +393,9 @@ def test_non_finite_references_go_to_the_eager_code(monkeypatch):
                                position_mode="kernel", reg_m=None) is None
     with pytest.raises(ValueError, match="NaN"):
         otk_embed(x, None, Z, epsilon=0.5, compile=True)
+
+
+def test_compiling_raises_dynamos_recompile_limit(compiled_ok):
+    # a process mixing settings compiles a dozen variants of some kernels; at dynamo's default
+    # limit of 8 the rest ran uncompiled without a warning
+    assert torch._dynamo.config.recompile_limit >= _compiled._RECOMPILE_LIMIT >= 12

@@ -12,9 +12,14 @@ log-domain redo of the sets whose exp-domain scalings leave the safe range), so 
 agree to float rounding.
 
 Kernels are compiled with dynamic shapes (batch size, padded length, supports, features,
-references): one compilation per process for every estimator and length batch, not one per
-shape. Sizes 1 would be specialised by the compiler (a recompilation), so a batch of one set or
-of sets of one element is padded to two (a copy of the set, a masked row), which changes nothing.
+references): one compilation per process of each kernel's variant (its static choices: the
+domain, one reference or several, positions, unbalanced plans; the dtype and device) for every
+estimator and length batch, not one per shape. Sizes 1 would be specialised by the compiler (a
+recompilation), so a batch of one set or of sets of one element is padded to two (a copy of the
+set, a masked row), which changes nothing. A process that mixes settings compiles a dozen
+variants of some kernels, past dynamo's default limit of 8 (beyond which a kernel runs
+uncompiled, without a word): the first compilation raises ``torch._dynamo.config.recompile_limit``
+to at least 64.
 
 When compiling fails (no C++ compiler, an unsupported platform or torch), one
 :class:`CompileWarning` per process says why and the caller runs the eager code.
@@ -165,6 +170,10 @@ def _compile(fn, device_type: str):
     return torch.compile(fn, dynamic=True, options=options)
 
 
+#: the least recompile limit of dynamo while the kernels compile (its default is 8)
+_RECOMPILE_LIMIT = 64
+
+
 def _call(name, *args, **static):
     """Run kernel ``name``; its first call per static variant, dtype and device compiles it (under
     a lock: threads running batches side by side wait for one compilation)."""
@@ -174,6 +183,11 @@ def _call(name, *args, **static):
         with _lock:
             fn = _compiled.get((name, t.device.type))
             if fn is None:
+                # each kernel has a variant per static choice, dtype, device and size class
+                # (a dozen in a process that mixes settings); past dynamo's default limit of 8 a
+                # kernel it ran uncompiled without a word: the limit is raised, never lowered
+                torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit,
+                                                           _RECOMPILE_LIMIT)
                 fn = _compiled[name, t.device.type] = _compile(_KERNELS[name], t.device.type)
     key = (name, tuple(sorted(static.items())), tuple(a is None for a in args), t.dtype,
            t.device.type)
