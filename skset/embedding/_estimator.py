@@ -81,9 +81,9 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         values (0.01 to 0.1) give sharp, nearly one-to-one alignments, large ones (1 to 10)
         tend to mean pooling; 0.1 to 1 is the usual grid (the paper's: 0.01 to 1). Any value
         from 1e-3 to 10 is computed stably; smaller values need more Sinkhorn iterations
-        (``sinkhorn_tol``). :class:`skset.nn.OTKLayer` and the supervised models keep 0.5: they
-        run a fixed 10 iterations, which converge at 0.5 but not at 0.1. How the default was
-        chosen: :ref:`otk-defaults` in the user guide.
+        (``sinkhorn_tol``). :class:`skset.nn.OTKLayer` and ``OTKRegressor`` keep 0.5, and
+        ``OTKClassifier`` chooses 0.5 or 0.1: they run a fixed 10 iterations, which converge at
+        0.5 but not always at 0.1. How the default was chosen: :ref:`otk-defaults` (user guide).
     sinkhorn_iter : int, default=3000
         Most Sinkhorn iterations per plan (the cap of the ``sinkhorn_tol`` rule; the exact count
         when ``sinkhorn_tol=None``); at least 1. Small ``epsilon`` and sets with heavy-tailed
