@@ -18,16 +18,13 @@ length: little padding; a cap on the padded elements of a batch: bounded memory)
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
-from sklearn.exceptions import DataConversionWarning
 
 from ._frames import frame_numbers, pandas_missing
-from ._threads import user_stacklevel
 
 __all__ = ["SetCollection", "check_sets", "check_set_labels", "check_finite_output", "max_abs_value",
            "pack", "unpack", "length_batches", "iter_packed", "kmer_windows", "kmer_level_shape",
@@ -333,10 +330,7 @@ def check_set_labels(y, n_sets: int, *, name="y", multi_output=False, pool=False
         raise ValueError(f"{name} is a scalar; expected one target per set ({n_sets} sets).")
     if y.dtype.kind == "c":
         raise TypeError(f"{name} holds complex numbers; targets are real numbers or labels.")
-    if y.ndim == 2 and y.shape[1] == 1 and not multi_output:  # warned as scikit-learn does
-        warnings.warn(f"A column-vector {name} was passed when a 1d array was expected: read as "
-                      f"shape ({y.shape[0]},) (pass {name}.ravel()).", DataConversionWarning,
-                      stacklevel=user_stacklevel())
+    if y.ndim == 2 and y.shape[1] == 1 and not multi_output:  # (the classifiers warn first)
         y = y[:, 0]
     if y.ndim > (2 if multi_output else 1):
         raise ValueError(f"{name} has shape {y.shape}; expected ({n_sets},)"

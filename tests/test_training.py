@@ -372,3 +372,96 @@ def test_warm_starts_keep_the_best_weights_and_restart_the_rate():
     assert fitted.learning_rates_[-1] < 0.01
     fitted.set_params(warm_start=True, learning_rate="constant", max_iter=3).fit(X, y)
     assert fitted.learning_rates_[-3:] == [0.01] * 3
+
+
+def _warm_data(n=80, seed=0):
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % 2
+    return [rng.normal(loc=0.8 * c, size=(int(rng.integers(3, 8)), 2)) for c in y], y
+
+
+def test_a_fit_without_validation_drops_the_best_score_it_no_longer_has():
+    # a warm fit without early stopping moved the weights but kept the old best score: the next
+    # warm fit with early stopping took the moved weights for that best and kept them, reporting
+    # a score they never reached
+    import warnings
+
+    import skset
+
+    X, y = _warm_data()
+    m = skset.DeepSetsClassifier(hidden_size=8, max_iter=20, early_stopping=True,
+                                 validation_fraction=0.3, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        m.fit(X, y)
+        assert m.best_validation_score_ is not None
+        m.set_params(warm_start=True, early_stopping=False, learning_rate_init=0.5, max_iter=5)
+        m.fit(X, y)
+        assert m.best_validation_score_ is None
+        m.set_params(early_stopping=True, learning_rate_init=1e-9, max_iter=3).fit(X, y)
+    assert m.best_validation_score_ == max(m.validation_scores_[-3:])
+
+
+def test_an_interrupted_warm_fit_leaves_the_network_as_it_was(monkeypatch):
+    import skset
+
+    X, y = _warm_data(40)
+    m = skset.DeepSetsClassifier(hidden_size=8, max_iter=3, random_state=0)
+    with pytest.warns(ConvergenceWarning):
+        m.fit(X, y)
+    proba, n_iter = m.predict_proba(X), m.n_iter_
+    calls, real = [], type(m)._task_loss
+
+    def interrupted(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:  # after one optimisation step
+            raise KeyboardInterrupt
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(m), "_task_loss", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        m.set_params(warm_start=True).fit(X, y)
+    monkeypatch.undo()
+    assert m.n_iter_ == n_iter
+    np.testing.assert_array_equal(m.predict_proba(X), proba)  # the weights it had
+
+
+def test_otk_classifier_keeps_adams_moments_between_fit_and_partial_fit():
+    # the fit trains without the head (refitted in closed form), partial_fit with it: torch
+    # refused the saved state of another length and Adam started afresh, at learning_rate_init
+    import warnings
+
+    import skset
+
+    X, y = _warm_data(40)
+    c = skset.OTKClassifier(n_components=4, n_supports=2, max_iter=4, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        c.fit(X, y)
+    fit_names = list(c._optimizer_param_names)
+    steps = {n: int(c._optimizer_state["state"][i]["step"]) for i, n in enumerate(fit_names)}
+    assert not any(n.startswith("head.") for n in fit_names) and min(steps.values()) > 0
+    c.partial_fit(X[:20], y[:20])
+    names = list(c._optimizer_param_names)
+    assert any(n.startswith("head.") for n in names)
+    after = {n: int(c._optimizer_state["state"][i]["step"]) for i, n in enumerate(names)}
+    for n, s in steps.items():  # one more step each (20 sets: one batch), not a fresh count
+        assert after[n] == s + 1, n
+    assert c.learning_rates_[-1] == c.learning_rates_[-2]  # the rate the fit left
+
+
+def test_verbose_numbers_the_epochs_as_n_iter_counts_them(capsys):
+    import warnings
+
+    import skset
+
+    X, y = _warm_data(40)
+    m = skset.DeepSetsClassifier(hidden_size=8, max_iter=2, verbose=1, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        m.fit(X, y)
+        m.set_params(warm_start=True).fit(X, y)
+        m.partial_fit(X, y)
+    epochs = [int(line.split("epoch ")[1].split(",")[0]) for line in capsys.readouterr().out.splitlines()
+              if "epoch " in line and "loss" in line]
+    assert epochs == [1, 2, 3, 4, 5] and m.n_iter_ == 5

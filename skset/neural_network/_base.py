@@ -138,6 +138,18 @@ class BaseNeuralEstimator(SksetEstimator):
                   name=type(self).__name__)
         kw.update(overrides)
         state = self._optimizer_state
+        names = self._optimizer_names(kw.get("parameters"))
+        saved_names = getattr(self, "_optimizer_param_names", None)
+        if state is not None and saved_names is not None and list(saved_names) != names \
+                and len(state["param_groups"]) == 1:
+            # another set of trained parameters than the saved state's (OTKClassifier: the head
+            # out of Adam in a fit, in it in partial_fit): each parameter keeps its own moments,
+            # found by name (torch refuses a state of another length, and it was dropped)
+            at = {n: i for i, n in enumerate(saved_names)}
+            state = {"state": {j: state["state"][at[n]] for j, n in enumerate(names)
+                               if n in at and at[n] in state["state"]},
+                     "param_groups": [{**state["param_groups"][0],
+                                       "params": list(range(len(names)))}]}
         if state is not None:  # a warm start: the optimizer's state, with today's alpha, the
             # learning rate (a schedule's own changes are kept only between partial_fit calls: a
             # warm fit starts again at learning_rate_init, as scikit-learn's MLP does) and
@@ -150,8 +162,10 @@ class BaseNeuralEstimator(SksetEstimator):
                 decay["decoupled_weight_decay"] = kw["optimizer"] == "adamw"
             kw["optimizer_state"] = {**state, "param_groups": [
                 {**g, **decay, **new_lr} for g in state["param_groups"]]}
-        result = train_module(self.module_, loss_fn, batches, callbacks=callbacks, **kw)
+        result = train_module(self.module_, loss_fn, batches, callbacks=callbacks,
+                              epochs_before=int(self.n_iter_) // units_per_epoch, **kw)
         self._optimizer_lr_ = kw["learning_rate_init"]
+        self._optimizer_param_names = names
         # on the CPU (as __getstate__ would put it): a GPU fit pickles and loads without CUDA
         self._optimizer_state = _to_cpu(result.optimizer_state, clone=True)
         self.loss_curve_ = [*self.loss_curve_, *result.loss_curve]
@@ -159,9 +173,18 @@ class BaseNeuralEstimator(SksetEstimator):
         self.learning_rates_ = [*self.learning_rates_, *result.learning_rates]
         if any(isinstance(cb, BestCheckpoint) for cb in callbacks):
             self.best_validation_score_ = result.best_score
+        else:  # the weights moved with no validation: the old best describes other weights
+            self.best_validation_score_ = None
         units = result.n_iter * units_per_epoch
         self.n_iter_ = int(self.n_iter_) + (units if max_units is None else min(units, max_units))
         return result
+
+    def _optimizer_names(self, parameters=None) -> list[str]:
+        """The names of the parameters :func:`train_module` trains (``parameters``, or every
+        parameter of ``module_``, those that require gradients), in the optimizer's order."""
+        name = {id(p): n for n, p in self.module_.named_parameters()}
+        params = self.module_.parameters() if parameters is None else parameters
+        return [name.get(id(p), "") for p in params if p.requires_grad]
 
     def _standard_callbacks(self, validation=None, callbacks=(),
                             early_stopping=None, n_iter_no_change=None) -> list[Callback]:
@@ -499,7 +522,15 @@ n_labels) multi-label indicators for classifiers)
             self._model_params_ = self._model_params()
             undo = None
         else:
-            undo = self._before_warm_training()
+            undo_applied = self._before_warm_training()
+            # the weights as training starts from them: an interrupted warm fit or partial_fit
+            # leaves the network as it was, with the history it had (not half-trained weights)
+            saved = {k: v.detach().clone() for k, v in self.module_.state_dict().items()}
+
+            def undo():
+                self.module_.load_state_dict(saved)
+                if undo_applied is not None:
+                    undo_applied()
 
         gen = make_generator(seed + self.n_iter_)
         dev, dt, Y = self.device_, self.dtype_, data.targets

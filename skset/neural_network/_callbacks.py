@@ -58,6 +58,8 @@ class TrainingState:
     name: str = ""
     verbose: int = 0
     epoch: int = -1
+    #: epochs of the fits before this call (warm starts, partial_fit), for the progress lines
+    epochs_before: int = 0
     step: int = 0
     epoch_loss: float | None = None
     score: float | None = None
@@ -127,7 +129,8 @@ class EpochPrinter(Callback):
     def on_epoch_end(self, state):
         if not state.verbose:
             return
-        msg = f"{state.prefix}epoch {state.epoch + 1}, loss = {state.epoch_loss:.6g}"
+        # numbered as n_iter_ counts them: a warm start or partial_fit goes on from the last
+        msg = f"{state.prefix}epoch {state.epoch + 1 + state.epochs_before}, loss = {state.epoch_loss:.6g}"
         if state.score is not None:
             msg += f", validation score = {state.score:.6g}"
         print(msg + f" ({time.perf_counter() - self._t0:.2f} s)", file=sys.stdout, flush=True)

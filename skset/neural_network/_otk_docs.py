@@ -289,7 +289,8 @@ _DOC_ATTRS = """
     validation_scores_ : list of float
         Validation score per epoch (with ``early_stopping``).
     best_validation_score_ : float or None
-        Best validation score (with ``early_stopping``).
+        Best validation score, that of the weights kept (with ``early_stopping``; None after a
+        fit or ``partial_fit`` that trained without a validation split).
     learning_rates_ : list of float
         Adam's learning rate at the end of each epoch.
     n_iter_ : int

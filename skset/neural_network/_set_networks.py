@@ -194,12 +194,12 @@ _TRAINING_DOC = """
     mean_, scale_ : ndarray of shape ``(n_features_in_,)``, or ``((window_ + 1) * n_features_in_,)``
         The standardisation of the element features, or of the coded k-mers' (zeros and ones
         with ``standardize=False``).
-    loss_curve_ : list of float
-        Mean training loss per epoch (cross-entropy, or MSE on standardised targets).
-    validation_scores_ : list of float
-        Validation score per epoch (with ``early_stopping``).
+    loss_curve_, validation_scores_ : list of float
+        Mean training loss per epoch (cross-entropy, or MSE on standardised targets), and the
+        validation score per epoch (with ``early_stopping``).
     best_validation_score_ : float or None
-        Best validation score (with ``early_stopping``).
+        Best validation score, the kept weights' (``early_stopping``; None after a fit or
+        ``partial_fit`` without a validation split).
     learning_rates_ : list of float
         The learning rate of each epoch.
     n_iter_ : int

@@ -11,12 +11,15 @@ whose ``fitted`` holds the attributes a first fit gives the estimator (``classes
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
+from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.multiclass import type_of_target
 
 from .._sets import check_set_labels, dtype_name, max_abs_value, to_numpy
+from .._threads import user_stacklevel
 from .._weighting import weighted_mean_std
 from ._multilabel import class_weights, multilabel_indicator
 
@@ -81,6 +84,10 @@ def encode_class_targets(y, n_sets: int, first_fit: bool, classes=None, *, name:
         raise ValueError(f"y has shape {shape}; expected ({n_sets},) class labels, or a "
                          f"multi-label indicator matrix ({n_sets}, n_labels) of 0 and 1 only "
                          "(multi-output targets of other values are not supported).")
+    if len(shape) == 2:  # one column: warned and read as (n,), as scikit-learn's classifiers do
+        warnings.warn(f"A column-vector y was passed when a 1d array was expected: read as shape "
+                      f"({shape[0]},) (pass y.ravel()).", DataConversionWarning,
+                      stacklevel=user_stacklevel())
     y = check_set_labels(y, n_sets)
     if type_of_target(y) == "continuous":  # scikit-learn's test: floats not all whole
         real = np.asarray(y, dtype=float)

@@ -287,6 +287,7 @@ def train_module(
     warn_convergence: bool = True,
     callbacks: Iterable[Callback] = (),
     stacklevel: int | None = None,
+    epochs_before: int = 0,
 ) -> TrainResult:
     """Train ``module`` with Adam/AdamW for up to ``max_iter`` epochs; the shared skset loop.
 
@@ -340,6 +341,9 @@ def train_module(
         Run in order at each hook (see :mod:`skset.neural_network._callbacks`).
     stacklevel : int or None
         Of the ``ConvergenceWarning``; None: the first frame outside skset (the user's call).
+    epochs_before : int
+        Epochs of earlier calls on this module (a warm start, ``partial_fit``): the progress
+        lines number this call's epochs after them.
 
     Returns
     -------
@@ -358,7 +362,8 @@ def train_module(
             opt.load_state_dict(optimizer_state)
         except (ValueError, KeyError):
             pass  # architecture or optimizer changed: start the optimizer afresh
-    state = TrainingState(module=module, optimizer=opt, name=name, verbose=int(verbose))
+    state = TrainingState(module=module, optimizer=opt, name=name, verbose=int(verbose),
+                          epochs_before=int(epochs_before))
 
     def training_loss() -> float:  # the current weights' loss over every training batch
         was = module.training
@@ -383,7 +388,8 @@ def train_module(
             cb.on_epoch_begin(state)
         module.train()
         total, weight_sum = 0.0, 0.0
-        for batch in _progress(batches(epoch), verbose >= 2, f"{state.prefix}epoch {epoch + 1}"):
+        label = f"{state.prefix}epoch {epoch + 1 + state.epochs_before}"
+        for batch in _progress(batches(epoch), verbose >= 2, label):
             for cb in cbs:
                 cb.on_batch_begin(state)
             out = loss_fn(module, batch)

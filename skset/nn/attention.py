@@ -55,8 +55,8 @@ from __future__ import annotations
 
 import contextlib
 import math
+import numbers
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -84,7 +84,7 @@ def _init_points(points: torch.Tensor, how: str) -> None:
 
 
 def _check_heads(dim: int, n_heads: int) -> None:
-    if isinstance(n_heads, bool) or not isinstance(n_heads, (int, np.integer)) or n_heads < 1:
+    if isinstance(n_heads, bool) or not isinstance(n_heads, numbers.Integral) or n_heads < 1:
         raise ValueError(f"n_heads={n_heads!r} must be a positive integer.")
     if dim % n_heads:
         raise ValueError(f"dim={dim} must be divisible by n_heads={n_heads}.")
@@ -92,7 +92,7 @@ def _check_heads(dim: int, n_heads: int) -> None:
 
 def _check_count(value, name: str) -> int:
     """``value`` (inducing points, seeds) as an int, or a ``ValueError``."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise ValueError(f"{name}={value!r} must be a positive integer.")
     return int(value)
 
