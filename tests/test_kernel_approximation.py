@@ -951,3 +951,31 @@ def test_transform_exact_on_heavy_tailed_data_in_float32():
         @ f.normalization_.astype(float)
     assert np.abs(E).max() / f.bandwidth_ > 1e4  # far from zero against the bandwidth
     np.testing.assert_allclose(Z, exact, atol=2e-3)
+
+
+def test_the_supervised_models_fit_under_pandas_output_and_frame_their_transform():
+    # OTKClassifier's start rule read its inner embedding's transform, a frame under
+    # transform_output="pandas" (a ValueError); the networks had transform and feature names but
+    # no set_output, so a pipeline holding one could not be set to pandas
+    import sklearn
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import Pipeline
+
+    from skset import DeepSetsClassifier, OTKClassifier, SetTransformerRegressor
+
+    rng = np.random.default_rng(3)
+    X = [rng.normal(size=(int(rng.integers(5, 15)), 3)) for _ in range(24)]
+    y = np.array([int(x[:, 0].mean() > 0) for x in X])
+    otk = dict(n_components=4, n_supports=2, max_iter=2, random_state=0)
+    plain = OTKClassifier(**otk).fit(X, y)
+    with sklearn.config_context(transform_output="pandas"):
+        framed = OTKClassifier(**otk).fit(X, y)
+        out = framed.transform(X)
+    assert list(out.columns) == list(framed.get_feature_names_out())
+    np.testing.assert_array_equal(out.to_numpy(), plain.transform(X))
+    for est in (OTKClassifier(**otk), DeepSetsClassifier(hidden_size=8, max_iter=2, random_state=0)):
+        pipe = Pipeline([("sets", est), ("clf", LogisticRegression())]).set_output(transform="pandas")
+        assert list(pipe.fit(X, y)[:-1].transform(X).columns) == list(pipe[0].get_feature_names_out())
+    reg = SetTransformerRegressor(hidden_size=8, n_heads=2, max_iter=1, random_state=0)
+    reg.set_output(transform="pandas").fit(X, y.astype(float))
+    assert reg.transform(X).shape[0] == 24 and isinstance(reg.predict(X), np.ndarray)

@@ -25,14 +25,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from sklearn.utils._set_output import _SetOutputMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .._base import SksetEstimator
 from .._sets import check_finite_output, check_kmer_lengths, check_sets, iter_packed, pack, to_numpy
-from .._torch import (
-    _to_cpu,
-    make_generator,
-)
+from .._torch import GLOBAL_RNG_LOCK, _to_cpu, make_generator
 from .._validation import check_sample_weight
 from ._callbacks import BestCheckpoint, Callback, EpochPrinter
 from ._multilabel import multilabel_indicator
@@ -116,7 +114,7 @@ class BaseNeuralEstimator(SksetEstimator):
         """``build()`` with torch's global RNG seeded privately (the caller's RNG is untouched):
         built on the CPU from its generator, forked and seeded alone (``torch.manual_seed`` would
         also reseed every CUDA device's), then moved by the caller."""
-        with torch.random.fork_rng(devices=[]), torch.device("cpu"):
+        with GLOBAL_RNG_LOCK, torch.random.fork_rng(devices=[]), torch.device("cpu"):
             torch.random.default_generator.manual_seed(seed)
             return build()
 
@@ -313,7 +311,7 @@ class FitData:
         return [self.side[i] for i in idx]
 
 
-class SetNetworkEstimator(BaseNeuralEstimator):
+class SetNetworkEstimator(_SetOutputMixin, BaseNeuralEstimator):
     """The ``fit`` of a network from a set to one target (see the module docstring).
 
     Subclass hooks: :meth:`_init_module` (required: the network, and any initialisation from

@@ -263,7 +263,8 @@ class _BaseSupervisedOTK(KmerWidth, SetNetworkEstimator):
             position_sigma=self.position_sigma, position_mode=self.position_mode, center=True,
             normalize=True, reg_m=self.reg_m, max_elements=self.max_elements,
             random_state=seeds[1], device=self.device_, dtype=self.dtype)
-        embedding.fit(feats, y if self.position_sigma == "auto" else None,
+        # arrays whatever scikit-learn's transform_output (a pandas frame broke the start rule)
+        embedding.set_output(transform="default").fit(feats, y if self.position_sigma == "auto" else None,
                       sample_weight=sample_weight,
                       element_weight=None if masses is None else kmer_weights(
                           masses, window, 1 if nystrom is None else nystrom.dilation_))

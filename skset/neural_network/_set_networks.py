@@ -15,6 +15,7 @@ import torch
 
 from .._map_selection import constant_below
 from .._sets import iter_packed
+from .._torch import GLOBAL_RNG_LOCK
 from .._validation import POSITIVE_INT, Boolean, Integer, Real
 from .._weighting import weighted_mean_std
 from ..nn.attention import SetTransformer
@@ -286,15 +287,14 @@ class _SetTransformerBase(_BaseSetNetwork):
 
     @contextlib.contextmanager
     def _training_context(self, seed: int):
-        """With ``dropout`` > 0: the generators the training draws from (the CPU's, and the fit's
-        CUDA device's) forked and seeded with ``seed``, so that the dropout masks repeat with
-        ``random_state`` and the caller's generators are left as they were. Only those are
-        seeded (``torch.manual_seed`` would reseed every CUDA device, unforked)."""
+        """With ``dropout`` > 0: the generators the training draws from (the CPU's, the fit's CUDA
+        device's; not every device, as ``torch.manual_seed``) forked, seeded with ``seed`` and
+        held by one fit at a time: dropout masks repeat with ``random_state``, in threads too."""
         if not self.dropout:
             yield
             return
         cuda = [self.device_] if self.device_.type == "cuda" else []
-        with torch.random.fork_rng(devices=cuda):
+        with GLOBAL_RNG_LOCK, torch.random.fork_rng(devices=cuda):
             torch.random.default_generator.manual_seed(int(seed))
             for device in cuda:
                 with torch.cuda.device(device):
