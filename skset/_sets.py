@@ -17,13 +17,13 @@ length: little padding; a cap on the padded elements of a batch: bounded memory)
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from ._finite import plainly_finite_sets
 from ._frames import frame_numbers, pandas_missing
 
 __all__ = ["SetCollection", "check_sets", "check_set_labels", "check_finite_output", "max_abs_value",
@@ -128,16 +128,6 @@ def dtype_name(dtype) -> str:
 def max_abs_value(compute_dtype) -> float:
     """The largest input magnitude the estimators accept when computing in ``compute_dtype``."""
     return MAX_ABS_VALUE.get(dtype_name(compute_dtype), MAX_ABS_VALUE["float32"])
-
-
-def _plainly_finite(arr: np.ndarray, limit: float | None) -> bool:
-    """A sufficient test that a C-contiguous float array is finite and within ``limit``: its sum
-    of squares (one BLAS dot) is finite and at most ``limit ** 2``; ``False``: check each value."""
-    if not arr.flags.c_contiguous or arr.size == 0:
-        return False
-    with np.errstate(over="ignore"):  # an overflow is the answer (False), not a warning
-        ss = float(np.dot(arr.reshape(-1), arr.reshape(-1)))
-    return math.isfinite(ss) and (limit is None or ss <= limit * limit)
 
 
 def _check_one(arr: np.ndarray, where: str, min_elements: int,
@@ -279,10 +269,10 @@ def check_sets(
     out = []
     d0 = n_features
     fast_dtypes = _FLOAT_DTYPES if dtype is None else (np.dtype(dtype),)
+    finite = plainly_finite_sets(sets, limit, fast_dtypes)
     for i, s in enumerate(sets):
-        if (type(s) is np.ndarray and s.ndim == 2 and s.dtype in fast_dtypes
-                and s.shape[0] >= min_elements and s.shape[1] > 0
-                and (d0 is None or s.shape[1] == d0) and _plainly_finite(s, limit)):
+        if (finite[i] and s.shape[0] >= min_elements and s.shape[1] > 0
+                and (d0 is None or s.shape[1] == d0)):
             # the common case, checked in one BLAS pass (many small sets: the per-set checks
             # were a sixth of OTKEmbedding.transform on 512 x 100 x 128)
             d0 = s.shape[1]

@@ -190,10 +190,35 @@ def test_check_sets_fast_path_decides_as_the_elementwise_checks(monkeypatch, rng
                {"dtype": np.float32}, {"n_features": 3}, {"min_elements": 2}):
         fast = _outcome(lambda kw=kw: check_sets(X, **kw))
         with monkeypatch.context() as m:
-            m.setattr(sets_mod, "_plainly_finite", lambda arr, limit: False)
+            m.setattr(sets_mod, "plainly_finite_sets",
+                      lambda sets, limit, dtypes: np.zeros(len(sets), dtype=bool))
             slow = _outcome(lambda kw=kw: check_sets(X, **kw))
         assert fast == slow, (case, kw)
     assert _outcome(lambda: check_sets([big64], compute_dtype="float64"))[1] == "list"
+
+
+def test_finiteness_in_runs_of_small_sets_is_the_test_of_each_set(rng):
+    """``plainly_finite_sets`` (one sum of squares per run of small sets) flags each set as
+    ``plainly_finite`` alone does: a NaN, an infinity or a value over the limit in one small set
+    of a run, large sets, mixed dtypes, Fortran-ordered and non-array sets."""
+    from skset._finite import plainly_finite, plainly_finite_sets
+
+    sets = [rng.normal(size=(int(rng.integers(1, 5)), 3)) for _ in range(3000)]
+    sets[17] = sets[17].copy()
+    sets[17][0, 1] = np.nan
+    sets[1500] = np.full((2, 3), np.inf)
+    sets[2100] = np.array([[2e15, 0.0, 0.0]])
+    sets[40] = sets[40].astype(np.float32)
+    sets[41] = np.asfortranarray(rng.normal(size=(3, 2)))[:, :1]
+    sets[42] = [[1.0, 2.0, 3.0]]
+    sets[43] = rng.normal(size=(30000, 3))
+    sets[44] = np.zeros((0, 3))
+    dtypes = (np.dtype(np.float32), np.dtype(np.float64))
+    for limit in (None, 1e15):
+        got = plainly_finite_sets(sets, limit, dtypes, chunk=500)
+        want = [type(s) is np.ndarray and s.ndim == 2 and plainly_finite(s, limit) for s in sets]
+        np.testing.assert_array_equal(got, want)
+        assert not got[17] and not got[1500] and got[2100] == (limit is None) and got[43]
 
 
 def test_pack_zeroes_only_the_padding_and_keeps_values(rng):

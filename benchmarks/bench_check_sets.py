@@ -1,0 +1,60 @@
+"""The input check every estimator runs (``skset._sets.check_sets``) and the call it is most of
+on many small sets (``NystromFeatures.transform``), for the checkout given (``--root``, a
+directory holding a ``skset`` package) so that two versions can be timed side by side: 50,000
+sets of 1-4 elements, 5,000 of 5-50 and 200 of 1,000 (8 float64 features), median of seven
+calls after a warm-up, one thread::
+
+    for r in /tmp/old . /tmp/old .; do
+        OMP_NUM_THREADS=1 python benchmarks/bench_check_sets.py --root $r
+    done
+
+Results: ``results/otk_transform.md``, "The input check in runs of small sets".
+"""
+
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import argparse  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+
+def _median_time(fn, repeats=7):
+    fn()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--root", default=".", help="checkout whose skset is timed")
+    args = ap.parse_args()
+    sys.path.insert(0, os.path.abspath(args.root))
+    import numpy as np
+    import torch
+
+    from skset import NystromFeatures
+    from skset._sets import check_sets
+
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(0)
+    data = {"tiny": [rng.normal(size=(int(n), 8)) for n in rng.integers(1, 5, 50_000)],
+            "small": [rng.normal(size=(int(n), 8)) for n in rng.integers(5, 51, 5_000)],
+            "long": [rng.normal(size=(1000, 8)) for _ in range(200)]}
+    nys = NystromFeatures(n_components=32, random_state=0).fit(data["small"][:500])
+    row = [os.path.abspath(args.root)]
+    for name, X in data.items():
+        check = _median_time(lambda X=X: check_sets(X, compute_dtype=torch.float32))
+        transform = _median_time(lambda X=X: nys.transform(X))
+        row.append(f"{name}: check_sets {1e3 * check:.1f} ms, transform {1e3 * transform:.1f} ms")
+    print(" | ".join(row))
+
+
+if __name__ == "__main__":
+    main()
