@@ -31,7 +31,7 @@ from ._sets import check_element_weights, check_kmer_lengths, kmer_windows, to_n
 
 __all__ = ["count_distinct", "drop_zero_weight", "element_masses", "kmeans_weights", "kmer_weights",
            "positive_rows", "positive_sets", "resolve_max_samples", "sample_elements", "set_totals",
-           "spanned_masses", "weighted_mean_std"]
+           "spanned_masses", "standardized_sets", "weighted_mean_std"]
 
 
 def drop_zero_weight(sample_weight: np.ndarray | None):
@@ -228,6 +228,18 @@ def weighted_mean_std(values: np.ndarray, weights: np.ndarray | None = None, *,
     mean = np.average(values, axis=0, weights=weights)
     var = np.average((values - mean) ** 2, axis=0, weights=weights)
     return mean * unit, np.sqrt(var) * unit
+
+
+def standardized_sets(sets: list[np.ndarray], mean: np.ndarray, scale: np.ndarray,
+                      small: int = 64) -> list[np.ndarray]:
+    """``(s - mean) / scale`` of each set, in its dtype (new arrays; the sets are not written).
+    Sets of fewer than ``small`` elements on average in one pass over their rows, returned as
+    views of it: one numpy call per set was 30% of a Deep Sets ``predict_proba`` on 50,000 sets
+    of 1-4 elements (long sets: one call each, as one pass would copy them once more)."""
+    if len(sets) > 1 and sum(len(s) for s in sets) < small * len(sets):
+        rows = ((np.concatenate(sets) - mean) / scale).astype(sets[0].dtype, copy=False)
+        return np.split(rows, np.cumsum([len(s) for s in sets])[:-1])
+    return [((s - mean) / scale).astype(s.dtype, copy=False) for s in sets]
 
 
 def count_distinct(blocks, limit: int) -> int:

@@ -250,3 +250,17 @@ def test_sparse_labels_read_as_their_dense_rows():
                          OTKEmbedding(n_supports=2, random_state=0),
                          OneVsRestClassifier(LogisticRegression()))
     assert pipe.fit(X, sp.csr_matrix(Y)).predict(X).shape == (6, 3)
+
+
+def test_standardized_sets_in_one_pass_are_those_set_by_set(rng):
+    from skset._weighting import standardized_sets
+
+    mean, scale = rng.normal(size=3), rng.uniform(0.5, 2.0, size=3)
+    for sizes, dtype in (((1, 4, 2, 3) * 50, np.float32), ((300, 200), np.float64), ((5,), np.float32)):
+        sets = [rng.normal(size=(n, 3)).astype(dtype) for n in sizes]
+        before = [s.copy() for s in sets]
+        got = standardized_sets(sets, mean, scale)
+        for g, s, b in zip(got, sets, before):
+            assert g.dtype == dtype and g.shape == s.shape
+            np.testing.assert_array_equal(g, ((b - mean) / scale).astype(dtype))
+            np.testing.assert_array_equal(s, b)  # the sets are not written

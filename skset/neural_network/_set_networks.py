@@ -17,7 +17,7 @@ from .._map_selection import constant_below
 from .._sets import iter_packed
 from .._torch import GLOBAL_RNG_LOCK
 from .._validation import POSITIVE_INT, Boolean, Integer, Real
-from .._weighting import weighted_mean_std
+from .._weighting import standardized_sets, weighted_mean_std
 from ..nn.attention import SetTransformer
 from ..nn.deep_sets import DeepSets
 from ._base import SetNetworkEstimator, TrainingSetup, compose_doc
@@ -82,7 +82,7 @@ class _BaseSetNetwork(NetworkKmers, SetNetworkEstimator):
                              "(a damaged or hand-edited model): refit it.")
         if mean is None or (not np.any(mean) and np.all(self.scale_ == 1.0)):
             return sets
-        return [((s - self.mean_) / self.scale_).astype(s.dtype, copy=False) for s in sets]
+        return standardized_sets(sets, self.mean_, self.scale_)
 
     def _training_setup(self, data, warm):
         return TrainingSetup(overrides={"optimizer": self.optimizer})
