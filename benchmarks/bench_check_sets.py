@@ -1,8 +1,9 @@
 """The input check every estimator runs (``skset._sets.check_sets``) and the call it is most of
 on many small sets (``NystromFeatures.transform``), for the checkout given (``--root``, a
 directory holding a ``skset`` package) so that two versions can be timed side by side: 50,000
-sets of 1-4 elements, 5,000 of 5-50 and 200 of 1,000 (8 float64 features), median of seven
-calls after a warm-up, one thread::
+sets of 1-4 elements, 5,000 of 5-50 and 200 of 1,000 (8 float64 features; with ``--window W``
+the map reads W-mers, the smallest sets hold W to W + 3 elements and the k-mers' level + shape
+coding is timed too), median of seven calls after a warm-up, one thread::
 
     for r in /tmp/old . /tmp/old .; do
         OMP_NUM_THREADS=1 python benchmarks/bench_check_sets.py --root $r
@@ -34,25 +35,30 @@ def _median_time(fn, repeats=7):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--root", default=".", help="checkout whose skset is timed")
+    ap.add_argument("--window", type=int, default=1,
+                    help="k-mer width of the map (> 1: its level + shape coding timed too)")
     args = ap.parse_args()
     sys.path.insert(0, os.path.abspath(args.root))
     import numpy as np
     import torch
 
     from skset import NystromFeatures
-    from skset._sets import check_sets
+    from skset._sets import check_sets, kmer_level_shape
 
     torch.set_num_threads(1)
     rng = np.random.default_rng(0)
-    data = {"tiny": [rng.normal(size=(int(n), 8)) for n in rng.integers(1, 5, 50_000)],
+    low = max(1, args.window)  # sets of at least one k-mer
+    data = {"tiny": [rng.normal(size=(int(n), 8)) for n in rng.integers(low, low + 4, 50_000)],
             "small": [rng.normal(size=(int(n), 8)) for n in rng.integers(5, 51, 5_000)],
             "long": [rng.normal(size=(1000, 8)) for _ in range(200)]}
-    nys = NystromFeatures(n_components=32, random_state=0).fit(data["small"][:500])
+    nys = NystromFeatures(n_components=32, window=args.window, random_state=0).fit(data["small"][:500])
     row = [os.path.abspath(args.root)]
     for name, X in data.items():
         check = _median_time(lambda X=X: check_sets(X, compute_dtype=torch.float32))
         transform = _median_time(lambda X=X: nys.transform(X))
-        row.append(f"{name}: check_sets {1e3 * check:.1f} ms, transform {1e3 * transform:.1f} ms")
+        code = "" if args.window == 1 else (
+            f", k-mer coding {1e3 * _median_time(lambda X=X: kmer_level_shape(X, args.window)):.1f} ms")
+        row.append(f"{name}: check_sets {1e3 * check:.1f} ms{code}, transform {1e3 * transform:.1f} ms")
     print(" | ".join(row))
 
 

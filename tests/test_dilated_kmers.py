@@ -305,3 +305,19 @@ def test_an_explicit_dilation_keeps_its_widths_beside_one_short_set():
     assert ms.window_candidates([300] * 60 + [40], 1) == [1, 3, 5, 10, 20]
     assert ms.window_candidates([30] * 5, 4) == [1, 3, 5]  # spans 9, 17 (37: over 20)
     assert ms.window_candidates([], 4) == [1]
+
+
+@pytest.mark.parametrize("dilation", [1, 3])
+def test_level_shape_in_runs_of_sets_is_the_coding_set_by_set(dilation):
+    # coded in runs of about 2,048 k-mers: sets across several runs, short and long, give each
+    # set's own coding to the bit
+    from skset._sets import code_kmers
+
+    rng = np.random.default_rng(0)
+    sets = [rng.normal(size=(int(n), 2)).astype(np.float32) for n in rng.integers(1, 60, 400)]
+    sets += [rng.normal(size=(3000, 2)).astype(np.float32), sets[0]]
+    coded = kmer_level_shape(sets, 4, dilation=dilation)
+    assert len(coded) == len(sets)
+    for s, c in zip(sets, coded):
+        steps = _naive(s, 4, dilation).reshape(-1, 4, 2)
+        np.testing.assert_array_equal(c, code_kmers(steps, "level_shape"))
