@@ -23,10 +23,10 @@ __all__ = [
     "GLOBAL_RNG_LOCK",
 ]
 
-#: held while a fit seeds and draws from torch's process-wide generators (a network's
-#: initialisation, dropout masks): fits in threads (joblib's threading backend, dask workers of
-#: several threads) reseeded one generator side by side, and the same random_state gave
-#: different networks (a Set Transformer's probabilities 0.04-0.11 apart)
+#: held while a network is built from torch's process-wide generator, seeded (fits in threads,
+#: joblib's threading backend or dask workers of several threads, reseeded one generator side
+#: by side, and the same random_state gave different networks: a Set Transformer's
+#: probabilities 0.04-0.11 apart); dropout masks are drawn from a generator of each fit
 GLOBAL_RNG_LOCK = threading.RLock()
 
 #: padded pairs (``n_i ** 2`` summed) per chunk of instances that :func:`map_on_threads` runs on

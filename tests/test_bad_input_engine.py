@@ -548,3 +548,14 @@ def test_sinkhorn_names_sets_without_elements_and_plans_without_supports(method)
     with pytest.raises(ValueError, match=r"shape \(2, 4, 0\): no supports"):
         sinkhorn(torch.randn(2, 4, 0), epsilon=0.5, method=method)
     assert sinkhorn(torch.randn(0, 4, 3), epsilon=0.5, method=method).shape == (0, 4, 3)
+
+
+def test_set_network_sizes_accept_numpy_and_tensor_integers():
+    from skset.nn import PMA, DeepSets, SetTransformer
+
+    assert DeepSets(3, 4, 2, pooling="sized_mean", pool_size=np.int64(8)).pool_size == 8
+    assert DeepSets(3, 4, 2, pooling="sized_mean", pool_size=np.float32(8)).pool_size == 8
+    assert SetTransformer(3, 8, 2, n_heads=torch.tensor(2)).blocks[0].mab.attn.n_heads == 2
+    assert PMA(8, 2, torch.tensor(3)).seeds.shape == (3, 8)
+    with pytest.raises(ValueError, match="n_inducing=4.0 must be a positive integer"):
+        SetTransformer(3, 8, 2, n_inducing=4.0)

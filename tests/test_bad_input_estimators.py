@@ -376,3 +376,20 @@ def test_a_column_vector_of_labels_is_read_with_scikit_learns_warning(est):
     with warnings.catch_warnings():
         warnings.simplefilter("error", DataConversionWarning)
         assert clone(REGRESSORS[1]).fit(X, yr[:, None]).predict(X).shape == (8, 1)
+
+
+def test_column_vector_warns_once_with_early_stopping_and_otk_starts_quietly():
+    # the targets were read twice with early stopping (two warnings); the supervised models'
+    # inner barycenter warned to raise a barycenter_iter they do not have
+    from sklearn.exceptions import ConvergenceWarning, DataConversionWarning
+
+    X, yc, _ = _data(24)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        DeepSetsClassifier(early_stopping=True, **NN).fit(X, yc[:, None])
+    assert sum(w.category is DataConversionWarning for w in caught) == 1
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        OTKClassifier(fit_method="wasserstein", **OTKS).fit(X, yc)
+    assert not [w for w in caught if w.category is ConvergenceWarning
+                and "barycenter" in str(w.message)]

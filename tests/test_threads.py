@@ -513,3 +513,31 @@ def test_networks_built_in_threads_are_the_networks_of_their_seeds():
     for t in threads:
         t.join()
     assert not wrong
+
+
+def test_dropout_fits_in_threads_are_those_run_alone():
+    # the masks come from a generator of each fit (not torch's global one, which fits in threads
+    # reseeded side by side), and no lock holds one fit's training against another's
+    import threading
+    import warnings
+
+    from skset import SetTransformerClassifier
+
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(int(rng.integers(3, 8)), 3)) for _ in range(40)]
+    y = np.arange(40) % 2
+    kw = dict(hidden_size=8, n_heads=2, n_layers=1, dropout=0.2, max_iter=3, device="cpu")
+    warnings.simplefilter("ignore")
+    alone = {s: SetTransformerClassifier(random_state=s, **kw).fit(X, y).predict_proba(X) for s in (0, 1)}
+    got = {}
+
+    def fit(s):
+        got[s] = SetTransformerClassifier(random_state=s, **kw).fit(X, y).predict_proba(X)
+
+    threads = [threading.Thread(target=fit, args=(s,)) for s in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for s in (0, 1):
+        np.testing.assert_array_equal(got[s], alone[s])

@@ -465,3 +465,31 @@ def test_verbose_numbers_the_epochs_as_n_iter_counts_them(capsys):
     epochs = [int(line.split("epoch ")[1].split(",")[0]) for line in capsys.readouterr().out.splitlines()
               if "epoch " in line and "loss" in line]
     assert epochs == [1, 2, 3, 4, 5] and m.n_iter_ == 5
+
+
+def test_an_interrupted_choice_of_the_shrinkage_leaves_the_regressor_as_it_was(monkeypatch):
+    # the warm fit's undo covered the training only: interrupted while the regressor chose its
+    # output shrinkage, the network kept the new weights beside the old attributes
+    import warnings
+
+    import skset
+    from skset.neural_network import _tasks
+
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(int(rng.integers(3, 8)), 2)) for _ in range(60)]
+    y = np.array([x.mean() for x in X])
+    m = skset.DeepSetsRegressor(hidden_size=8, max_iter=3, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        m.fit(X, y)
+    pred = m.predict(X)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_tasks, "validated_shrinkage", interrupted)
+    with pytest.raises(KeyboardInterrupt), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        m.set_params(warm_start=True).fit(X, y)
+    monkeypatch.undo()
+    np.testing.assert_array_equal(m.predict(X), pred)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -135,6 +136,8 @@ class BaseNeuralEstimator(SksetEstimator):
                   optimizer_state=self._optimizer_state, verbose=int(self.verbose),
                   name=type(self).__name__)
         kw.update(overrides)
+        if kw.get("parameters") is not None:  # read twice: its names here, then the optimizer
+            kw["parameters"] = list(kw["parameters"])
         state = self._optimizer_state
         names = self._optimizer_names(kw.get("parameters"))
         saved_names = getattr(self, "_optimizer_param_names", None)
@@ -500,8 +503,10 @@ n_labels) multi-label indicators for classifiers)
             sw_fit = np.zeros(n)
             sw_fit[tr] = 1.0 if sw is None else sw[tr]
             if self._is_classifier:  # class_weight="balanced" counts the training part too
-                targets, n_outputs = self._encode_targets(y, n, first_fit=True,
-                                                          sample_weight=sw_fit, classes=classes)
+                with warnings.catch_warnings():  # (y's warnings were given by the first reading)
+                    warnings.simplefilter("ignore")
+                    targets, n_outputs = self._encode_targets(y, n, first_fit=True,
+                                                              sample_weight=sw_fit, classes=classes)
         sets = self._prepare_sets(coll.sets, fitting=not warm, sample_weight=sw_fit, y=y,
                                   seed=seed, side=side)
         # class codes are integers; regression targets and multi-label indicators are floats
@@ -576,11 +581,11 @@ n_labels) multi-label indicators for classifiers)
                 self._train(loss_fn, batches, callbacks, max_iter=max_iter, incremental=incremental,
                             parameters=setup.parameters, warn_convergence=not incremental,
                             **setup.overrides)
+            self._after_training(data)  # (a regressor's shrinkage: undone with the training)
         except BaseException:
             if undo is not None:  # the network as the fit before left it
                 undo()
             raise
-        self._after_training(data)
         return self
 
     def _training_context(self, seed: int):

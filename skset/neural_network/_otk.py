@@ -11,10 +11,12 @@ Appendix D.3).
 from __future__ import annotations
 
 import copy
+import warnings
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils.validation import check_is_fitted
 
@@ -263,11 +265,15 @@ class _BaseSupervisedOTK(KmerWidth, SetNetworkEstimator):
             position_sigma=self.position_sigma, position_mode=self.position_mode, center=True,
             normalize=True, reg_m=self.reg_m, max_elements=self.max_elements,
             random_state=seeds[1], device=self.device_, dtype=self.dtype)
-        # arrays whatever scikit-learn's transform_output (a pandas frame broke the start rule)
-        embedding.set_output(transform="default").fit(feats, y if self.position_sigma == "auto" else None,
-                      sample_weight=sample_weight,
-                      element_weight=None if masses is None else kmer_weights(
-                          masses, window, 1 if nystrom is None else nystrom.dilation_))
+        # arrays whatever scikit-learn's transform_output (a pandas frame broke the start rule);
+        # a barycenter short of converging is a start that training moves anyway (its advice,
+        # barycenter_iter, is not a parameter here)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", ".*Wasserstein barycenter", ConvergenceWarning)
+            embedding.set_output(transform="default").fit(
+                feats, y if self.position_sigma == "auto" else None, sample_weight=sample_weight,
+                element_weight=None if masses is None else kmer_weights(
+                    masses, window, 1 if nystrom is None else nystrom.dilation_))
         return nystrom, window, feats, embedding
 
     def _element_map(self) -> torch.nn.Module:

@@ -15,7 +15,6 @@ import torch
 
 from .._map_selection import constant_below
 from .._sets import iter_packed
-from .._torch import GLOBAL_RNG_LOCK
 from .._validation import POSITIVE_INT, Boolean, Integer, Real
 from .._weighting import standardized_sets, weighted_mean_std
 from ..nn.attention import SetTransformer
@@ -287,19 +286,18 @@ class _SetTransformerBase(_BaseSetNetwork):
 
     @contextlib.contextmanager
     def _training_context(self, seed: int):
-        """With ``dropout`` > 0: the generators the training draws from (the CPU's, the fit's CUDA
-        device's; not every device, as ``torch.manual_seed``) forked, seeded with ``seed`` and
-        held by one fit at a time: dropout masks repeat with ``random_state``, in threads too."""
+        """With ``dropout`` > 0: the masks drawn from a generator of this fit seeded with ``seed``
+        (they repeat with ``random_state``, and fits in threads draw apart); none after."""
         if not self.dropout:
             yield
             return
-        cuda = [self.device_] if self.device_.type == "cuda" else []
-        with GLOBAL_RNG_LOCK, torch.random.fork_rng(devices=cuda):
-            torch.random.default_generator.manual_seed(int(seed))
-            for device in cuda:
-                with torch.cuda.device(device):
-                    torch.cuda.manual_seed(int(seed))
+        generator = torch.Generator(device=self.device_)
+        generator.manual_seed(int(seed))
+        self.module_.set_dropout_generator(generator)
+        try:
             yield
+        finally:
+            self.module_.set_dropout_generator(None)
 
     def _training_setup(self, data, warm):
         """The shared setup (the network's dropout set to ``dropout``: a warm start may change

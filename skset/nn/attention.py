@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-import numbers
+import operator
 
 import torch
 import torch.nn.functional as F
@@ -84,17 +84,21 @@ def _init_points(points: torch.Tensor, how: str) -> None:
 
 
 def _check_heads(dim: int, n_heads: int) -> None:
-    if isinstance(n_heads, bool) or not isinstance(n_heads, numbers.Integral) or n_heads < 1:
-        raise ValueError(f"n_heads={n_heads!r} must be a positive integer.")
+    n_heads = _check_count(n_heads, "n_heads")
     if dim % n_heads:
         raise ValueError(f"dim={dim} must be divisible by n_heads={n_heads}.")
 
 
 def _check_count(value, name: str) -> int:
-    """``value`` (inducing points, seeds) as an int, or a ``ValueError``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+    """``value`` (heads, inducing points, seeds: an integer, numpy's or a 0-d tensor's) as an
+    int, or a ``ValueError``."""
+    try:
+        count = operator.index(value)
+    except TypeError:
+        count = None
+    if isinstance(value, bool) or count is None or count < 1:
         raise ValueError(f"{name}={value!r} must be a positive integer.")
-    return int(value)
+    return count
 
 
 def _check_options(dim: int, n_heads: int, norm, residual) -> None:
@@ -114,12 +118,19 @@ def _check_dropout(p) -> float:
 
 class _Dropout:
     """Dropout with rate ``self.dropout`` on a block's feed-forward output, in training mode only
-    (a class attribute of 0.0: modules built or saved without it drop nothing)."""
+    (a class attribute of 0.0: modules built or saved without it drop nothing), its masks drawn
+    from ``generator`` (None: torch's global generator)."""
 
     dropout: float = 0.0
+    generator: torch.Generator | None = None
 
     def _drop(self, t: torch.Tensor) -> torch.Tensor:
-        return F.dropout(t, self.dropout, True) if self.dropout and self.training else t
+        if not (self.dropout and self.training):
+            return t
+        if self.generator is None:
+            return F.dropout(t, self.dropout, True)
+        keep = torch.empty_like(t).bernoulli_(1.0 - self.dropout, generator=self.generator)
+        return t * keep / (1.0 - self.dropout)
 
 
 def _zero_padding(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -546,6 +557,14 @@ class SetTransformer(nn.Module):
         self.decoder = mlp_head(int(n_seeds) * dim, dim, out_features, n_decoder_layers)
         self.skip = PooledLinear(in_features, out_features) if pooled_skip else None
         self.set_dropout(dropout)
+
+    def set_dropout_generator(self, generator: torch.Generator | None) -> SetTransformer:
+        """Draw the dropout masks of every block from ``generator`` (on the module's device; None:
+        torch's global generator, as ``F.dropout``); returns the module."""
+        for m in self.modules():
+            if isinstance(m, _Dropout):
+                m.generator = generator
+        return self
 
     def set_dropout(self, p: float) -> SetTransformer:
         """Set the dropout rate ``p`` (in ``[0, 1)``) of every attention block and of PMA's

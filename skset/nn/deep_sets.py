@@ -16,6 +16,8 @@ DS++ is ``residual="clean", norm="set"``. Pooling (``"sum"``, ``"mean"``, ``"max
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -236,7 +238,7 @@ class DeepSets(nn.Module):
         if pooling not in _DS_POOLS:
             raise ValueError(f"pooling={pooling!r} is not supported; use one of {_DS_POOLS}.")
         self.pooling = pooling
-        if isinstance(pool_size, bool) or not (isinstance(pool_size, (int, float))
+        if isinstance(pool_size, bool) or not (isinstance(pool_size, numbers.Real)
                                                and 0 < float(pool_size) < float("inf")):
             raise ValueError(f"pool_size={pool_size!r} must be a positive finite number (the "
                              "set size at which the scaled mean is the sum).")
