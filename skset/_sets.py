@@ -616,16 +616,11 @@ def kmer_windows(sets: Sequence[np.ndarray], window: int, *,
     window = int(window)
     if window == 1:
         return list(sets)
-    gathered, n_out = _kmer_rows(sets, window, dilation)
-    return np.split(gathered.reshape(len(gathered), -1), np.cumsum(n_out)[:-1])
-
-
-def _kmer_rows(sets, window: int, dilation: int):
-    """The steps of every k-mer of ``sets``, stacked ``(N_out, window, d)``, and each set's
-    number of k-mers: one gather over all sets."""
     lengths = np.fromiter((s.shape[0] for s in sets), dtype=np.int64, count=len(sets))
+    flat = np.concatenate(sets, axis=0)
     index, n_out = kmer_index(lengths, window, dilation)
-    return np.concatenate(sets, axis=0)[index], n_out
+    gathered = flat[index].reshape(len(index), -1)  # (N_out, window * d)
+    return np.split(gathered, np.cumsum(n_out)[:-1])
 
 
 def kmer_level_shape(sets: Sequence[np.ndarray], window: int, *,
@@ -641,18 +636,20 @@ def kmer_level_shape(sets: Sequence[np.ndarray], window: int, *,
     standardisation shapes that sit at different heights are compared as shapes.
     :func:`skset.nn.kmer_level_shape` is the same coding on padded tensors.
     """
-    # coded in runs of sets of about 2^11 k-mers (set by set, 50,000 sets of 5-8 elements were
-    # coded in 4x the time; all at once, long sets left the cache: 1.3x)
-    window, out, start = int(window), [], 0
+    if not len(sets):
+        return []
     lengths = np.fromiter((s.shape[0] for s in sets), dtype=np.int64, count=len(sets))
-    ends = np.cumsum(np.maximum(lengths - kmer_span(window, dilation) + 1, 1))
-    while start < len(sets):
-        stop = max(int(np.searchsorted(ends, (ends[start - 1] if start else 0) + (1 << 11),
-                                       side="right")), start + 1)
-        steps, n_out = _kmer_rows(sets[start:stop], window, dilation)
-        out += np.split(code_kmers(steps, "level_shape"), np.cumsum(n_out)[:-1])
-        start = stop
-    return out
+    index, n_out = kmer_index(lengths, int(window), dilation)
+    flat = np.concatenate(sets, axis=0)
+    # coded in chunks of 2,048 k-mers across the sets (set by set, 50,000 sets of 5-8 elements
+    # were coded in 4x the time; all at once, long sets' k-mers left the cache: 1.3x)
+    coded = None
+    for a in range(0, len(index), 2048):
+        part = code_kmers(flat[index[a:a + 2048]], "level_shape")
+        if coded is None:
+            coded = np.empty((len(index), part.shape[1]), dtype=part.dtype)
+        coded[a:a + len(part)] = part
+    return np.split(coded, np.cumsum(n_out)[:-1])
 
 
 def code_kmers(steps: np.ndarray, coding: str) -> np.ndarray:

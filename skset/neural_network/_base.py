@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -503,10 +502,11 @@ n_labels) multi-label indicators for classifiers)
             sw_fit = np.zeros(n)
             sw_fit[tr] = 1.0 if sw is None else sw[tr]
             if self._is_classifier:  # class_weight="balanced" counts the training part too
-                with warnings.catch_warnings():  # (y's warnings were given by the first reading)
-                    warnings.simplefilter("ignore")
-                    targets, n_outputs = self._encode_targets(y, n, first_fit=True,
-                                                              sample_weight=sw_fit, classes=classes)
+                # (a column of labels read as the first reading read it, without its warning)
+                column = not hasattr(y, "toarray") and np.ndim(y) == 2 and np.shape(y)[1] == 1
+                y1 = np.ravel(y) if column else y
+                targets, n_outputs = self._encode_targets(y1, n, first_fit=True,
+                                                          sample_weight=sw_fit, classes=classes)
         sets = self._prepare_sets(coll.sets, fitting=not warm, sample_weight=sw_fit, y=y,
                                   seed=seed, side=side)
         # class codes are integers; regression targets and multi-label indicators are floats

@@ -44,7 +44,15 @@ import torch
 from torch import nn
 
 from ..ot import position_log_weights, position_weights, sinkhorn
-from ..ot._common import _METHODS, _check_finite_rows, _check_nonempty, _check_weights, _similarity
+from ..ot._common import (
+    _METHODS,
+    _check_epsilon,
+    _check_finite_rows,
+    _check_nonempty,
+    _check_tol,
+    _check_weights,
+    _similarity,
+)
 from ..ot._compiled import try_embed
 from ._masks import as_mask
 from .attention import _zero_padding
@@ -313,14 +321,10 @@ class OTKLayer(nn.Module):
                         ("n_references", n_references), ("sinkhorn_iter", sinkhorn_iter)):
             if not (isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 1):
                 raise ValueError(f"{name} must be a positive integer, got {v!r}")
-        if not (isinstance(epsilon, numbers.Real) and not isinstance(epsilon, bool)
-                and 0 < epsilon < math.inf):
-            raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}")
+        _check_epsilon(epsilon)
+        _check_tol(sinkhorn_tol, "sinkhorn_tol")
         if method not in _METHODS:
             raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
-        if sinkhorn_tol is not None and not (isinstance(sinkhorn_tol, numbers.Real) and not
-                                             isinstance(sinkhorn_tol, bool) and 0 <= sinkhorn_tol < math.inf):
-            raise ValueError(f"sinkhorn_tol must be None or a non-negative number, got {sinkhorn_tol!r}")
         if position_sigma is not None and not (isinstance(position_sigma, numbers.Real) and not
                                                isinstance(position_sigma, bool) and position_sigma > 0):
             raise ValueError(f"position_sigma must be None or a positive number, got "

@@ -112,6 +112,20 @@ def _check_weights(weights, mask: torch.Tensor, similarity: torch.Tensor):
     return (w / w.sum(1, keepdim=True)).to(similarity.dtype)
 
 
+def _check_epsilon(epsilon) -> None:
+    """A ``ValueError`` unless ``epsilon`` is a positive finite number (not a bool)."""
+    if not (isinstance(epsilon, numbers.Real) and not isinstance(epsilon, bool) and epsilon > 0
+            and math.isfinite(epsilon)):
+        raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}")
+
+
+def _check_tol(tol, name: str = "tol") -> None:
+    """A ``ValueError`` unless ``tol`` (named ``name``) is None or a non-negative finite number."""
+    if tol is not None and not (isinstance(tol, numbers.Real) and not isinstance(tol, bool)
+                                and math.isfinite(tol) and tol >= 0):
+        raise ValueError(f"{name} must be None or a non-negative number, got {tol!r}")
+
+
 def _relaxation(reg_m, epsilon: float) -> float:
     """``lambda = reg_m / (reg_m + epsilon)`` of the unbalanced row update; 1.0 when balanced
     (``reg_m`` None or infinite)."""

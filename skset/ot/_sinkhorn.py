@@ -14,8 +14,10 @@ import torch
 from ._common import (
     _CHECK_EVERY,
     _METHODS,
+    _check_epsilon,
     _check_finite_rows,
     _check_nonempty,
+    _check_tol,
     _check_weights,
     _relaxation,
     _tracing,
@@ -55,9 +57,7 @@ def _as_similarity(similarity) -> torch.Tensor:
 def _check(similarity: torch.Tensor, mask, epsilon: float, n_iter):
     if similarity.dim() != 3:
         raise ValueError(f"similarity must be (B, n, p), got shape {tuple(similarity.shape)}")
-    if not (isinstance(epsilon, numbers.Real) and not isinstance(epsilon, bool) and epsilon > 0
-            and math.isfinite(epsilon)):
-        raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}")
+    _check_epsilon(epsilon)
     if not (isinstance(n_iter, numbers.Integral) and not isinstance(n_iter, bool) and n_iter >= 1):
         raise ValueError(f"n_iter must be a positive integer, got {n_iter!r}")
     if similarity.shape[0] and (similarity.shape[1] == 0 or similarity.shape[2] == 0):
@@ -83,9 +83,7 @@ def _stopping(similarity: torch.Tensor, tol, check_every, weights=None) -> float
     ``similarity`` or ``weights``)."""
     if tol is None:
         return None
-    if not (isinstance(tol, numbers.Real) and not isinstance(tol, bool)
-            and math.isfinite(tol) and tol >= 0):
-        raise ValueError(f"tol must be None or a non-negative number, got {tol!r}")
+    _check_tol(tol)
     if not (isinstance(check_every, numbers.Integral) and not isinstance(check_every, bool)
             and check_every >= 1):
         raise ValueError(f"check_every must be a positive integer, got {check_every!r}")
