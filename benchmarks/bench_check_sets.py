@@ -3,7 +3,8 @@ on many small sets (``NystromFeatures.transform``), for the checkout given (``--
 directory holding a ``skset`` package) so that two versions can be timed side by side: 50,000
 sets of 1-4 elements, 5,000 of 5-50 and 200 of 1,000 (8 float64 features; with ``--window W``
 the map reads W-mers, the smallest sets hold W to W + 3 elements and the k-mers' level + shape
-coding is timed too), median of seven calls after a warm-up, one thread::
+coding is timed too), median of seven interleaved rounds after a warm-up
+(``benchmarks/_timing.py``), one thread::
 
     for r in /tmp/old . /tmp/old .; do
         OMP_NUM_THREADS=1 python benchmarks/bench_check_sets.py --root $r
@@ -17,19 +18,9 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse  # noqa: E402
-import statistics  # noqa: E402
 import sys  # noqa: E402
-import time  # noqa: E402
 
-
-def _median_time(fn, repeats=7):
-    fn()
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+from _timing import interleaved  # noqa: E402
 
 
 def main():
@@ -54,11 +45,12 @@ def main():
     nys = NystromFeatures(n_components=32, window=args.window, random_state=0).fit(data["small"][:500])
     row = [os.path.abspath(args.root)]
     for name, X in data.items():
-        check = _median_time(lambda X=X: check_sets(X, compute_dtype=torch.float32))
-        transform = _median_time(lambda X=X: nys.transform(X))
-        code = "" if args.window == 1 else (
-            f", k-mer coding {1e3 * _median_time(lambda X=X: kmer_level_shape(X, args.window)):.1f} ms")
-        row.append(f"{name}: check_sets {1e3 * check:.1f} ms{code}, transform {1e3 * transform:.1f} ms")
+        calls = {"check_sets": lambda X=X: check_sets(X, compute_dtype=torch.float32),
+                 "transform": lambda X=X: nys.transform(X)}
+        if args.window > 1:
+            calls["k-mer coding"] = lambda X=X: kmer_level_shape(X, args.window)
+        med = interleaved(calls, repeats=7)
+        row.append(f"{name}: " + ", ".join(f"{k} {1e3 * v:.1f} ms" for k, v in med.items()))
     print(" | ".join(row))
 
 
