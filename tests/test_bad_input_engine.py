@@ -559,3 +559,12 @@ def test_set_network_sizes_accept_numpy_and_tensor_integers():
     assert PMA(8, 2, torch.tensor(3)).seeds.shape == (3, 8)
     with pytest.raises(ValueError, match="n_inducing=4.0 must be a positive integer"):
         SetTransformer(3, 8, 2, n_inducing=4.0)
+
+
+def test_dropout_generator_must_be_a_generator():
+    from skset.nn import SetTransformer
+
+    net = SetTransformer(3, 8, 2, n_heads=2, dropout=0.2)
+    with pytest.raises(TypeError, match="generator must be a torch.Generator or None, got int"):
+        net.set_dropout_generator(0)
+    assert net.set_dropout_generator(torch.Generator()) is net

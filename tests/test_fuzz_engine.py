@@ -111,6 +111,9 @@ LAYERS = {
     # dropout in training, the masks drawn alike at every call (so that calls compare)
     "SetTransformer-dropout": (lambda d: _SeededDropout(snn.SetTransformer(
         d, 8, 2, n_layers=1, n_heads=2, n_inducing=2, dropout=0.3)), "plain", _pooled),
+    # the masks from a generator of the module's (set_dropout_generator), reseeded at each call
+    "SetTransformer-dropout-generator": (lambda d: _GeneratorDropout(snn.SetTransformer(
+        d, 8, 2, n_layers=1, n_heads=2, dropout=0.3)), "plain", _pooled),
     "SetTransformer++": (lambda d: snn.SetTransformer(d, 8, 3, n_layers=2, n_heads=2,
                                                       n_inducing=2, norm="set", residual="clean",
                                                       decoder="sab"), "plain", _pooled),
@@ -163,6 +166,20 @@ class _SeededDropout(torch.nn.Module):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
             return self.net(x, mask)
+
+
+class _GeneratorDropout(torch.nn.Module):
+    """``net`` in training mode, its dropout masks drawn from its own generator, seeded alike at
+    every call (torch's global generator left alone)."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.generator = torch.Generator()
+        self.net = net.train().set_dropout_generator(self.generator)
+
+    def forward(self, x, mask):
+        self.generator.manual_seed(0)
+        return self.net(x, mask)
 
 
 def _mixed(net):

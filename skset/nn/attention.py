@@ -561,6 +561,8 @@ class SetTransformer(nn.Module):
     def set_dropout_generator(self, generator: torch.Generator | None) -> SetTransformer:
         """Draw the dropout masks of every block from ``generator`` (on the module's device; None:
         torch's global generator, as ``F.dropout``); returns the module."""
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}.")
         for m in self.modules():
             if isinstance(m, _Dropout):
                 m.generator = generator
