@@ -26,8 +26,8 @@ cheap: the rule costs a few maps of at most ``MAX_SETS * MAX_PER_SET`` elements 
 of at most ``MAX_SETS`` rows, whatever the size of the training data.
 
 ``window="auto"`` is chosen first, by the same proxy with the incumbent map (:func:`select_window`):
-single elements against k-mers of each width of ``WINDOW_CANDIDATES`` that every training set
-holds twice, k-mers only when they beat single elements by more than noise. The set networks
+single elements against k-mers of each width of ``WINDOW_CANDIDATES`` that the training sets
+hold twice (all but ``WINDOW_SHORT_SETS`` of them), k-mers only when they beat single elements by more than noise. The set networks
 add an order test (:func:`shuffled_kmer_errors`, :func:`order_statistic`): their k-mers must
 also beat the k-mers of the same sets shuffled.
 """
@@ -433,8 +433,15 @@ def select_element_map(sets, y, *, mean, scale, window: int, n_components: int, 
 
 # -- the k-mer width ----------------------------------------------------------------------------
 #: the k-mer widths ``window="auto"`` compares with single elements (1, the incumbent); a width is
-#: a candidate when every training set has at least twice as many elements
+#: a candidate when all training sets but ``WINDOW_SHORT_SETS`` of them (rounded down) have at
+#: least twice as many elements
 WINDOW_CANDIDATES = (3, 5, 10, 20)
+#: the share of training sets that may be too short to hold a candidate width twice (a fitted map
+#: reads a set shorter than its k-mers as one k-mer, its last element repeated): one truncated
+#: recording among hundreds no longer turns k-mers off. Under 100 sets none may be; on the
+#: suite it adds widths on GeneFamilies (10, 20: 1 and 4 of 700 sequences too short), DigitPoints
+#: (20: 4 of 500) and MNISTBags500 (3: 4 of 500)
+WINDOW_SHORT_SETS = 0.01
 #: elements (k-mers) per set the width's proxy maps: more than the map's MAX_PER_SET, since the
 #: widths differ by what long series show in their k-mers. On the suite's univariate series
 #: (mean of seeds 0-2), 256 against 64: GeneFamilies 50.5 -> 56.1, WatchMagnitude 65.1 -> 68.3,
@@ -470,16 +477,18 @@ def kmers_per_set(n_sets: int, window: int, n_features: int, kmer_coding: str, b
 
 
 def window_candidates(lengths, dilation: int = 1) -> list[int]:
-    """1, then the widths of ``WINDOW_CANDIDATES`` that every set of ``lengths`` can hold twice
-    (a set of ``n`` elements keeps more than half of them as k-mers: ``n - w + 1 > n / 2``);
-    with ``dilation > 1`` (an explicit dilation, whose k-mers a shorter set also has: one), those
+    """1, then the widths of ``WINDOW_CANDIDATES`` that the sets of ``lengths`` hold twice (a
+    set of ``n`` elements keeps more than half of them as k-mers: ``n - w + 1 > n / 2``), all but
+    a share ``WINDOW_SHORT_SETS`` of them, rounded down (every set, under 100 sets); with ``dilation > 1`` (an explicit dilation, whose k-mers a shorter set also has: one), those
     whose span is at most ``DILATED_MAX_SPAN`` of the median length, as the dilated pairs."""
     if not len(lengths):
         return [1]
     if dilation > 1:
         room = DILATED_MAX_SPAN * float(np.median(lengths))
         return [1] + [w for w in WINDOW_CANDIDATES if kmer_span(w, dilation) <= room]
-    return [1] + [w for w in WINDOW_CANDIDATES if 2 * w <= int(np.min(lengths))]
+    # the length all sets but the allowed short ones reach
+    room = int(np.sort(np.asarray(lengths))[int(WINDOW_SHORT_SETS * len(lengths))])
+    return [1] + [w for w in WINDOW_CANDIDATES if 2 * w <= room]
 
 
 def dilated_candidates(lengths) -> list[tuple[int, int]]:
@@ -603,7 +612,7 @@ def select_window(sets, y, *, kmer_coding: str, fixed: dict, default: dict, n_co
     With ``dilate``, the dilated k-mers of :func:`dilated_candidates` are scored next on the
     same sampled sets; one replaces the width taken only when it beats it by a paired t above
     ``MIN_T_DILATED`` (the lowest mean error of those that do). With ``pairs_alone`` too, they
-    are scored where no width was taken (or none fits every set twice: one short set),
+    are scored where no width was taken (or none fits the sets twice: short sets),
     against single elements, by the same margin, and must
     then also pass the order test below (with or without ``order_test``; without it, on
     ``ORDER_SHUFFLES_PAIRS`` shuffled copies): on
@@ -629,8 +638,8 @@ def select_window(sets, y, *, kmer_coding: str, fixed: dict, default: dict, n_co
     lengths = [len(s) for s in sets]
     step = 1 if dilate else int(dilation)  # the dilation the widths are read with
     widths = window_candidates(lengths, step)
-    # the dilated pairs fit the median length: one set too short for any contiguous width (a
-    # width must fit every set twice) leaves them to be scored against single elements
+    # the dilated pairs fit the median length: sets too short for any contiguous width (a
+    # width must fit all but 1% of them twice) leave them to be scored against single elements
     pairs = dilated_candidates(lengths) if dilate else []
     choice = {k: default[k] if fixed.get(k, "auto") == "auto" else fixed[k] for k in default}
     task = _task(y, len(sets), regression)

@@ -52,6 +52,32 @@ def test_candidate_widths_fit_twice_in_every_set():
     assert window_candidates([]) == [1]
 
 
+def test_a_few_short_sets_among_many_leave_the_widths():
+    """One set in a hundred (rounded down) may be too short to hold a width twice; under 100
+    sets none may: one truncated recording among hundreds does not turn k-mers off."""
+    assert window_candidates([7] * 2 + [40] * 198) == [1, *WINDOW_CANDIDATES]
+    assert window_candidates([7] * 3 + [40] * 197) == [1, 3]
+    assert window_candidates([2] + [40] * 99) == [1, *WINDOW_CANDIDATES]
+    assert window_candidates([2] + [40] * 98) == [1]
+    assert window_candidates([25] + [40] * 99) == [1, 3, 5, 10, 20]
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_one_short_training_set_keeps_the_networks_kmers():
+    """Before, one 3-step series among 200 of 40 left the widths out: Deep Sets read single
+    time points of series whose classes differ only by order, at chance. The fitted models
+    read the short set as one k-mer."""
+    from skset import DeepSetsClassifier
+
+    X, y = _order_task(n=200)
+    X[5] = X[5][:3]
+    nf = NystromFeatures(n_components=16, random_state=0).fit(X, y)
+    assert nf.window_ > 1 and nf.dilation_ == 1
+    assert nf.transform(X[5:6])[0].shape == (1, nf.n_components_)
+    ds = DeepSetsClassifier(max_iter=5, random_state=0).fit(X, y)
+    assert ds.window_ > 1
+
+
 def test_order_task_takes_kmers_and_they_help():
     X, y = _order_task()
     Xt, yt = _order_task(seed=1)
