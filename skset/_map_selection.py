@@ -27,9 +27,9 @@ of at most ``MAX_SETS`` rows, whatever the size of the training data.
 
 ``window="auto"`` is chosen first, by the same proxy with the incumbent map (:func:`select_window`):
 single elements against k-mers of each width of ``WINDOW_CANDIDATES`` that the training sets
-hold twice (all but ``WINDOW_SHORT_SETS`` of them), k-mers only when they beat single elements by more than noise. The set networks
-add an order test (:func:`shuffled_kmer_errors`, :func:`order_statistic`): their k-mers must
-also beat the k-mers of the same sets shuffled.
+hold twice (all but ``WINDOW_SHORT_SETS`` of them), k-mers only when they beat single elements
+by more than noise. The set networks add an order test (:func:`shuffled_kmer_errors`,
+:func:`order_statistic`): their k-mers must also beat the k-mers of the same sets shuffled.
 """
 
 from __future__ import annotations
@@ -479,7 +479,8 @@ def kmers_per_set(n_sets: int, window: int, n_features: int, kmer_coding: str, b
 def window_candidates(lengths, dilation: int = 1) -> list[int]:
     """1, then the widths of ``WINDOW_CANDIDATES`` that the sets of ``lengths`` hold twice (a
     set of ``n`` elements keeps more than half of them as k-mers: ``n - w + 1 > n / 2``), all but
-    a share ``WINDOW_SHORT_SETS`` of them, rounded down (every set, under 100 sets); with ``dilation > 1`` (an explicit dilation, whose k-mers a shorter set also has: one), those
+    a share ``WINDOW_SHORT_SETS`` of them, rounded down (every set, under 100 sets); with
+    ``dilation > 1`` (an explicit dilation, whose k-mers a shorter set also has: one), those
     whose span is at most ``DILATED_MAX_SPAN`` of the median length, as the dilated pairs."""
     if not len(lengths):
         return [1]

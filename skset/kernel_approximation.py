@@ -110,8 +110,9 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         refuses training sets shorter than an explicit ``window``; a fitted map reads a shorter
         set as one k-mer, its last element repeated). ``"auto"``:
         ``window_`` chosen in ``fit`` among 1 and the widths 3, 5, 10, 20 that the training sets
-        hold twice (all but 1% of them, rounded down), k-mers only where they predict the labels better by more than noise (1
-        without labels, for a 2-D pool); see the :ref:`nystrom` guide.
+        hold twice (all but 1% of them, rounded down), k-mers only where they predict the labels
+        better by more than noise (1 without labels, for a 2-D pool); see the :ref:`nystrom`
+        guide.
     dilation : int or "auto", default="auto"
         With ``window > 1``: the k-mer's elements are ``dilation`` steps apart, ``x_i, x_{i +
         dilation}, ..., x_{i + (window - 1) dilation}``, so that a k-mer spans ``(window - 1) *
