@@ -203,6 +203,44 @@ def test_zero_mass_gives_finite_gradients(rng, method):
     assert torch.isfinite(sim.grad).all() and torch.isfinite(w.grad).all()
 
 
+@pytest.mark.parametrize("reg_m", [None, 0.5])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_zero_mass_gradient_is_the_derivative_at_zero_in_both_domains(rng, reg_m, dtype):
+    """The gradient with respect to a mass of 0 is the one-sided derivative there, in both
+    domains (the log domain gave 0, a weight at 0 learned nothing there; the exp domain's
+    unbalanced gradient was off by the element's tilt, -0.54 against -1.05), and the plan's row
+    stays empty, the plan that of the same weights without autograd."""
+    sim, mask, w = _problem(rng, lengths=(5, 3), p=3)
+    sim = sim.to(dtype)
+    w = torch.where(mask, w, 1.0).to(dtype)
+    w[0, 1] = 0.0
+    C = torch.tensor(rng.normal(size=sim.shape), dtype=dtype)
+
+    def loss(ww, method):
+        return (sinkhorn(sim, mask, epsilon=0.5, n_iter=40, method=method, weights=ww,
+                         reg_m=reg_m) * C).sum()
+
+    grads = {}
+    for method in ("log", "exp"):
+        ww = w.clone().requires_grad_(True)
+        grads[method], = torch.autograd.grad(loss(ww, method), ww)
+    tol = dict(rtol=1e-9, atol=1e-12) if dtype == torch.float64 else dict(rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(grads["log"], grads["exp"], **tol)
+    assert abs(float(grads["log"][0, 1])) > 1e-3  # not the 0 of an empty row's -inf
+    if dtype == torch.float64:
+        h = 1e-7
+        wh = w.clone()
+        wh[0, 1] = h
+        fd = (loss(wh, "log") - loss(w, "log")) / h
+        assert abs(float(fd) - float(grads["log"][0, 1])) < 1e-5
+    ww = w.clone().requires_grad_(True)
+    P = sinkhorn(sim, mask, epsilon=0.5, n_iter=40, method="log", weights=ww, reg_m=reg_m)
+    assert float(P[0, 1].abs().max()) == 0.0
+    torch.testing.assert_close(P.detach(), sinkhorn(sim, mask, epsilon=0.5, n_iter=40,
+                                                    method="log", weights=w, reg_m=reg_m),
+                               rtol=0, atol=1e-12 if dtype == torch.float64 else 1e-7)
+
+
 @pytest.mark.parametrize("eps", [1e-3, 1e-2])
 @pytest.mark.parametrize("reg_m", [None, 1e-2, 1.0])
 def test_stable_at_small_epsilon_float32(rng, eps, reg_m):

@@ -27,10 +27,18 @@ __all__ = ["sinkhorn", "sinkhorn_log", "sinkhorn_exp", "transport_similarity"]
 
 
 def _log_marginal(mask: torch.Tensor, dtype, a: torch.Tensor | None = None) -> torch.Tensor:
-    """``log a (B, n)``: ``-log n`` (uniform) or the log of the masses ``a``; ``-inf`` on pads and
-    on elements of mass 0 (whose gradient is then 0, not NaN)."""
+    """``log a (B, n)``: ``-log n`` (uniform) or the log of the masses ``a``; ``-inf`` on pads.
+
+    An element of mass 0 is ``-inf`` too (an empty row), except where autograd asks for the
+    masses' gradient: there its mass is read as ``delta = eps ** 2`` of the dtype (1.4e-14 in
+    float32), a change of the plan far below rounding, so that its gradient is the derivative at
+    0 that the exp domain gives (with ``-inf`` it was 0: a weight at 0 learned nothing in the log
+    domain). In float16, where ``delta`` underflows, it stays ``-inf`` with gradient 0."""
     if a is not None:
         pos = a > 0
+        delta = torch.finfo(a.dtype).eps ** 2
+        if torch.is_grad_enabled() and a.requires_grad and delta > torch.finfo(a.dtype).tiny:
+            return torch.where(mask, torch.log(torch.where(pos, a, a + delta)), -math.inf)
         return torch.where(pos, torch.log(torch.where(pos, a, torch.ones_like(a))), -math.inf)
     n_real = mask.sum(1, keepdim=True).to(dtype)
     log_a = -torch.log(n_real).expand(mask.shape)
@@ -166,7 +174,12 @@ def _log_block(similarity, mask, epsilon, n_iter, a=None, lam=1.0):
         lse = torch.logsumexp(logK + g, dim=2, keepdim=True)
         f = log_a - (lse if lam == 1.0 else lam * lse)  # pads: -inf; semi-relaxed: lam < 1
         g = log_b - torch.logsumexp(logK + f, dim=1, keepdim=True)
-    return torch.exp(logK + f + g)
+    P = torch.exp(logK + f + g)
+    if a is not None and torch.is_grad_enabled() and a.requires_grad:
+        # the rows of mass 0 that _log_marginal read as delta: empty, with their gradient
+        empty = (mask & (a == 0)).unsqueeze(-1)
+        P = torch.where(empty, P - P.detach(), P)
+    return P
 
 
 def _row_error(row_sums, target, lam):
@@ -277,7 +290,10 @@ def _exp_setup(similarity, mask, epsilon, a=None, lam=1.0):
         t = (1.0 - lam) * row_max.squeeze(-1)
         pos = a.detach() > 0
         t = t - t.masked_fill(~pos, -math.inf).amax(1, keepdim=True)
-        a = a * torch.exp(t.masked_fill_(~pos, 0.0))
+        # an element of mass 0 keeps its own tilt, so that its gradient is the derivative at 0
+        # (with the tilt 1 it was off by that factor: -0.54 against -1.05), capped at half the
+        # dtype's exponent range (0 times it stays 0: no inf)
+        a = a * torch.exp(torch.where(pos, t, t.clamp_max(math.log(torch.finfo(t.dtype).max) / 2)))
     # E v is 0 on padded rows: adding 1 there (0 elsewhere, exactly) avoids 0/0, in grads too
     return E, a, (~mask).to(E.dtype)
 
@@ -436,7 +452,8 @@ def sinkhorn(
         Element masses: set ``b``'s measure is ``a = weights[b] / weights[b].sum()`` over its real
         elements (padded entries are ignored). Non-negative and finite, not all zero on a set
         (else ``ValueError`` naming the set); an element of weight 0 gets an empty row.
-        Differentiable. ``None``: uniform, ``1/n``.
+        Differentiable, at a weight of 0 too (its one-sided derivative, in both domains).
+        ``None``: uniform, ``1/n``.
     reg_m : float or None
         Unbalanced transport: strength ``rho > 0`` of the KL penalty on the row (set)
         marginal, in the units of ``epsilon`` (POT's ``reg_m`` on the first marginal; the
