@@ -146,6 +146,8 @@ class DeepSetsBlock(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         mask = as_mask(mask, x)
+        if mask is not None:  # padded rows may hold anything: NaN there made the weights' grads NaN
+            x = x.masked_fill(~mask.unsqueeze(-1), 0.0)
         if self.residual is None:
             return self.lin(F.relu(x))
         f = self.norm2(self.lin2(F.relu(self.norm1(self.lin1(x), mask))), mask)

@@ -13,9 +13,11 @@ Conventions (shared with :func:`skset.cluster.estimate_n_clusters`):
   still counts as a cluster. (scikit-learn's ``spectral_embedding`` drops the diagonal instead;
   there a singleton's few tiny edges dominate its normalised row and it is not seen as a cluster.)
   A node of degree 0 gets a zero row in ``L`` (eigenvalue 0: a cluster of its own).
-* **Padding.** Padded nodes get ``L_pp = 3`` and no edges, so ``L`` is block diagonal and the real
-  block's eigenvalues (all in ``[0, 2]``) are untouched; the padded eigenvalues (exactly 3) sort
-  last and are dropped.
+* **Padding.** Padded node ``j`` of ``n_max`` gets ``L_jj = 3 + j / n_max`` and no edges, so ``L``
+  is block diagonal and the real block's eigenvalues (all in ``[0, 2]``) are untouched; the padded
+  eigenvalues (distinct, in ``[3, 4)``) sort last and are dropped. Distinct, so that gradients
+  through the eigenvectors stay finite: ``torch.linalg.eigh``'s backward divides by eigenvalue
+  gaps, and a gap of 0 between two padded eigenvalues made every gradient of the set NaN.
 * **Eigengap.** With eigenvalues :math:`0 \le \lambda_1 \le \dots \le \lambda_n` of ``L`` and a
   virtual :math:`\lambda_{n+1} = 1` (the value that the non-zero eigenvalues take for an ideal
   block matrix, which makes ``k = n`` possible, e.g. for the identity matrix),
@@ -65,7 +67,7 @@ __all__ = [
     "spectral_cluster",
 ]
 
-_PAD_EIGENVALUE = 3.0
+_PAD_EIGENVALUE = 3.0  # the first padded node's; node j of n_max: 3 + j / n_max
 
 
 def _tol(dtype: torch.dtype) -> float:
@@ -74,7 +76,8 @@ def _tol(dtype: torch.dtype) -> float:
 
 
 def normalized_laplacian(affinity: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Symmetric normalised Laplacian (diagonal in the degrees), padded nodes set to 3 * I.
+    """Symmetric normalised Laplacian (diagonal in the degrees); padded node ``j`` of ``n`` is
+    ``3 + j / n`` on the diagonal (distinct eigenvalues above the real ones, see the module doc).
 
     Parameters
     ----------
@@ -99,8 +102,9 @@ def normalized_laplacian(affinity: torch.Tensor, mask: torch.Tensor | None = Non
     d_is = torch.where(deg > 0, deg.clamp_min(torch.finfo(A.dtype).tiny).rsqrt(),
                        torch.zeros_like(deg))
     M = d_is[:, :, None] * A * d_is[:, None, :]
-    # real nodes: 1 on the diagonal (0 for isolated ones); padded nodes: the sentinel 3
-    diag = torch.where(mask, (deg > 0).to(A.dtype), torch.full_like(deg, _PAD_EIGENVALUE))
+    # real nodes: 1 on the diagonal (0 for isolated ones); padded nodes: distinct sentinels
+    pad = _PAD_EIGENVALUE + torch.arange(n, device=A.device, dtype=A.dtype) / n
+    diag = torch.where(mask, (deg > 0).to(A.dtype), pad.expand(B, n))
     return torch.diag_embed(diag) - M
 
 
@@ -108,7 +112,7 @@ def laplacian_eigh(affinity: torch.Tensor, mask: torch.Tensor | None = None,
                    eigenvectors: bool = True):
     """Ascending eigenvalues (and eigenvectors) of :func:`normalized_laplacian`.
 
-    Real eigenvalues come first (clipped to ``[0, 2]``); the padded ones (3) last.
+    Real eigenvalues come first (clipped to ``[0, 2]``); the padded ones (in ``[3, 4)``) last.
     """
     mask = as_mask(mask, affinity)
     L = normalized_laplacian(affinity, mask)
