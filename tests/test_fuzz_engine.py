@@ -131,6 +131,9 @@ LAYERS = {
     "DeepSetsEncoder-layer": (lambda d: snn.DeepSetsEncoder(d, 8, 2, norm="layer",
                                                             residual="original"), "plain",
                               _per_element),
+    "DeepSetsBlock": (lambda d: snn.DeepSetsBlock(d), "plain", _per_element),
+    "DeepSetsBlock-set-clean": (lambda d: snn.DeepSetsBlock(d, norm="set", residual="clean"),
+                                "plain", _per_element),
     "SetNorm": (lambda d: snn.SetNorm(d), "plain", _per_element),
     "masked_pool-sum": (lambda d: "sum", "pool", _pooled),
     "masked_pool-max": (lambda d: "max", "pool", _pooled),
@@ -290,15 +293,17 @@ def test_fuzz_nn_padding_holds_anything(name, d, lengths, extra, log_scale, dtyp
 
 @pytest.mark.filterwarnings("ignore")
 @examples(0.05)
-@given(name=st.sampled_from(["MultiheadAttention", "MAB", "OTKLayer", "OTKLayer-weights"]),
+@given(name=st.sampled_from(["MultiheadAttention", "MAB", "OTKLayer", "OTKLayer-weights",
+                             "DeepSetsBlock", "DeepSetsBlock-set-clean"]),
        d=st.sampled_from([1, 2, 3, 5, 8]), lengths=st.lists(st.integers(1, 12), min_size=1,
                                                             max_size=4),
        extra=st.integers(0, 5), scale=st.sampled_from([1e-3, 1.0, 1e3]),
        dtype=st.sampled_from([torch.float32, torch.float64]), seed=st.integers(0, 2**31 - 1))
 def test_fuzz_inner_calls_skip_only_the_zeroing(name, d, lengths, extra, scale, dtype, seed):
-    """The inner calls' flags: ``padding_finite=True`` (attention) on finite padding of moderate
-    size and ``padding_zero=True`` (OTK layer) on zero padding give the outputs and parameter
-    gradients of the call that zeroes the padding itself; the input is left untouched."""
+    """The inner calls' flags: ``padding_finite=True`` (attention, Deep Sets blocks) on finite
+    padding of moderate size and ``padding_zero=True`` (OTK layer) on zero padding give the
+    outputs and parameter gradients of the call that zeroes the padding itself; the input is
+    left untouched."""
     mod = _layer(name, d, dtype)
     kind = LAYERS[name][1]
     g = torch.Generator().manual_seed(seed)
@@ -308,7 +313,8 @@ def test_fuzz_inner_calls_skip_only_the_zeroing(name, d, lengths, extra, scale, 
     pad = ~mask.unsqueeze(-1)
     x = torch.randn(len(lengths), n_max, width, generator=g, dtype=torch.float64).to(dtype)
     weights = torch.rand(len(lengths), n_max, generator=g, dtype=dtype) + 0.1
-    if kind in ("mha", "mab"):  # finite garbage of moderate size in the padding
+    block = name.startswith("DeepSetsBlock")
+    if kind in ("mha", "mab") or block:  # finite garbage of moderate size in the padding
         x = torch.where(pad, scale * torch.randn(x.shape, generator=g, dtype=dtype), x)
         flag = {"padding_finite": True}
     else:
@@ -321,6 +327,8 @@ def test_fuzz_inner_calls_skip_only_the_zeroing(name, d, lengths, extra, scale, 
             out = mod(x, x, x, mask, mask, **kw)[mask]
         elif kind == "mab":
             out = mod(x, x.flip(0), mask, mask.flip(0), **kw)[mask]
+        elif block:
+            out = mod(x, mask, **kw)[mask]
         else:
             out = mod(x, mask, weights if kind == "weights" else None, **kw)
         return out, torch.autograd.grad(out.sum(), list(mod.parameters()))

@@ -144,9 +144,13 @@ class DeepSetsBlock(nn.Module):
             self.lin2 = nn.Linear(dim, dim)
             self.norm2 = make_norm(norm, dim)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, *,
+                padding_finite: bool = False) -> torch.Tensor:
+        """``x (B, n, dim)``: padded rows may hold anything (zeroed here: NaN there made the
+        weights' gradients NaN), unless ``padding_finite=True`` says that they hold finite values
+        (the encoder's own rows: the zeroing skipped, the same outputs on real rows)."""
         mask = as_mask(mask, x)
-        if mask is not None:  # padded rows may hold anything: NaN there made the weights' grads NaN
+        if mask is not None and not padding_finite:
             x = x.masked_fill(~mask.unsqueeze(-1), 0.0)
         if self.residual is None:
             return self.lin(F.relu(x))
@@ -189,8 +193,8 @@ class DeepSetsEncoder(nn.Module):
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         mask = as_mask(mask, x)
         h = self.input(x if mask is None else x.masked_fill(~mask.unsqueeze(-1), 0.0))
-        for blk in self.blocks:
-            h = blk(h, mask)
+        for blk in self.blocks:  # padded rows: the input layer's bias, then finite
+            h = blk(h, mask, padding_finite=True)
         if self.residual == "clean":
             h = self.final(F.relu(self.final_norm(h, mask)))
         return h
