@@ -110,7 +110,7 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         refuses training sets shorter than an explicit ``window``; a fitted map reads a shorter
         set as one k-mer, its last element repeated). ``"auto"``:
         ``window_`` chosen in ``fit`` among 1 and the widths 3, 5, 10, 20 that the training sets
-        hold twice (all but 1% of them, rounded down), k-mers only where they predict the labels
+        hold twice (all but one in a hundred, rounded down), k-mers only where they predict the labels
         better by more than noise (1 without labels, for a 2-D pool); see the :ref:`nystrom`
         guide.
     dilation : int or "auto", default="auto"

@@ -261,10 +261,10 @@ def test_otk_embed_rejects_like_eager(compiled_ok):
 
 def test_caller_errors_and_spoilt_plans_raise_as_eager_and_keep_compiling(compiled_ok):
     """A bad ``reg_m`` raised inside the compiled driver was taken for a compiler failure (a
-    CompileWarning, and every later call eager); plans out of range (``epsilon`` below float32's
-    range in the log domain) and a NaN the layer did not check (``padding_zero=True``) returned
-    NaN where the eager code names them; a data warning turned into an error by the caller's
-    filters also switched compiling off."""
+    CompileWarning, and every later call eager); plans out of range (``epsilon`` below float64's
+    range in the log domain, where float32 sets beyond float32's are solved) and a NaN the layer
+    did not check (``padding_zero=True``) returned NaN where the eager code names them; a data
+    warning turned into an error by the caller's filters also switched compiling off."""
     X, M = pack(_sets(8), dtype=torch.float32)
     refs = torch.randn(1, 3, 4, generator=torch.Generator().manual_seed(0))
     with warnings.catch_warnings():
@@ -273,9 +273,9 @@ def test_caller_errors_and_spoilt_plans_raise_as_eager_and_keep_compiling(compil
             otk_embed(X, M, refs, epsilon=0.5, reg_m=-1.0, compile=True)
         for method in ("log", "auto"):
             with pytest.raises(ValueError) as eager:
-                otk_embed(X, M, refs, epsilon=1e-39, method=method)
+                otk_embed(X, M, refs, epsilon=1e-320, method=method)
             with torch.no_grad(), pytest.raises(ValueError) as compiled:
-                otk_embed(X, M, refs, epsilon=1e-39, method=method, compile=True)
+                otk_embed(X, M, refs, epsilon=1e-320, method=method, compile=True)
             assert str(compiled.value) == str(eager.value)
         layer = OTKLayer(4, 3, references=refs)
         Xn = X.clone()

@@ -40,6 +40,30 @@ def test_small_epsilon_auto_falls_back_to_log(rng, eps):
     torch.testing.assert_close(P.sum(1), torch.full((4, 5), 0.2), atol=5e-5, rtol=0)
 
 
+@pytest.mark.parametrize("method", ["log", "auto"])
+def test_float32_sets_beyond_its_resolution_are_solved_in_float64(rng, method):
+    """A float32 set whose similarity spans millions of epsilons (raw features of -1e6) has the
+    float64 plan, alone and in a batch with other sets. Before, its potentials were beyond
+    float32's resolution: the iterations stalled at a wrong plan (three equal elements: column
+    sums 0.055, 0.27, 0.33 instead of 1/3), another one in each batch."""
+    z = torch.tensor(rng.normal(size=(3, 31)))
+    x = torch.full((3, 31), -1e6, dtype=torch.float64)
+    wide = (x @ z.T)[None]  # three equal elements: every plan row is the same
+    other = torch.tensor(rng.normal(size=(1, 3, 3)))
+    kw = dict(epsilon=0.1, n_iter=100, tol=1e-4, method=method)
+    ref = sinkhorn(wide, **kw)  # float64
+    torch.testing.assert_close(ref[0].sum(0), torch.full((3,), 1 / 3, dtype=torch.float64))
+    torch.testing.assert_close(ref[0].sum(1), torch.full((3,), 1 / 3, dtype=torch.float64))
+    alone = sinkhorn(wide.float(), **kw)
+    mask = torch.tensor([[True] * 3, [True, False, False]])
+    batch = sinkhorn(torch.cat([wide, other]).float(), mask, **kw)
+    assert alone.dtype == batch.dtype == torch.float32
+    for P in (alone[0], batch[0]):
+        torch.testing.assert_close(P, ref[0].float(), atol=1e-6, rtol=0)
+    # the other set is solved as before, in float32
+    torch.testing.assert_close(batch[1], sinkhorn(other.float(), mask[1:], **kw)[0])
+
+
 def test_matches_pot_batched_solver_10_iterations(rng):
     """Same iterates as POT's batched log solver: same plan after 10 iterations."""
     lengths = [9] * 4

@@ -45,7 +45,7 @@ from ._common import (
     _tracing,
 )
 from ._positions import position_log_weights, position_weights
-from ._sinkhorn import _warn_nonfinite_exp
+from ._sinkhorn import _FLOAT32_LOG_SPREAD, _warn_nonfinite_exp
 
 __all__ = ["CompileWarning", "try_embed", "otk_embed", "compile_seconds"]
 
@@ -258,6 +258,17 @@ def applies(x, mask, references, weights, epsilon, sinkhorn_iter, method, sinkho
         sinkhorn_tol, bool) and 0 <= sinkhorn_tol < math.inf)
 
 
+def _maybe_beyond_float32(x, references, epsilon, position_sigma, position_mode) -> bool:
+    """Whether a set of the batch may span more than ``_FLOAT32_LOG_SPREAD`` times ``epsilon``
+    (the sets the eager log domain solves in float64), by a bound: ``|<x, z>|`` is at most the
+    product of the norms (``x``'s padded rows are zero), and the positions of the kernel mode add
+    at most ``1 / sigma ** 2`` over ``epsilon``."""
+    spread = 2.0 * float(x.norm(dim=2).amax()) * float(references.norm(dim=2).amax()) / epsilon
+    if position_sigma is not None and position_mode == "kernel":
+        spread += (1.0 / position_sigma) / position_sigma
+    return not spread <= _FLOAT32_LOG_SPREAD
+
+
 def try_embed(x, mask, references, weights, *, compile: bool, epsilon, sinkhorn_iter, method,
               sinkhorn_tol, position_sigma, position_mode, reg_m):
     """The raw OTK embeddings ``(B, q, p, k)`` by the compiled kernels, or ``None``: the caller
@@ -273,6 +284,9 @@ def try_embed(x, mask, references, weights, *, compile: bool, epsilon, sinkhorn_
         return None
     if not bool(torch.isfinite(references).all()):  # the eager code names the sets it spoils
         return None
+    if x.dtype == torch.float32 and method != "exp" and _maybe_beyond_float32(
+            x, references, epsilon, position_sigma, position_mode):
+        return None  # the eager log domain solves such sets in float64
     _relaxation(reg_m, float(epsilon))  # a bad reg_m is the caller's error, not the compiler's
     mask = mask.to(torch.bool)
     _check_nonempty(mask)

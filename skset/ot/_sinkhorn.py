@@ -224,6 +224,23 @@ def _log_block_tol(similarity, mask, epsilon, n_iter, tol, check_every, a=None, 
     return logK.add_(F).add_(G).exp_()
 
 
+#: the largest spread of a set's similarity over ``epsilon`` that the float32 log domain solves:
+#: its potentials reach about that size, and their float32 spacing (the size times 2**-23) passes
+#: 1e-3 beyond it, where the iterations stall at a wrong plan (three equal elements of -1e6 at
+#: ``epsilon=0.1``, a spread of 3e7: column sums 0.055, 0.27, 0.33 instead of 1/3, and another
+#: plan in another batch); such sets are solved in float64
+_FLOAT32_LOG_SPREAD = 2.0 ** 13
+
+
+def _wide_sets(similarity: torch.Tensor, mask: torch.Tensor, epsilon: float) -> torch.Tensor:
+    """``(B,)``: the sets whose real, finite similarities span more than ``_FLOAT32_LOG_SPREAD``
+    times ``epsilon``."""
+    s = similarity.detach()
+    valid = mask.unsqueeze(-1) & torch.isfinite(s)
+    spread = s.masked_fill(~valid, -math.inf).amax((1, 2)) - s.masked_fill(~valid, math.inf).amin((1, 2))
+    return spread > _FLOAT32_LOG_SPREAD * epsilon
+
+
 def sinkhorn_log(
     similarity: torch.Tensor,
     mask: torch.Tensor | None = None,
@@ -235,8 +252,30 @@ def sinkhorn_log(
     weights: torch.Tensor | None = None,
     reg_m: float | None = None,
 ) -> torch.Tensor:
-    """Log-domain Sinkhorn plan, ``(B, n, p)``; see the module docstring and :func:`sinkhorn`."""
+    """Log-domain Sinkhorn plan, ``(B, n, p)``; see the module docstring and :func:`sinkhorn`.
+
+    A float32 set whose similarity spans more than ``_FLOAT32_LOG_SPREAD`` times ``epsilon`` is
+    solved in float64 (the plan returned in float32): its potentials are too large for float32.
+    """
     similarity = _as_similarity(similarity)
+    if similarity.dtype == torch.float32 and not _tracing() and not torch.compiler.is_compiling():
+        mask = _check(similarity, mask, epsilon, n_iter)
+        wide = _wide_sets(similarity, mask, epsilon)
+        if bool(wide.any()):
+            a = _check_weights(weights, mask, similarity)  # errors name the set in this batch
+            kw = dict(epsilon=epsilon, n_iter=n_iter, tol=tol, check_every=check_every,
+                      reg_m=reg_m)
+
+            def part(idx, dtype):
+                return sinkhorn_log(similarity[idx].to(dtype), mask[idx], **kw,
+                                    weights=None if a is None else a[idx].to(dtype))
+
+            idx = wide.nonzero().squeeze(1)
+            P = torch.zeros_like(similarity).index_put((idx,), part(idx, torch.float64).float())
+            if not bool(wide.all()):
+                rest = (~wide).nonzero().squeeze(1)
+                P = P.index_put((rest,), part(rest, torch.float32))
+            return P
     blocks = _blockwise(similarity, mask, epsilon, n_iter, tol, check_every,
                         fixed=_log_block, adaptive=_log_block_tol, weights=weights, reg_m=reg_m)
     return blocks[0] if len(blocks) == 1 else torch.cat(blocks)
@@ -437,7 +476,10 @@ def sinkhorn(
         Solver; see the module docstring (``"exp"`` returns every plan as it ends, and warns,
         naming them, about the sets whose plan is not finite; ``"log"`` and ``"auto"`` raise a
         ``ValueError`` naming the sets whose log-domain plan is not finite, where similarity over
-        ``epsilon`` exceeds the dtype's range, as float16's at ``epsilon=1e-5``).
+        ``epsilon`` exceeds the dtype's range, as float16's at ``epsilon=1e-5``). In the log
+        domain a float32 set whose similarity spans more than 8,192 times ``epsilon`` is solved
+        in float64 and its plan returned in float32: float32 cannot hold its potentials
+        finely enough (raw features of size 1e6 at ``epsilon=0.1`` stalled at a wrong plan).
     tol : float or None
         Stopping tolerance: a set stops at the first check where its row-marginal error
         ``sum_i |sum_j P_ij - a_i|`` (``a_i = 1/n`` without ``weights``) is at most ``tol`` (it
