@@ -635,6 +635,11 @@ def kmer_level_shape(sets: Sequence[np.ndarray], window: int, *,
     times; coded, the level is one coordinate per channel, and after per-feature
     standardisation shapes that sit at different heights are compared as shapes.
     :func:`skset.nn.kmer_level_shape` is the same coding on padded tensors.
+
+    Coded and returned in float64 whatever the sets' dtype, as the standardisation that follows
+    computes: a float32 set was coded in float32 alone and in float64 beside float64 sets (a
+    call's sets share the widest dtype), and the level of a k-mer far from zero, rounded to
+    float32, lost what standardisation then magnified (data at 1e4: 3e-2 apart, relative).
     """
     if not len(sets):
         return []
@@ -645,9 +650,9 @@ def kmer_level_shape(sets: Sequence[np.ndarray], window: int, *,
     # were coded in 4x the time; all at once, long sets' k-mers left the cache: 1.3x)
     coded = None
     for a in range(0, len(index), 2048):
-        part = code_kmers(flat[index[a:a + 2048]], "level_shape")
+        part = code_kmers(flat[index[a:a + 2048]].astype(np.float64, copy=False), "level_shape")
         if coded is None:
-            coded = np.empty((len(index), part.shape[1]), dtype=part.dtype)
+            coded = np.empty((len(index), part.shape[1]), dtype=np.float64)
         coded[a:a + len(part)] = part
     return np.split(coded, np.cumsum(n_out)[:-1])
 

@@ -27,7 +27,7 @@ import dataclasses
 
 import numpy as np
 
-from ._sets import check_element_weights, check_kmer_lengths, kmer_windows, to_numpy
+from ._sets import check_element_weights, check_kmer_lengths, dtype_name, kmer_windows, to_numpy
 
 __all__ = ["count_distinct", "drop_zero_weight", "element_masses", "kmeans_weights", "kmer_weights",
            "positive_rows", "positive_sets", "resolve_max_samples", "sample_elements", "set_totals",
@@ -231,15 +231,20 @@ def weighted_mean_std(values: np.ndarray, weights: np.ndarray | None = None, *,
 
 
 def standardized_sets(sets: list[np.ndarray], mean: np.ndarray, scale: np.ndarray,
-                      small: int = 64) -> list[np.ndarray]:
-    """``(s - mean) / scale`` of each set, in its dtype (new arrays; the sets are not written).
+                      small: int = 64, dtype=None) -> list[np.ndarray]:
+    """``(s - mean) / scale`` of each set, in the wider of its dtype and ``dtype`` (the model's
+    compute dtype: a float64 model rounded a float32 set alone to float32, and not beside a
+    float64 set), new arrays (the sets are not written).
     Sets of fewer than ``small`` elements on average in one pass over their rows, returned as
     views of it: one numpy call per set was 30% of a Deep Sets ``predict_proba`` on 50,000 sets
     of 1-4 elements (long sets: one call each, as one pass would copy them once more)."""
+    def out(dt):
+        return dt if dtype is None else np.result_type(dt, dtype_name(dtype))
+
     if len(sets) > 1 and sum(len(s) for s in sets) < small * len(sets):
-        rows = ((np.concatenate(sets) - mean) / scale).astype(sets[0].dtype, copy=False)
+        rows = ((np.concatenate(sets) - mean) / scale).astype(out(sets[0].dtype), copy=False)
         return np.split(rows, np.cumsum([len(s) for s in sets])[:-1])
-    return [((s - mean) / scale).astype(s.dtype, copy=False) for s in sets]
+    return [((s - mean) / scale).astype(out(s.dtype), copy=False) for s in sets]
 
 
 def count_distinct(blocks, limit: int) -> int:

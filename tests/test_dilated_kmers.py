@@ -310,7 +310,7 @@ def test_an_explicit_dilation_keeps_its_widths_beside_one_short_set():
 @pytest.mark.parametrize("dilation", [1, 3])
 def test_level_shape_in_runs_of_sets_is_the_coding_set_by_set(dilation):
     # coded in runs of about 2,048 k-mers: sets across several runs, short and long, give each
-    # set's own coding to the bit
+    # set's own coding to the bit (float64, whatever the sets' dtype)
     from skset._sets import code_kmers
 
     rng = np.random.default_rng(0)
@@ -320,4 +320,5 @@ def test_level_shape_in_runs_of_sets_is_the_coding_set_by_set(dilation):
     assert len(coded) == len(sets)
     for s, c in zip(sets, coded):
         steps = _naive(s, 4, dilation).reshape(-1, 4, 2)
-        np.testing.assert_array_equal(c, code_kmers(steps, "level_shape"))
+        assert c.dtype == np.float64
+        np.testing.assert_array_equal(c, code_kmers(steps.astype(np.float64), "level_shape"))

@@ -81,7 +81,7 @@ class _BaseSetNetwork(NetworkKmers, SetNetworkEstimator):
                              "(a damaged or hand-edited model): refit it.")
         if mean is None or (not np.any(mean) and np.all(self.scale_ == 1.0)):
             return sets
-        return standardized_sets(sets, self.mean_, self.scale_)
+        return standardized_sets(sets, self.mean_, self.scale_, dtype=self.dtype_)
 
     def _training_setup(self, data, warm):
         return TrainingSetup(overrides={"optimizer": self.optimizer})
