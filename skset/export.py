@@ -27,7 +27,9 @@ Outputs (names of the ONNX outputs, in order):
 OTK's Sinkhorn: the estimators run the exp-domain iterations and redo in the log domain the sets
 whose scalings under- or overflow (a data-dependent branch no graph can hold). The exported graph
 runs one domain for every set, ``sinkhorn_method="log"`` by default: the same iterates, so the same
-plans up to rounding, and no overflow for any input. ``"exp"`` is faster and equal wherever the
+plans up to rounding, and no overflow for any input (but a ``float32`` set whose similarity spans
+more than 8,192 times ``epsilon``, which the estimators solve in ``float64`` and a ``float32``
+graph cannot: export in ``float64`` or standardise such features). ``"exp"`` is faster and equal wherever the
 estimator did not fall back; where it would have (small ``epsilon`` relative to the features'
 scale) its outputs are NaN, since a graph cannot branch: use ``"log"`` there.
 

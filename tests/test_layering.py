@@ -19,6 +19,7 @@ OT_FILES = sorted((PACKAGE_DIR / "ot").glob("*.py"))
 NN_FILES = sorted((PACKAGE_DIR / "nn").glob("*.py"))
 ENGINE_FILES = sorted([*NN_FILES, *OT_FILES,
                        PACKAGE_DIR / "_sets.py", PACKAGE_DIR / "_weighting.py", PACKAGE_DIR / "_stats.py",
+                       PACKAGE_DIR / "_finite.py", PACKAGE_DIR / "_frames.py",
                        PACKAGE_DIR / "_serving.py",
                        PACKAGE_DIR / "_config.py", PACKAGE_DIR / "_threads.py"])
 FORBIDDEN = (
