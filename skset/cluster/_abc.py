@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._torch import seed_from_random_state
 from .._validation import POSITIVE_INT, TORCH_PARAMS, Boolean, Integer, Real, Satisfies
 from ..neural_network._base import BaseNeuralEstimator
 from ..neural_network._training import TRAINING_PARAMS
@@ -221,7 +222,8 @@ class ABCClusterer(KernelTraining, KernelSelection, KernelInference, BaseNeuralE
         Torch device (``"auto"``: CUDA when available, else the CPU).
     random_state : int, RandomState or None, default=None
         Seed of the weight initialisation, the training instances' order or sampling, and the
-        k-means restarts at prediction.
+        k-means restarts at prediction (their seed drawn once in ``fit``: a fitted model gives
+        the same labels at every call, with ``None`` too).
     verbose : int, default=0
         Print the training loss every ``eval_every`` steps when > 0.
 
@@ -475,4 +477,8 @@ class ABCClusterer(KernelTraining, KernelSelection, KernelInference, BaseNeuralE
         if not warm and self.input_similarity == "auto":
             self._choose_prior(mix, val_parts, cal_parts)
         self._choose_mix(mix, val_parts, cal_parts)
+        # the seed of predict's k-means restarts, drawn once here: with random_state None or a
+        # RandomState, predict drew it at every call (other partitions from one fitted model,
+        # and the caller's global numpy state moved); an int gives the seed predict drew before
+        self._predict_seed = seed_from_random_state(self.random_state)
         return self

@@ -144,7 +144,9 @@ class KernelInference:
             if self.n_clusters_rule == "calibrated" else None
         lengths = coll.lengths
         sets = self._scale(coll.sets)
-        seed = seed_from_random_state(self.random_state)
+        seed = getattr(self, "_predict_seed", None)  # drawn in fit (models saved before: here)
+        if seed is None:
+            seed = seed_from_random_state(self.random_state)
         self.module_.eval()
 
         def run(idx):
