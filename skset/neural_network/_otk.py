@@ -505,6 +505,9 @@ class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
     def predict_proba(self, X, element_weight=None) -> np.ndarray:
         return self._predict_proba(X, element_weight)
 
+    def predict_log_proba(self, X, element_weight=None) -> np.ndarray:  # named: routable
+        return super().predict_log_proba(X, element_weight=element_weight)
+
     def predict(self, X, element_weight=None) -> np.ndarray:
         return self._predict(X, element_weight)
 
