@@ -260,10 +260,11 @@ def applies(x, mask, references, weights, epsilon, sinkhorn_iter, method, sinkho
 
 def _maybe_beyond_float32(x, references, epsilon, position_sigma, position_mode) -> bool:
     """Whether a set of the batch may span more than ``_FLOAT32_LOG_SPREAD`` times ``epsilon``
-    (the sets the eager log domain solves in float64), by a bound: ``|<x, z>|`` is at most the
-    product of the norms (``x``'s padded rows are zero), and the positions of the kernel mode add
-    at most ``1 / sigma ** 2`` over ``epsilon``."""
-    spread = 2.0 * float(x.norm(dim=2).amax()) * float(references.norm(dim=2).amax()) / epsilon
+    (the sets the eager log domain solves in float64), by a bound: ``|<x, z - m>|`` is at most
+    ``|x| (|z| + |m|) <= 2 |x| max |z|`` (the balanced similarity reads supports less their mean
+    ``m``; ``x``'s padded rows are zero), twice that for the spread, and the positions of the
+    kernel mode add at most ``1 / sigma ** 2`` over ``epsilon``."""
+    spread = 4.0 * float(x.norm(dim=2).amax()) * float(references.norm(dim=2).amax()) / epsilon
     if position_sigma is not None and position_mode == "kernel":
         spread += (1.0 / position_sigma) / position_sigma
     return not spread <= _FLOAT32_LOG_SPREAD

@@ -26,18 +26,23 @@ from ._common import (
 __all__ = ["sinkhorn", "sinkhorn_log", "sinkhorn_exp", "transport_similarity"]
 
 
-def _log_marginal(mask: torch.Tensor, dtype, a: torch.Tensor | None = None) -> torch.Tensor:
+def _log_marginal(mask: torch.Tensor, dtype, a: torch.Tensor | None = None,
+                  balanced: bool = True) -> torch.Tensor:
     """``log a (B, n)``: ``-log n`` (uniform) or the log of the masses ``a``; ``-inf`` on pads.
 
     An element of mass 0 is ``-inf`` too (an empty row), except where autograd asks for the
-    masses' gradient: there its mass is read as ``delta = eps ** 2`` of the dtype (1.4e-14 in
-    float32), a change of the plan far below rounding, so that its gradient is the derivative at
-    0 that the exp domain gives (with ``-inf`` it was 0: a weight at 0 learned nothing in the log
-    domain). In float16, where ``delta`` underflows, it stays ``-inf`` with gradient 0."""
+    masses' gradient of a ``balanced`` plan: there its mass is read as ``delta = eps ** 2`` of
+    the dtype (1.4e-14 in float32), which the row update holds its row to, a change of the plan
+    far below rounding, so that its gradient is the derivative at 0 that the exp domain gives
+    (with ``-inf`` it was 0: a weight at 0 learned nothing in the log domain). Not unbalanced,
+    where the row's mass is ``delta`` times its tilt, unbounded (a zero-mass element closer to
+    the supports than the others took their columns' mass), nor in float16, where ``delta`` is
+    below the smallest normal number: there it stays ``-inf``, gradient 0."""
     if a is not None:
         pos = a > 0
         delta = torch.finfo(a.dtype).eps ** 2
-        if torch.is_grad_enabled() and a.requires_grad and delta > torch.finfo(a.dtype).tiny:
+        if (balanced and torch.is_grad_enabled() and a.requires_grad
+                and delta > torch.finfo(a.dtype).tiny):
             return torch.where(mask, torch.log(torch.where(pos, a, a + delta)), -math.inf)
         return torch.where(pos, torch.log(torch.where(pos, a, torch.ones_like(a))), -math.inf)
     n_real = mask.sum(1, keepdim=True).to(dtype)
@@ -166,7 +171,7 @@ def _log_block(similarity, mask, epsilon, n_iter, a=None, lam=1.0):
     ``lam``: the unbalanced exponent (1: balanced)."""
     B, n, p = similarity.shape
     logK = (similarity / epsilon).masked_fill_(~mask.unsqueeze(-1), 0.0)
-    log_a = _log_marginal(mask, similarity.dtype, a).unsqueeze(-1)  # -inf on pads
+    log_a = _log_marginal(mask, similarity.dtype, a, lam == 1.0).unsqueeze(-1)  # -inf on pads
     log_b = -math.log(p)
     g = similarity.new_zeros(B, 1, p)
     f = similarity.new_zeros(B, n, 1)
@@ -175,7 +180,7 @@ def _log_block(similarity, mask, epsilon, n_iter, a=None, lam=1.0):
         f = log_a - (lse if lam == 1.0 else lam * lse)  # pads: -inf; semi-relaxed: lam < 1
         g = log_b - torch.logsumexp(logK + f, dim=1, keepdim=True)
     P = torch.exp(logK + f + g)
-    if a is not None and torch.is_grad_enabled() and a.requires_grad:
+    if a is not None and lam == 1.0 and torch.is_grad_enabled() and a.requires_grad:
         # the rows of mass 0 that _log_marginal read as delta: empty, with their gradient
         empty = (mask & (a == 0)).unsqueeze(-1)
         P = torch.where(empty, P - P.detach(), P)
@@ -232,6 +237,16 @@ def _log_block_tol(similarity, mask, epsilon, n_iter, tol, check_every, a=None, 
 _FLOAT32_LOG_SPREAD = 2.0 ** 13
 
 
+def _maybe_wide(similarity: torch.Tensor, epsilon: float) -> bool:
+    """Whether a float32 batch may hold a set of :func:`_wide_sets` (two reductions over the
+    batch, padding included; anything not finite there says maybe): the one test every float32
+    log-domain call pays. Not on MPS (no float64 there), nor for an empty batch."""
+    if similarity.numel() == 0 or similarity.device.type == "mps":
+        return False
+    s = similarity.detach()
+    return not float(s.amax() - s.amin()) <= _FLOAT32_LOG_SPREAD * epsilon
+
+
 def _wide_sets(similarity: torch.Tensor, mask: torch.Tensor, epsilon: float) -> torch.Tensor:
     """``(B,)``: the sets whose real, finite similarities span more than ``_FLOAT32_LOG_SPREAD``
     times ``epsilon``."""
@@ -258,7 +273,8 @@ def sinkhorn_log(
     solved in float64 (the plan returned in float32): its potentials are too large for float32.
     """
     similarity = _as_similarity(similarity)
-    if similarity.dtype == torch.float32 and not _tracing() and not torch.compiler.is_compiling():
+    if (similarity.dtype == torch.float32 and not _tracing() and not torch.compiler.is_compiling()
+            and _maybe_wide(similarity, epsilon)):
         mask = _check(similarity, mask, epsilon, n_iter)
         wide = _wide_sets(similarity, mask, epsilon)
         if bool(wide.any()):
