@@ -496,6 +496,7 @@ def sinkhorn(
         domain a float32 set whose similarity spans more than 8,192 times ``epsilon`` is solved
         in float64 and its plan returned in float32: float32 cannot hold its potentials
         finely enough (raw features of size 1e6 at ``epsilon=0.1`` stalled at a wrong plan).
+        Not on MPS (no float64), nor in a traced, exported or compiled graph.
     tol : float or None
         Stopping tolerance: a set stops at the first check where its row-marginal error
         ``sum_i |sum_j P_ij - a_i|`` (``a_i = 1/n`` without ``weights``) is at most ``tol`` (it
@@ -510,7 +511,8 @@ def sinkhorn(
         Element masses: set ``b``'s measure is ``a = weights[b] / weights[b].sum()`` over its real
         elements (padded entries are ignored). Non-negative and finite, not all zero on a set
         (else ``ValueError`` naming the set); an element of weight 0 gets an empty row.
-        Differentiable, at a weight of 0 too (its one-sided derivative, in both domains).
+        Differentiable, at a weight of 0 too (its one-sided derivative; 0 in the unbalanced
+        log domain).
         ``None``: uniform, ``1/n``.
     reg_m : float or None
         Unbalanced transport: strength ``rho > 0`` of the KL penalty on the row (set)
