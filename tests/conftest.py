@@ -23,6 +23,21 @@ def sets(rng):
     return make_sets(rng)
 
 
+def make_blob_instances(n=12, seed=0):
+    """Clustering instances of 2 or 3 separated Gaussian blobs in 3-D (alternately), 3-6
+    elements a blob, with per-element labels ``0 .. k - 1``."""
+    rng = np.random.default_rng(seed)
+    X, y = [], []
+    for i in range(n):
+        k = 2 + i % 2
+        sizes = rng.integers(3, 7, k)
+        centres = rng.normal(scale=4, size=(k, 3))
+        X.append(np.concatenate([c + 0.3 * rng.normal(size=(m, 3))
+                                 for c, m in zip(centres, sizes, strict=True)]))
+        y.append(np.repeat(np.arange(k), sizes))
+    return X, y
+
+
 # ----------------------------------------------------------------------------- a GPU fit, simulated
 def _restore_on_gpu(t):
     """Unpickle ``t`` on the GPU as torch does a CUDA tensor (fails where CUDA is not available)."""

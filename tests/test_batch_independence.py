@@ -25,6 +25,7 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import make_blob_instances
 from sklearn.base import clone, is_regressor
 from sklearn.exceptions import ConvergenceWarning
 
@@ -266,26 +267,12 @@ def test_attention_weights_and_transport_plans_are_read_per_set():
         _assert_rows(est.transport_plan(X[::-1])[::-1], alone, est, f"{name} reversed")
 
 
-def _instances(n=12, seed=0):
-    """Instances of 2 or 3 separated Gaussian blobs in 3-D, with their per-element labels."""
-    rng = np.random.default_rng(seed)
-    X, y = [], []
-    for i in range(n):
-        k = 2 + i % 2
-        sizes = rng.integers(3, 7, k)
-        centres = rng.normal(scale=4, size=(k, 3))
-        X.append(np.concatenate([c + 0.3 * rng.normal(size=(m, 3))
-                                 for c, m in zip(centres, sizes, strict=True)]))
-        y.append(np.repeat(np.arange(k), sizes))
-    return X, y
-
-
 def test_abc_affinity_and_labels_alone_small_budget_and_reversed():
     """ABCClusterer ``affinity`` and ``predict``: each instance (1 to 40 elements) alone equals
     its entry of one call, cut by ``max_pairs`` into many chunks, and in reverse order; the
     inputs are not modified."""
     abc = ABCClusterer(hidden_size=8, n_heads=2, max_steps=4, batch_size=4, eval_every=2,
-                       input_similarity=None, random_state=0).fit(*_instances())
+                       input_similarity=None, random_state=0).fit(*make_blob_instances())
     rng = np.random.default_rng(11)
     X = [rng.normal(size=(int(n), 3)) for n in (7, 1, 40, 2, 19, 3, 33, 12)]
     X_copy = copy.deepcopy(X)

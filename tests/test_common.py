@@ -16,7 +16,7 @@ import joblib
 import numpy as np
 import pytest
 import torch
-from conftest import OnGPU, simulate_gpu_fit, tensors
+from conftest import OnGPU, make_blob_instances, simulate_gpu_fit, tensors
 from sklearn.base import clone, is_classifier, is_regressor
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
@@ -306,18 +306,10 @@ def test_gpu_fitted_model_loads_on_cpu(est, monkeypatch):
 
 # ----------------------------------------------------------------------------- ABCClusterer
 def _instances(n=12, seed=0):
-    """Instances of 2 or 3 separated Gaussian blobs in 3-D; the labels do not start at 0, so a
+    """:func:`conftest.make_blob_instances` with labels that do not start at 0, so that a
     relabelling in place would show."""
-    rng = np.random.default_rng(seed)
-    X, y = [], []
-    for i in range(n):
-        k = 2 + i % 2
-        sizes = rng.integers(3, 7, k)
-        centres = rng.normal(scale=4, size=(k, 3))
-        X.append(np.concatenate([c + 0.3 * rng.normal(size=(m, 3))
-                                 for c, m in zip(centres, sizes)]))
-        y.append(2 * np.repeat(np.arange(k), sizes) + 5)
-    return X, y
+    X, y = make_blob_instances(n, seed)
+    return X, [2 * labels + 5 for labels in y]
 
 
 def _abc_outputs(est, X):

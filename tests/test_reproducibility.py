@@ -13,6 +13,7 @@ import pickle
 import numpy as np
 import pytest
 import torch
+from conftest import make_blob_instances
 from sklearn.base import clone, is_classifier, is_regressor
 
 from skset import (
@@ -66,23 +67,9 @@ def _sets(n=20, seed=0):
     return X, np.arange(n) % 2
 
 
-def _instances(n=12, seed=0):
-    """Instances of 2 or 3 separated Gaussian blobs, with per-element labels."""
-    rng = np.random.default_rng(seed)
-    X, y = [], []
-    for i in range(n):
-        k = 2 + i % 2
-        sizes = rng.integers(3, 7, k)
-        centres = rng.normal(scale=4, size=(k, 3))
-        X.append(np.concatenate([c + 0.3 * rng.normal(size=(m, 3))
-                                 for c, m in zip(centres, sizes, strict=True)]))
-        y.append(np.repeat(np.arange(k), sizes))
-    return X, y
-
-
 def _fit_args(est):
     if isinstance(est, ABCClusterer):
-        return _instances()
+        return make_blob_instances()
     if isinstance(est, EigengapSpectralClustering):
         rng = np.random.default_rng(0)
         return (np.concatenate([rng.normal(size=(15, 2)), rng.normal(loc=5, size=(15, 2))]),)
@@ -93,7 +80,7 @@ def _fit_args(est):
 def _outputs(est):
     """Every fitted output of ``est`` on held-out data, as a list of arrays."""
     if isinstance(est, ABCClusterer):
-        Xt, _ = _instances(4, seed=1)
+        Xt, _ = make_blob_instances(4, seed=1)
         return [*est.affinity(Xt), *est.predict(Xt)]
     if isinstance(est, EigengapSpectralClustering):
         return [est.labels_, est.affinity_matrix_]
