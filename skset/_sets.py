@@ -648,12 +648,10 @@ def kmer_level_shape(sets: Sequence[np.ndarray], window: int, *,
     flat = np.concatenate(sets, axis=0)
     # coded in chunks of 2,048 k-mers across the sets (set by set, 50,000 sets of 5-8 elements
     # were coded in 4x the time; all at once, long sets' k-mers left the cache: 1.3x)
-    coded = None
+    coded = np.empty((len(index), (index.shape[1] + 1) * flat.shape[1]), dtype=np.float64)
     for a in range(0, len(index), 2048):
-        part = code_kmers(flat[index[a:a + 2048]].astype(np.float64, copy=False), "level_shape")
-        if coded is None:
-            coded = np.empty((len(index), part.shape[1]), dtype=np.float64)
-        coded[a:a + len(part)] = part
+        coded[a:a + 2048] = code_kmers(flat[index[a:a + 2048]].astype(np.float64, copy=False),
+                                       "level_shape")
     return np.split(coded, np.cumsum(n_out)[:-1])
 
 

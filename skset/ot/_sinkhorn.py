@@ -273,28 +273,26 @@ def sinkhorn_log(
     solved in float64 (the plan returned in float32): its potentials are too large for float32.
     """
     similarity = _as_similarity(similarity)
+
+    def solve(sim, msk, w):
+        blocks = _blockwise(sim, msk, epsilon, n_iter, tol, check_every, fixed=_log_block,
+                            adaptive=_log_block_tol, weights=w, reg_m=reg_m)
+        return blocks[0] if len(blocks) == 1 else torch.cat(blocks)
+
     if (similarity.dtype == torch.float32 and not _tracing() and not torch.compiler.is_compiling()
             and _maybe_wide(similarity, epsilon)):
         mask = _check(similarity, mask, epsilon, n_iter)
         wide = _wide_sets(similarity, mask, epsilon)
         if bool(wide.any()):
             a = _check_weights(weights, mask, similarity)  # errors name the set in this batch
-            kw = dict(epsilon=epsilon, n_iter=n_iter, tol=tol, check_every=check_every,
-                      reg_m=reg_m)
-
-            def part(idx, dtype):
-                return sinkhorn_log(similarity[idx].to(dtype), mask[idx], **kw,
-                                    weights=None if a is None else a[idx].to(dtype))
-
-            idx = wide.nonzero().squeeze(1)
-            P = torch.zeros_like(similarity).index_put((idx,), part(idx, torch.float64).float())
-            if not bool(wide.all()):
-                rest = (~wide).nonzero().squeeze(1)
-                P = P.index_put((rest,), part(rest, torch.float32))
+            P = torch.zeros_like(similarity)
+            for part, dtype in ((wide, torch.float64), (~wide, torch.float32)):
+                idx = part.nonzero().squeeze(1)
+                if len(idx):
+                    P = P.index_put((idx,), solve(similarity[idx].to(dtype), mask[idx], None
+                                                  if a is None else a[idx].to(dtype)).float())
             return P
-    blocks = _blockwise(similarity, mask, epsilon, n_iter, tol, check_every,
-                        fixed=_log_block, adaptive=_log_block_tol, weights=weights, reg_m=reg_m)
-    return blocks[0] if len(blocks) == 1 else torch.cat(blocks)
+    return solve(similarity, mask, weights)
 
 
 def _blockwise(similarity, mask, epsilon, n_iter, tol, check_every, *, fixed, adaptive,
