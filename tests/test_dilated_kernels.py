@@ -346,10 +346,13 @@ def test_weights_equal_up_to_rounding_fit_as_no_weights():
     np.testing.assert_array_equal(a.transform(X), b.transform(X))
 
 
-def test_several_channels_a_set_alone_equals_it_in_a_batch():
-    """Each kernel's channels are summed once per point in float64 (exact for float32 values),
-    then shifted into taps: a set's features do not depend on the batch (the float32 product's
-    rounding followed the batch's shape, and a threshold flipped: a feature 1/6 apart)."""
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_several_channels_a_set_alone_equals_it_in_a_batch(dtype):
+    """Each kernel's channels are summed once per point (in float64, exact for float32 values;
+    float64 values channel by channel in one order), then shifted into taps: a set's features
+    do not depend on the batch (a product's rounding followed the batch's shape, and a
+    threshold flipped: a feature 1/6 apart in float32, 0.5 in float64), nor do the thresholds
+    on the memory budget ``max_elements``."""
     import torch
 
     from skset import DilatedKernelFeatures
@@ -361,12 +364,51 @@ def test_several_channels_a_set_alone_equals_it_in_a_batch():
     X = [rng.normal(size=(int(n), c)) * 10.0 ** rng.integers(-3, 4)
          for n in rng.integers(1, 120, n_sets)]
     sw = None if rng.random() < 0.5 else np.r_[1.0, rng.integers(0, 3, n_sets - 1)]
-    f = DilatedKernelFeatures(n_thresholds=3, max_dilations=5, random_state=46,
+    f = DilatedKernelFeatures(n_thresholds=3, max_dilations=5, random_state=46, dtype=dtype,
                               max_elements=205).fit(X, sample_weight=sw)
     np.testing.assert_array_equal(f.transform([X[-1]])[0], f.transform(X)[-1])
     chan = torch.as_tensor(f.channels_[0])
-    xb, mb = pack(X, dtype=torch.float32)
-    xa, ma = pack([X[-1]], dtype=torch.float32)
+    tdt = getattr(torch, dtype)
+    xb, mb = pack(X, dtype=tdt)
+    xa, ma = pack([X[-1]], dtype=tdt)
     n = len(X[-1])
     assert torch.equal(kernel_responses(xb, mb, f.dilations_[0], chan)[:, -1, :n],
                        kernel_responses(xa, ma, f.dilations_[0], chan)[:, 0, :n])
+
+
+def test_float64_channels_alone_equals_batch_and_budget():
+    """Twelve float64 channels of short series with flat stretches (thresholds sit on
+    responses): every set's features alone equal those in the whole batch, and the fitted
+    thresholds do not change with ``max_elements`` (a float64 product summed the channels in an
+    order set by the batch's shape: features 0.5 apart, thresholds 7e-15 apart)."""
+    from skset import DilatedKernelFeatures
+
+    rng = np.random.default_rng(7)
+    X = [np.round(rng.normal(size=(int(n), 12)), 1) for n in rng.integers(4, 40, 30)]
+    f = DilatedKernelFeatures(dtype="float64", random_state=0).fit(X)
+    together = f.transform(X)
+    for i in range(len(X)):
+        np.testing.assert_array_equal(f.transform([X[i]])[0], together[i])
+    small = DilatedKernelFeatures(dtype="float64", random_state=0, max_elements=50).fit(X)
+    np.testing.assert_array_equal(small.thresholds_, f.thresholds_)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_module_every_channel_alone_equals_batch(dtype):
+    """``channels=None`` (every channel summed) with five channels: a set's responses and
+    features alone equal those in a padded batch of longer sets (a reduction over the channel
+    axis followed the batch's shape: 153 of 252 features apart, thresholds at the set's own
+    responses), and ``mask=None`` reads every point."""
+    from skset._sets import pack
+    from skset.nn import DilatedKernelPPV
+    from skset.nn.dilated_kernels import kernel_responses
+
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(n, 5)) for n in (3, 50, 120, 7)]
+    xa, ma = pack(X[:1], dtype=dtype)
+    xb, mb = pack(X, dtype=dtype)
+    ra = kernel_responses(xa, ma, 1)[:, 0]
+    assert torch.equal(ra, kernel_responses(xb, mb, 1)[:, 0, :3])
+    m = DilatedKernelPPV([1], ra.clone()[None])
+    assert torch.equal(m(xa, ma)[0], m(xb, mb)[0])
+    assert torch.equal(m(xa), m(xa, ma))

@@ -11,10 +11,11 @@ make the level count) (the kernels of MiniRocket, Dempster et al. 2021). The res
 
 is computed as written, a sum of the same nine taps in the same order at every time point, so
 that a point's response does not depend on the batch it is computed in (with several channels,
-each tap's sum over a kernel's channels is taken in float64, exact for float32 values). Each response is
-compared with thresholds :math:`b_{kdq}` and pooled by the proportion of the set's points above
-each, the mean of the indicators :math:`\mathbb{1}[c_{kd}(t) > b_{kdq}]` (MiniRocket's PPV): an
-element map followed by mean pooling. Sets of several channels sum each kernel's taps over a
+a kernel's sum over its channels is taken in float64, exact there for float32 values, and float64
+values are added channel by channel in one order). Each response is compared with thresholds
+:math:`b_{kdq}` and pooled by the proportion of the set's points above each, the mean of the
+indicators :math:`\mathbb{1}[c_{kd}(t) > b_{kdq}]` (MiniRocket's PPV): an element map followed by
+mean pooling. Sets of several channels sum each kernel's taps over a
 subset of the channels (one subset per kernel and dilation).
 """
 
@@ -44,6 +45,24 @@ def _taps(x: torch.Tensor, dilation: int) -> list[torch.Tensor]:
     return [padded[..., j * dilation: j * dilation + n] for j in range(N_TAPS)]
 
 
+def _kernel_channel_sums(x: torch.Tensor, channels: torch.Tensor) -> torch.Tensor:
+    """``(84, B, n)``: each kernel's channels (``channels``, 0/1 ``(84, C)``) summed at each
+    point of ``x (B, n, C)``, the same at every point whatever the batch, so that a point's
+    response does not depend on its batch (a threshold on a response flips for one rounding).
+    Below float64 the sums are a product in float64, exact for float32 values (values within
+    2^29 of each other) whatever order the product's blocking takes for the batch's shape; in
+    float64 the channels are added one by one in their order (a product there rounded by the
+    batch's shape: 7e-15 apart, features 0.5 apart, alone against in a batch)."""
+    if torch.finfo(x.dtype).bits < 64:
+        return torch.einsum("bnc,kc->kbn", x.to(torch.float64), channels.to(torch.float64)
+                            ).to(x.dtype)
+    chan = channels.to(x.dtype)[:, :, None, None]                        # (84, C, 1, 1)
+    summed = chan[:, 0] * x[None, :, :, 0]
+    for c in range(1, x.shape[-1]):
+        summed = summed + chan[:, c] * x[None, :, :, c]
+    return summed
+
+
 def kernel_responses(x: torch.Tensor, mask: torch.Tensor, dilation: int,
                      channels: torch.Tensor | None = None, *,
                      padding_zero: bool = False) -> torch.Tensor:
@@ -53,8 +72,9 @@ def kernel_responses(x: torch.Tensor, mask: torch.Tensor, dilation: int,
     ----------
     x : tensor of shape (B, n, C)
         Padded sets of ``C``-channel time points.
-    mask : bool tensor of shape (B, n)
-        Which points are real; the others count as zero for their neighbours' taps.
+    mask : bool tensor of shape (B, n) or None
+        Which points are real; the others count as zero for their neighbours' taps. ``None``:
+        every point.
     dilation : int
         Steps between two taps.
     channels : tensor of shape (84, C) or None
@@ -72,16 +92,13 @@ def kernel_responses(x: torch.Tensor, mask: torch.Tensor, dilation: int,
     if not padding_zero:
         x = _zero_padding(x, mask)
     single = channels is None or x.shape[-1] == 1
-    if single:
-        taps = [t.sum(1) for t in _taps(x.transpose(1, 2), dilation)]  # 9 x (B, n)
-    else:  # each kernel's channels summed once per point, then shifted: 9 x (84, B, n). The
-        # sums in float64 from a narrower dtype: a sum of C float32 values is exact there (values
-        # within 2^29 of each other) whatever order the product's blocking takes for the batch's
-        # shape, so a point's response does not depend on its batch (in float32 a threshold
-        # flipped, alone against in a batch); shifting the sums is the sums of the shifted taps
-        wide = torch.float64 if torch.finfo(x.dtype).bits < 64 else x.dtype
-        summed = torch.einsum("bnc,kc->kbn", x.to(wide), channels.to(wide)).to(x.dtype)
-        taps = _taps(summed, dilation)                                   # 9 x (84, B, n)
+    if single:  # the channels summed in their order, then shifted: 9 x (B, n)
+        summed = x[..., 0]
+        for c in range(1, x.shape[-1]):
+            summed = summed + x[..., c]
+        taps = _taps(summed, dilation)
+    else:  # each kernel's channels summed once per point, then shifted: 9 x (84, B, n)
+        taps = _taps(_kernel_channel_sums(x, channels), dilation)
     total = taps[0]
     for j in range(1, N_TAPS):  # the nine taps added in one order at every point
         total = total + taps[j]
@@ -117,7 +134,7 @@ class DilatedKernelPPV(nn.Module):
         With ``channels=None``, the number of channels ``forward`` takes (``None``: any; a
         fitted :class:`~skset.DilatedKernelFeatures` passes its own). With ``channels``, C.
 
-    ``forward(x (B, n, C), mask (B, n)) -> (B, n_dilations * 84 * n_thresholds)``, features
+    ``forward(x (B, n, C), mask (B, n) or None) -> (B, n_dilations * 84 * n_thresholds)``, features
     ordered by dilation, then kernel, then threshold (in the order given). Each point's bucket
     among a kernel's sorted thresholds is counted in one small-integer pass per threshold, and
     the points of each bucket counted once: no tensor of every point against every threshold is
@@ -160,11 +177,13 @@ class DilatedKernelPPV(nn.Module):
             below = below + (r > ordered[:, j, None, None]).to(small)
         return below.long()
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         if x.dim() != 3 or (self.n_features is not None and x.shape[-1] != self.n_features):
             raise ValueError(f"x must be of shape (B, n, {self.n_features or 'C'}); got "
                              f"{tuple(x.shape)}.")
         mask = as_mask(mask, x)
+        if mask is None:  # every point real
+            mask = torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)
         B = x.shape[0]
         n_thr = self.thresholds.shape[-1]
         counts = mask.sum(1).clamp(min=1).to(x.dtype)[None, :, None]        # (1, B, 1)
