@@ -160,15 +160,22 @@ def _chunk_calls(fn, sets, chunk_size: int, ids=None) -> Iterator:
         try:
             out = fn(chunk)
         except ValueError as exc:
-            def where(m, start=start):
-                i = start + int(m.group(1))
-                return f"set {ids[i]!r}" if ids is not None and i < len(ids) else f"set {i}"
-
-            if exc.args and isinstance(exc.args[0], str) and (start or ids is not None):
-                exc.args = (_SET_NUMBER.sub(where, exc.args[0], count=1), *exc.args[1:])
+            name_set(exc, ids, start)
             raise
         start += len(chunk)
         yield out
+
+
+def name_set(exc: BaseException, ids=None, start: int = 0) -> None:
+    """Rewrite the first "set N" of ``exc``'s message, N a position in a chunk that starts at
+    ``start`` of a stream, as ``"set <ids[start + N]>"`` (or ``"set <start + N>"`` without
+    ``ids``), in place."""
+    def where(m):
+        i = start + int(m.group(1))
+        return f"set {ids[i]!r}" if ids is not None and i < len(ids) else f"set {i}"
+
+    if exc.args and isinstance(exc.args[0], str) and (start or ids is not None):
+        exc.args = (_SET_NUMBER.sub(where, exc.args[0], count=1), *exc.args[1:])
 
 
 def _check_chunk_labels(last, where: str, X, y, classes):

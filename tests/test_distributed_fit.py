@@ -320,6 +320,16 @@ def test_errors_name_the_set_in_the_stream(problem):
         list(skset.utils.iter_transform(otk, bad, chunk_size=10, ids=ids))
     with dask.config.set(scheduler="sync"), pytest.raises(ValueError, match=r"set 's57' contains"):
         sd.transform(otk, db.from_sequence(list(zip(ids, bad, strict=True)), npartitions=2)).compute()
+    # fit names it by its id too (it named the set at its position in the partition: "set 7",
+    # another set), from a Bag of pairs and from a frame
+    with dask.config.set(scheduler="sync"):
+        with pytest.raises(ValueError, match=r"set 's57' contains NaN"):
+            sd.fit(OTKEmbedding(n_supports=3, random_state=0),
+                   db.from_sequence(list(zip(ids, bad, strict=True)), npartitions=2))
+        short = rows[(rows["sid"] != ids[57]) | (rows.groupby("sid").cumcount() < 2)]
+        with pytest.raises(ValueError, match=rf"set {ids[57]!r} has 2 elements, fewer than"):
+            sd.fit(NystromFeatures(n_components=4, window=3, random_state=0),
+                   dd.from_pandas(short, npartitions=1), by="sid", columns=list("abc"))
 
 
 def test_bag_outputs_write_to_parquet_and_odd_items(problem, tmp_path):

@@ -70,7 +70,8 @@ def test_a_plain_driver_fits_by_chunks(problem):
     parts = _by_set(rows, 2)
     driven, memory = pipe(), pipe()
     for p in parts:
-        sets, labels = P.frame_chunk(p, "sid", list("abc"), "t", "label", None)
+        sets, labels, chunk_ids = P.frame_chunk(p, "sid", list("abc"), "t", "label", None)
+        assert chunk_ids == list(pd.unique(p["sid"]))
         skset.utils.partial_fit(driven, sets, labels, classes=[0, 1])
         chunk = [ids.index(s) for s in pd.unique(p["sid"])]
         skset.utils.partial_fit(memory, [X[i] for i in chunk], y[chunk], classes=[0, 1])

@@ -356,8 +356,12 @@ def fit(estimator, data, *, by=None, columns=None, order_by=None, y=None, classe
                         "sets in memory call partial_fit (or skset.utils.partial_fit) per chunk.")
     for _ in range(int(epochs)):
         n_sets = 0
-        for sets, labels_of in chunks():
-            utils.partial_fit(estimator, sets, labels_of, classes=classes)
+        for sets, labels_of, ids in chunks():
+            try:
+                utils.partial_fit(estimator, sets, labels_of, classes=classes)
+            except ValueError as exc:  # "set 3" of the chunk: named by its id, as transform does
+                utils.name_set(exc, ids)
+                raise
             n_sets += len(sets)
         if n_sets == 0:  # as fit([]) in memory
             raise ValueError("the collection holds no set (every partition is empty); there is "

@@ -333,17 +333,17 @@ def _sortable(col) -> bool:
 
 
 def frame_chunk(pdf, by, columns, order_by, y, labels):
-    """``(sets, y)`` of one partition of a long frame for a fit: the labels from the constant
-    column ``y`` (a name), from ``labels`` (a Series indexed by set id), or ``None``."""
+    """``(sets, y, ids)`` of one partition of a long frame for a fit: the labels from the
+    constant column ``y`` (a name), from ``labels`` (a Series indexed by set id), or ``None``."""
     sets, ids = sets_from_frame(pdf, by=by, columns=columns, order_by=order_by)
     return sets, (frame_labels(pdf, by, y, ids) if isinstance(y, str)
-                  else None if labels is None else lookup(labels, ids))
+                  else None if labels is None else lookup(labels, ids)), list(ids)
 
 
 def bag_chunk(items, labels, part):
-    """``(sets, y)`` of a Bag partition: ``(id, array)`` pairs (labels looked up in
-    ``labels``), ``(id, array, label)`` triples, or plain arrays (no labels); a ``TypeError``
-    names an item that breaks the rule."""
+    """``(sets, y, ids)`` of a Bag partition: ``(id, array)`` pairs (labels looked up in
+    ``labels``), ``(id, array, label)`` triples, or plain arrays (no labels; ids as
+    :func:`bag_sets` gives them); a ``TypeError`` names an item that breaks the rule."""
     if any(isinstance(it, tuple) and len(it) == 3 for it in items):
         for j, it in enumerate(items):
             if not (isinstance(it, tuple) and len(it) == 3):
@@ -354,11 +354,11 @@ def bag_chunk(items, labels, part):
             raise ValueError("the Bag's items carry their labels ((id, array, label)): leave y "
                              "out.")
         ids = [it[0] for it in items]
-        return [np.asarray(it[1]) for it in items], no_missing([it[2] for it in items], ids)
+        return [np.asarray(it[1]) for it in items], no_missing([it[2] for it in items], ids), ids
     ids, sets = bag_sets(items, part, "fit")
     if any(isinstance(it, tuple) for it in items):
-        return sets, None if labels is None else lookup(labels, ids)
+        return sets, None if labels is None else lookup(labels, ids), list(ids)
     if labels is not None:
         raise ValueError("y needs set ids: give the Bag (set_id, array) pairs, or (set_id, "
                          "array, label) triples.")
-    return sets, None
+    return sets, None, list(ids)
