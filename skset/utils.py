@@ -160,13 +160,13 @@ def _chunk_calls(fn, sets, chunk_size: int, ids=None) -> Iterator:
         try:
             out = fn(chunk)
         except ValueError as exc:
-            name_set(exc, ids, start)
+            _name_set(exc, ids, start)
             raise
         start += len(chunk)
         yield out
 
 
-def name_set(exc: BaseException, ids=None, start: int = 0) -> None:
+def _name_set(exc: BaseException, ids=None, start: int = 0) -> None:
     """Rewrite the first "set N" of ``exc``'s message, N a position in a chunk that starts at
     ``start`` of a stream, as ``"set <ids[start + N]>"`` (or ``"set <start + N>"`` without
     ``ids``), in place."""

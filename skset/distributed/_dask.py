@@ -360,7 +360,7 @@ def fit(estimator, data, *, by=None, columns=None, order_by=None, y=None, classe
             try:
                 utils.partial_fit(estimator, sets, labels_of, classes=classes)
             except ValueError as exc:  # "set 3" of the chunk: named by its id, as transform does
-                utils.name_set(exc, ids)
+                utils._name_set(exc, ids)
                 raise
             n_sets += len(sets)
         if n_sets == 0:  # as fit([]) in memory
