@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .nn._masks import as_mask
 from .nn.attention import _zero_padding  # a select, not a product: NaN * 0 is NaN
 from .nn.deep_sets import add_pooled_skip
 from .nn.nystrom import (
@@ -25,7 +26,7 @@ from .nn.nystrom import (
 from .nn.otk import embedding_output
 
 __all__ = ["NetworkServing", "NystromServing", "OTKEmbeddingServing", "freeze_nystrom",
-           "for_export", "set_sinkhorn", "network_serving", "check_width"]
+           "for_export", "set_sinkhorn", "network_serving", "check_width", "compute_dtype"]
 
 
 def _buffer(value, dtype) -> torch.Tensor:
@@ -34,27 +35,44 @@ def _buffer(value, dtype) -> torch.Tensor:
     return torch.as_tensor(np.asarray(value), dtype=dtype).clone()
 
 
-def check_width(module: nn.Module, x: torch.Tensor, mask: torch.Tensor | None = None) -> None:
-    """Refuse, by name, in eager calls (an exported graph fixes its inputs itself): sets of
-    another width than the fit's (``module.n_features``, set by
-    :func:`skset.export.serving_module`; absent in modules pickled before it); with ``mask``
-    given, sets in another float dtype than the module's and a mask that is not boolean (torch's
-    errors before)."""
+def compute_dtype(module: nn.Module) -> torch.dtype | None:
+    """The float dtype a served module reads its sets in: its first floating parameter's, else
+    its first floating buffer's (a regressor's float64 target mean and scale come after the
+    network's parameters)."""
+    return next((t.dtype for t in (*module.parameters(), *module.buffers())
+                 if t.is_floating_point()), None)
+
+
+def check_width(module: nn.Module, x: torch.Tensor, mask: torch.Tensor | None = None, *,
+                any_float: bool = False) -> torch.Tensor | None:
+    """Refuse, by name, in eager calls (an exported graph fixes its inputs itself): ``x`` that is
+    not a padded batch tensor ``(B, n, d)``, sets of another width than the fit's
+    (``module.n_features``, set by :func:`skset.export.serving_module`; absent in modules pickled
+    before it), sets in another dtype than the module's float dtype (with ``any_float``, sets of
+    no float dtype only) and, with ``mask`` given, a mask that is not boolean (torch's errors
+    before). Returns ``mask`` checked against ``x``'s sets and elements
+    (:func:`skset.nn._masks.as_mask`: a mask of another shape is refused before any arithmetic
+    broadcasts it)."""
     n = getattr(module, "n_features", None)
-    if n is None or torch.jit.is_tracing() or torch.compiler.is_compiling():
-        return
-    if x.shape[-1] != n:
-        raise ValueError(f"the sets have {x.shape[-1]} features, but the model was fitted on {n}.")
-    if mask is None:
-        return
-    dtype = next((t.dtype for t in (*module.parameters(), *module.buffers())
-                  if t.is_floating_point()), None)
-    if dtype is not None and x.dtype != dtype:
-        raise ValueError(f"the sets are {x.dtype}, the served model computes in {dtype}: convert "
-                         f"them (x.to({dtype}), or skset.pad_sets(..., dtype=...)).")
-    if mask.dtype != torch.bool:
-        raise ValueError(f"the mask is {mask.dtype}; the served model takes a boolean mask "
-                         "(True for real elements: mask.bool(), or skset.pad_sets' own).")
+    tracing = torch.jit.is_tracing() or torch.compiler.is_compiling()
+    if not tracing and not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch tensor (B, n, d), got {type(x).__name__} (from "
+                        "skset.pad_sets' arrays: torch.from_numpy(x)).")
+    if not tracing and x.dim() != 3:
+        raise ValueError(f"x must be a padded batch of sets (B, n, {n or 'd'}); got shape "
+                         f"{tuple(x.shape)}.")
+    if n is not None and not tracing:
+        if x.shape[-1] != n:
+            raise ValueError(f"the sets have {x.shape[-1]} features, but the model was fitted "
+                             f"on {n}.")
+        dtype = compute_dtype(module)
+        if dtype is not None and (not x.is_floating_point() if any_float else x.dtype != dtype):
+            raise ValueError(f"the sets are {x.dtype}, the served model computes in {dtype}: "
+                             f"convert them (x.to({dtype}), or skset.pad_sets(..., dtype=...)).")
+        if mask is not None and mask.dtype != torch.bool:
+            raise ValueError(f"the mask is {mask.dtype}; the served model takes a boolean mask "
+                             "(True for real elements: mask.bool(), or skset.pad_sets' own).")
+    return as_mask(mask, x)
 
 
 def freeze_nystrom(layer: NystromLayer, normalization: torch.Tensor | None = None) -> NystromLayer:
@@ -79,7 +97,9 @@ def set_sinkhorn(otk, method: str, n_iter: int | None) -> None:
 
 class NetworkServing(nn.Module):
     """k-mers (``front``), standardisation, set network, head and output transform of a
-    set-to-target estimator."""
+    set-to-target estimator. A regressor's target scale and mean are float64 buffers and its
+    ``predict`` is float64, as the estimator's: targets far from zero (``1e7 + O(1)``) keep the
+    digits a float32 output step rounds away."""
 
     def __init__(self, net: nn.Module, head: nn.Module, mean, scale, *, classifier: bool,
                  y_mean=None, y_scale=None, squeeze: bool = False, multilabel: bool = False,
@@ -97,12 +117,12 @@ class NetworkServing(nn.Module):
         if self.standardize:
             self.register_buffer("mean", _buffer(mean, dtype))
             self.register_buffer("scale", _buffer(scale, dtype))
-        if not self.classifier:
-            self.register_buffer("y_mean", _buffer(y_mean, dtype))
-            self.register_buffer("y_scale", _buffer(y_scale, dtype))
+        if not self.classifier:  # the output step in float64, as the estimators' predict
+            self.register_buffer("y_mean", _buffer(y_mean, torch.float64))
+            self.register_buffer("y_scale", _buffer(y_scale, torch.float64))
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor):
-        check_width(self, x, mask)
+        mask = check_width(self, x, mask)
         x = _zero_padding(x, mask)
         if self.front is not None:  # the set networks' k-mers
             x, mask = self.front(x, mask)
@@ -118,7 +138,8 @@ class NetworkServing(nn.Module):
         if self.classifier:
             decision = out[:, 1] - out[:, 0] if self.binary else out
             return decision, torch.softmax(out, dim=1), out.argmax(dim=1), z
-        pred = out * self.y_scale + self.y_mean
+        # float64 (modules pickled before hold the network's dtype: promoted alike)
+        pred = out.to(torch.float64) * self.y_scale + self.y_mean
         return (pred[:, 0] if self.squeeze else pred), z
 
 
@@ -131,7 +152,8 @@ class TupleOutput(nn.Module):
         self.module = module
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor):
-        check_width(self, x)  # the module reads any float sets and any mask itself
+        # the module reads sets of any float dtype and any mask itself
+        check_width(self, x, any_float=True)
         return (self.module(x, mask),)
 
 
@@ -141,7 +163,7 @@ class NystromServing(nn.Module):
         self.layer = layer
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor):
-        check_width(self, x, mask)
+        mask = check_width(self, x, mask)
         return self.layer(_zero_padding(x, mask), mask)
 
 
@@ -162,7 +184,7 @@ class OTKEmbeddingServing(nn.Module):
         self.register_buffer("offset", None if offset is None else _buffer(offset, dtype))
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor):
-        check_width(self, x, mask)
+        mask = check_width(self, x, mask)
         offset = getattr(self, "offset", None)  # absent in modules pickled before it
         if offset is not None and self.layer.references.shape[-1] == x.shape[-1]:
             x = x - offset  # no positions: column sums of 1/p, center holds the offset's part

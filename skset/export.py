@@ -18,7 +18,9 @@ Outputs (names of the ONNX outputs, in order):
   targets: ``decision_function`` ``(B, L)``, ``predict_proba`` ``(B, L)`` (the sigmoid of each
   label's logit), ``predict`` ``(B, L)`` (int64, the 0/1 indicator of logit > 0) and
   ``transform``;
-* regressors: ``predict`` ``(B,)`` or ``(B, n_outputs)`` (like the estimator's) and ``transform``;
+* regressors: ``predict`` ``(B,)`` or ``(B, n_outputs)`` (like the estimator's), float64 whatever
+  the estimator's dtype (the target scale and mean are applied in float64, as ``predict`` does:
+  targets far from zero keep their digits), and ``transform``;
 * :class:`~skset.OTKEmbedding`: ``transform`` ``(B, n_references * n_supports * d)``;
 * :class:`~skset.NystromFeatures`: ``transform`` ``(B, n - (window - 1) * dilation,
   n_components_)`` and ``transform_mask``, the real rows of each set.
@@ -82,6 +84,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ._serving import compute_dtype
 from ._sets import check_sets, kmer_dilation, kmer_span, kmer_width, length_batches, pack
 
 __all__ = ["serving_module", "export_program", "export_onnx", "pad_sets", "run_onnx"]
@@ -89,7 +92,14 @@ __all__ = ["serving_module", "export_program", "export_onnx", "pad_sets", "run_o
 _SINKHORN_METHODS = ("log", "exp")
 
 
+def _check_instance(estimator) -> None:
+    if isinstance(estimator, type):
+        raise TypeError(f"pass a fitted estimator instance, not the class {estimator.__name__} "
+                        f"(e.g. {estimator.__name__}(...).fit(X)).")
+
+
 def _output_names(estimator) -> list[str]:
+    _check_instance(estimator)
     outputs = getattr(estimator, "_serving_outputs", None)
     if outputs is None:
         _unsupported(estimator)
@@ -132,6 +142,7 @@ DilatedKernelFeatures
                                           and not isinstance(sinkhorn_iter, bool)
                                           and sinkhorn_iter >= 1):
         raise ValueError(f"sinkhorn_iter must be a positive integer or None, got {sinkhorn_iter!r}")
+    _check_instance(estimator)
     builder = getattr(estimator, "_serving_module", None)
     if builder is None:
         _unsupported(estimator)
@@ -179,7 +190,7 @@ def export_program(estimator, *, sinkhorn_method: str = "log",
     """
     module = serving_module(estimator, sinkhorn_method=sinkhorn_method,
                             sinkhorn_iter=sinkhorn_iter)
-    dtype = next(iter(module.state_dict().values())).dtype
+    dtype = compute_dtype(module)  # the sets' dtype (a regressor's output step is float64)
     return torch.export.export(module, _example(estimator, dtype),
                                dynamic_shapes=_dynamic_shapes(estimator))
 
@@ -228,7 +239,7 @@ def export_onnx(estimator, path, *, dynamo: bool = True, opset_version: int | No
     else:
         module = serving_module(estimator, sinkhorn_method=sinkhorn_method,
                                 sinkhorn_iter=sinkhorn_iter)
-        dtype = next(iter(module.state_dict().values())).dtype
+        dtype = compute_dtype(module)
         axes = {"x": {0: "batch", 1: "n_elements"}, "mask": {0: "batch", 1: "n_elements"}}
         with warnings.catch_warnings():
             # the Python numbers the tracer freezes are fixed widths (supports, references,
@@ -300,7 +311,8 @@ def run_onnx(model, X, *, max_elements: int = 131072) -> dict:
         ``{output name: array}`` with one row per set, in input order (see the module docstring);
         for a classifier also ``"predict"``, the labels ``classes_[predict_index]``; for
         :class:`~skset.NystromFeatures`, ``"transform"`` is a list of per-set arrays
-        ``(n_i - window + 1, n_components_)``.
+        ``(max(1, n_i - (window - 1) * dilation), n_components_)`` (``n_i - window + 1``
+        without dilation; a set shorter than a k-mer is one k-mer).
     """
     if isinstance(max_elements, bool) or not isinstance(max_elements, (int, np.integer)) \
             or max_elements < 1:

@@ -303,3 +303,86 @@ def test_float64_otk_graph_of_the_legacy_exporter_agrees_to_1e12(tmp_path):
     out = sx.run_onnx(path, X_new)["transform"]
     assert out.dtype == np.float64
     np.testing.assert_allclose(out, emb.transform(X_new), rtol=0, atol=1e-12)
+
+
+def test_regressor_output_step_is_float64_for_targets_far_from_zero(tmp_path):
+    """Targets of spread 0.4 around 1e7: the served module, the exported program and the ONNX graph
+    apply the target scale and mean in float64, as ``predict`` does (in float32 they rounded the
+    predictions to 1.0, float32's spacing at 1e7: 0.53 from ``predict``, R^2 0.54 for 0.94)."""
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(int(rng.integers(3, 10)), 2)) for _ in range(40)]
+    y = 1e7 + np.array([s[:, 0].mean() for s in X])
+    est = skset.OTKRegressor(n_components=8, n_supports=3, window=1, max_iter=2, random_state=0,
+                             device="cpu").fit(X, y)
+    ref = est.predict(X)
+    tol = 1e-4 * float(est.y_scale_[0])  # float32 network, in the units of y
+    x, mask = map(torch.from_numpy, sx.pad_sets(X))
+    with torch.no_grad():
+        served, z = sx.serving_module(est)(x, mask)
+    program, _ = sx.export_program(est).module()(x, mask)
+    onnx = sx.run_onnx(sx.export_onnx(est, tmp_path / "m.onnx", dynamo=False), X)["predict"]
+    for out in (served.numpy(), program.detach().numpy(), onnx):
+        np.testing.assert_allclose(out, ref, rtol=0, atol=tol)
+    assert served.dtype == torch.float64 and onnx.dtype == np.float64
+    assert z.dtype == torch.float32  # the network and its embedding stay in its dtype
+
+
+@pytest.mark.parametrize("make", [
+    lambda X: skset.DeepSetsClassifier(hidden_size=4, max_iter=1, window=1, random_state=0,
+                                       device="cpu").fit(X, np.arange(len(X)) % 2),
+    lambda X: skset.OTKEmbedding(n_supports=2, sinkhorn_iter=5, sinkhorn_tol=None,
+                                 random_state=0, device="cpu").fit(X),
+    lambda X: skset.NystromFeatures(n_components=4, window=1, random_state=0, device="cpu").fit(X),
+])
+def test_serving_modules_refuse_a_mask_or_sets_of_another_shape(make):
+    """A mask of another element count is refused by name before the padding select broadcasts
+    it (torch's RuntimeError before), as a 1-D mask is; so are sets that are not a 3-D tensor."""
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(int(rng.integers(3, 8)), 2)) for _ in range(12)]
+    module = sx.serving_module(make(X))
+    x, mask = map(torch.from_numpy, sx.pad_sets(X))
+    for bad in (mask[:, :-1], mask[0], mask[:1], mask[..., None]):
+        with pytest.raises(ValueError, match=r"mask must have shape \(12, 7\)"):
+            module(x, bad)
+    with pytest.raises(ValueError, match=r"padded batch of sets \(B, n, 2\); got shape \(7, 2\)"):
+        module(x[0], mask[0])
+    with pytest.raises(TypeError, match="torch tensor"):
+        module(x.numpy(), mask)
+
+
+def test_dilated_serving_module_refuses_sets_of_no_float_dtype():
+    """Integer sets are refused by name, as by the other served modules (torch's
+    ``torch.finfo() requires a floating point input type`` before); sets of either float dtype
+    and a 0/1 mask stay accepted, the module reads them itself."""
+    rng = np.random.default_rng(1)
+    X = [np.cumsum(rng.normal(size=(int(rng.integers(20, 40)), 2)), 0) for _ in range(6)]
+    est = skset.DilatedKernelFeatures(n_thresholds=2, random_state=0, device="cpu").fit(X)
+    module = sx.serving_module(est)
+    x, mask = map(torch.from_numpy, sx.pad_sets(X))
+    with pytest.raises(ValueError, match="sets are torch.int64.*computes in torch.float32"):
+        module(x.long(), mask)
+    for xx, mm in ((x, mask.long()), (x.double(), mask)):
+        np.testing.assert_allclose(module(xx, mm)[0].numpy(), est.transform(X), atol=1e-6)
+
+
+def test_run_onnx_nystrom_rows_with_dilation(tmp_path):
+    """With dilated k-mers a set has ``max(1, n_i - (window - 1) * dilation)`` rows of features,
+    as ``run_onnx``'s docstring says (it said ``n_i - window + 1``)."""
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(int(rng.integers(8, 15)), 2)) for _ in range(12)]
+    nf = skset.NystromFeatures(n_components=4, window=3, dilation=3, random_state=0,
+                               device="cpu").fit(X)
+    batch = X[:4] + [X[4][:2]]
+    out = sx.run_onnx(sx.export_onnx(nf, tmp_path / "m.onnx", dynamo=False), batch)["transform"]
+    assert [len(o) for o in out] == [max(1, len(s) - 6) for s in batch]
+    _check_outputs(nf, {"transform": out}, batch)
+    assert "max(1, n_i - (window - 1) * dilation)" in " ".join(sx.run_onnx.__doc__.split())
+
+
+def test_export_refuses_an_estimator_class(tmp_path):
+    """The class, not a fitted instance: a TypeError that says so (a missing ``self`` before)."""
+    for call in (lambda: sx.serving_module(skset.OTKEmbedding),
+                 lambda: sx.export_program(skset.DeepSetsRegressor),
+                 lambda: sx.export_onnx(skset.NystromFeatures, tmp_path / "m.onnx", dynamo=False)):
+        with pytest.raises(TypeError, match="fitted estimator instance, not the class"):
+            call()
