@@ -435,7 +435,7 @@ n_labels) multi-label indicators for classifiers)
             Classifiers: every class of the whole stream, required on the first call (a chunk
             may miss some); a later call may repeat it (other classes: a ``ValueError``); not
             needed for a multi-label ``y``, whose width fixes the labels (``arange(n_labels)``,
-            the only value accepted). Regressors: not used.
+            the only value accepted). Regressors: none (a ``TypeError``; weights: ``sample_weight=``).
         sample_weight : array-like of shape (n_sets,), float or None, default=None
             As in :meth:`fit`.
 
@@ -477,8 +477,8 @@ n_labels) multi-label indicators for classifiers)
                 sw > 0, coll.lengths, self._min_elements), self._min_elements)
         side = self._check_side_data(side, coll.sets)
         # the targets are checked before the sets are prepared (a k-mer choice reads y)
-        targets, n_outputs = self._encode_targets(y, len(coll.sets), first_fit=not warm,
-                                                  sample_weight=sw, classes=classes)
+        targets, n_outputs = self._encode_targets(y, len(coll.sets), first_fit=not warm, sample_weight=sw,
+                                                  classes=classes, incremental=incremental)
         if warm and not incremental and self._is_classifier and not self._is_multilabel:
             check_every_class(targets, self.classes_, type(self).__name__)
         n = len(coll.sets)
@@ -503,8 +503,8 @@ n_labels) multi-label indicators for classifiers)
             sw_fit[tr] = 1.0 if sw is None else sw[tr]
             if self._is_classifier:  # class_weight="balanced" counts the training part too
                 # (a column of labels read as the first reading read it, without its warning)
-                column = not hasattr(y, "toarray") and np.ndim(y) == 2 and np.shape(y)[1] == 1
-                y1 = np.ravel(y) if column else y
+                column = np.ndim(y) == 2 and np.shape(y)[1] == 1  # dense or scipy.sparse
+                y1 = np.ravel(y.toarray() if hasattr(y, "toarray") else y) if column else y
                 targets, n_outputs = self._encode_targets(y1, n, first_fit=True,
                                                           sample_weight=sw_fit, classes=classes)
         sets = self._prepare_sets(coll.sets, fitting=not warm, sample_weight=sw_fit, y=y,

@@ -11,19 +11,21 @@ whose ``fitted`` holds the attributes a first fit gives the estimator (``classes
 
 from __future__ import annotations
 
+import inspect
 import warnings
+from collections.abc import Iterator, Mapping, MappingView, Set
 from dataclasses import dataclass, field
 
 import numpy as np
 from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.multiclass import type_of_target
 
-from .._sets import check_set_labels, dtype_name, max_abs_value, to_numpy
+from .._sets import check_set_labels, dtype_name, max_abs_value, missing_labels, to_numpy
 from .._threads import user_stacklevel
 from .._weighting import weighted_mean_std
 from ._multilabel import class_weights, multilabel_indicator
 
-__all__ = ["EncodedTargets", "check_every_class", "encode_class_targets",
+__all__ = ["EncodedTargets", "check_every_class", "check_stream_classes", "encode_class_targets",
            "encode_multilabel_targets", "encode_regression_targets"]
 
 
@@ -48,6 +50,82 @@ class EncodedTargets:
     fitted: dict = field(default_factory=dict)
 
 
+def _a(noun: str) -> str:
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
+
+
+def check_target_container(y, n_sets: int) -> None:
+    """A ``ValueError`` naming what ``y`` is when numpy would read it as one value though it is
+    no number: a generator or other iterator (read once, without a length), a dict, a set or a
+    dict view (a number is a scalar ``y``, named by :func:`check_set_labels`)."""
+    if not isinstance(y, (Mapping, Set, MappingView, Iterator)):
+        return
+    what = ("a generator" if inspect.isgenerator(y) else "an iterator" if isinstance(y, Iterator)
+            else _a(type(y).__name__))
+    raise ValueError(f"y is {what}, not an array of targets; expected one target per set "
+                     f"({n_sets} sets) in a list, an ndarray or a pandas Series"
+                     + (" (list(y) reads it into one)." if isinstance(y, Iterator) else "."))
+
+
+def _number_kind(v) -> str:
+    """``"bool"``, ``"integer"``, ``"float"`` or ``"string"``: the kind of one label of an object
+    array (whose labels :func:`check_set_labels` found to be all numbers or all strings)."""
+    if isinstance(v, (bool, np.bool_)):
+        return "bool"
+    if isinstance(v, (int, np.integer)):
+        return "integer"
+    return "float" if isinstance(v, (float, np.floating)) else "string"
+
+
+def check_label_kinds(y: np.ndarray, name: str, what: str = "y") -> None:
+    """A ``ValueError`` for labels ``y`` (named ``what``) that are no classes of the classifier
+    ``name``: real values (floats not all whole: scikit-learn's ``"continuous"``), in a float
+    array or in an object array of floats (a pandas column of dtype object), and an object array
+    that mixes bools, integers and floats (scikit-learn's ``"unknown"`` label type: ``True``
+    and ``1``, ``2`` and ``2.0`` would be one class or two by the order of the sets)."""
+    real = y
+    if y.dtype == object and y.size:
+        kinds = {_number_kind(v) for v in y.ravel().tolist()}
+        if len(kinds) > 1:
+            raise ValueError(
+                f"{what} holds labels of mixed types ({', '.join(sorted(kinds))}) in an object "
+                f"array, not class labels of one type; {name} needs classes (numbers or strings) "
+                f"of one type: convert {what} (e.g. with .astype(int) or .astype(str)).")
+        if kinds == {"float"}:
+            real = y.astype(np.float64)
+    if type_of_target(real) != "continuous":  # scikit-learn's test (floats not all whole; it
+        return  # refuses bytes labels)
+    odd = real[real != np.round(real)]
+    example = odd[0] if odd.size else real[np.argmax(np.abs(real))]
+    regressor = name.replace("Classifier", "Regressor")
+    raise ValueError(f"{what} holds continuous values (e.g. {example:g}), not class labels; {name} "
+                     "needs classes (numbers or strings)"
+                     + (f": use {regressor} for real targets." if regressor != name else "."))
+
+
+def check_stream_classes(classes, name: str) -> np.ndarray:
+    """``classes`` of ``partial_fit`` (every class of a stream) checked as ``y`` is, as a 1-D
+    array: one class per entry, no missing (None, NaN, NA) or infinite one, one kind of label,
+    no real values (:func:`check_label_kinds`); ``name`` is the classifier's."""
+    if hasattr(classes, "detach"):  # a tensor, on a GPU too
+        classes = to_numpy(classes)
+    try:
+        arr = np.asarray(classes)
+    except ValueError:  # ragged
+        raise ValueError("classes is ragged (entries of different lengths); expected a 1-D "
+                         "array of every class of the stream.") from None
+    if arr.ndim != 1:
+        got = f"is {_a(type(classes).__name__)}" if arr.ndim == 0 else f"has shape {arr.shape}"
+        raise ValueError(f"classes {got}; expected a 1-D array (n_classes,) of every class of "
+                         "the stream (e.g. classes=np.unique(y_all)).")
+    if missing_labels(arr).any():
+        raise ValueError(f"classes contains a missing class (None, NaN or NA): "
+                         f"{arr.tolist()[:10]}; give every class of the stream.")
+    arr = check_set_labels(arr, len(arr), name="classes")  # infinity, mixed strings and numbers
+    check_label_kinds(arr, name, "classes")
+    return arr
+
+
 def encode_class_targets(y, n_sets: int, first_fit: bool, classes=None, *, name: str,
                          sample_weight=None,
                          class_weight=None, fitted_classes=None,
@@ -63,8 +141,9 @@ def encode_class_targets(y, n_sets: int, first_fit: bool, classes=None, *, name:
     A multi-label ``y`` (:func:`multilabel_indicator`) gives the float64 indicator matrix
     ``(n_sets, n_labels)`` instead (:func:`encode_multilabel_targets`).
     """
-    if hasattr(classes, "detach"):  # a tensor, on a GPU too
-        classes = to_numpy(classes)
+    check_target_container(y, n_sets)
+    if classes is not None:
+        classes = check_stream_classes(classes, name)
     Y = multilabel_indicator(y)
     if Y is not None:
         return encode_multilabel_targets(Y, n_sets, first_fit, classes, name=name,
@@ -81,6 +160,11 @@ def encode_class_targets(y, n_sets: int, first_fit: bool, classes=None, *, name:
         check_set_labels(y, n_sets)  # raises, naming y as ragged
         raise
     if len(shape) == 2 and shape[1] > 1:
+        bad = _missing_or_infinite(y)
+        if bad:
+            raise ValueError(f"y has shape {shape} and contains {bad}; a multi-label indicator "
+                             "matrix holds 0 (label absent) or 1 (label present) for every "
+                             "label of every set.")
         raise ValueError(f"y has shape {shape}; expected ({n_sets},) class labels, or a "
                          f"multi-label indicator matrix ({n_sets}, n_labels) of 0 and 1 only "
                          "(multi-output targets of other values are not supported).")
@@ -89,12 +173,7 @@ def encode_class_targets(y, n_sets: int, first_fit: bool, classes=None, *, name:
                       f"({shape[0]},) (pass y.ravel()).", DataConversionWarning,
                       stacklevel=user_stacklevel())
     y = check_set_labels(y, n_sets)
-    if type_of_target(y) == "continuous":  # scikit-learn's test: floats not all whole
-        real = np.asarray(y, dtype=float)
-        regressor = name.replace("Classifier", "Regressor")
-        raise ValueError(f"y holds continuous values (e.g. {real[real != np.round(real)][0]:g}), not "
-                         f"class labels; {name} needs classes (numbers or strings)"
-                         + (f": use {regressor} for real targets." if regressor != name else "."))
+    check_label_kinds(y, name)
     if first_fit and classes is not None:
         classes = np.unique(np.asarray(classes))
         unknown = np.setdiff1d(np.unique(y), classes)
@@ -127,6 +206,18 @@ def encode_class_targets(y, n_sets: int, first_fit: bool, classes=None, *, name:
                          "(warm_start=True or partial_fit).")
     enc = np.searchsorted(fitted_classes, y)
     return EncodedTargets(enc.astype(np.int64), len(fitted_classes))
+
+
+def _missing_or_infinite(y) -> str | None:
+    """What makes a 2-D ``y`` (dense, sparse or a frame) no indicator matrix when it is a
+    missing or infinite value: ``"NaN ..."``, ``"infinity"``; else None."""
+    a = y.toarray() if hasattr(y, "toarray") else np.asarray(y)
+    if missing_labels(a).any():
+        return "a missing label (NaN, None or NA)"
+    try:
+        return "infinity" if np.isinf(a.astype(np.float64)).any() else None
+    except (TypeError, ValueError):  # strings: not a number at all
+        return None
 
 
 def check_every_class(codes: np.ndarray, classes, name: str) -> None:
@@ -186,7 +277,8 @@ def encode_multilabel_targets(Y: np.ndarray, n_sets: int, first_fit: bool, class
 
 def encode_regression_targets(y, n_sets: int, first_fit: bool,
                               sample_weight: np.ndarray | None = None, *, name: str, dtype,
-                              y_mean=None, y_scale=None) -> EncodedTargets:
+                              y_mean=None, y_scale=None,
+                              how: str = "warm_start=True or partial_fit") -> EncodedTargets:
     """Standardise numeric targets ``(n_sets,)`` or ``(n_sets, n_outputs)``.
 
     Shared by every set regressor (``name`` in the messages): the network, of torch dtype
@@ -194,8 +286,10 @@ def encode_regression_targets(y, n_sets: int, first_fit: bool,
     ``predict`` returns ``y``'s shape), ``y_mean_`` and ``y_scale_``, the mean and standard
     deviation weighted by ``sample_weight`` when given (:func:`weighted_mean_std`); a later fit
     standardises with the first fit's ``y_mean`` and ``y_scale``. ``targets`` are the
-    standardised ``(n_sets, n_outputs)`` values.
+    standardised ``(n_sets, n_outputs)`` values; ``how`` names the later fit in its messages
+    (``"partial_fit"``, ``"warm_start=True"``).
     """
+    check_target_container(y, n_sets)
     y = check_set_labels(y, n_sets, multi_output=True)
     try:
         y = y.astype(np.float64)
@@ -212,7 +306,7 @@ def encode_regression_targets(y, n_sets: int, first_fit: bool,
         fitted = {"_y_ndim": y.ndim, "y_mean_": y_mean, "y_scale_": y_scale}
     elif y2.shape[1] != len(y_mean):
         raise ValueError(f"y has {y2.shape[1]} outputs but the first fit had "
-                         f"{len(y_mean)} (warm_start=True).")
+                         f"{len(y_mean)} ({how}).")
     with np.errstate(over="ignore", invalid="ignore"):
         z = (y2 - y_mean) / y_scale
         if not np.isfinite(z).all():  # y - mean overflowed (near 1e308); z itself may not

@@ -34,7 +34,8 @@ class SetClassifierMixin(ClassifierMixin):
     def _is_multilabel(self) -> bool:
         return bool(getattr(self, "_multilabel", False))
 
-    def _encode_targets(self, y, n_sets, first_fit, sample_weight=None, classes=None):
+    def _encode_targets(self, y, n_sets, first_fit, sample_weight=None, classes=None,
+                        incremental=False):
         """``(targets, n_classes)`` of ``y``; a first fit sets ``classes_``, ``class_weight_``
         (and, for multi-label targets, the dtype ``predict`` returns)."""
         enc = encode_class_targets(
@@ -249,13 +250,26 @@ class SetRegressorMixin(RegressorMixin):
         self.output_shrinkage_ = 1.0
         return lambda: put(shrunk)  # a warm fit that fails puts the shrunk output back
 
-    def _encode_targets(self, y, n_sets, first_fit, sample_weight=None, classes=None):
+    def _fit(self, X, y, sample_weight=None, side=None, *, incremental=False, classes=None):
+        # partial_fit(X, y, w), scikit-learn's regressors' call, would pass the weights as
+        # classes, which a regressor has none of: refused before anything is fitted
+        if classes is not None:
+            raise TypeError(
+                f"{type(self).__name__}.partial_fit takes no classes (a regressor has none), but "
+                "classes is not None; pass sample weights by keyword: partial_fit(X, y, "
+                "sample_weight=w).")
+        return super()._fit(X, y, sample_weight, side, incremental=incremental)
+
+    def _encode_targets(self, y, n_sets, first_fit, sample_weight=None, classes=None,
+                        incremental=False):
         """``(standardised targets, n_outputs)`` of ``y``; a first fit sets ``y_mean_``,
-        ``y_scale_`` (and the shape ``predict`` returns)."""
+        ``y_scale_`` (and the shape ``predict`` returns); a later fit's messages name it
+        (``incremental``: ``partial_fit``, else ``warm_start=True``)."""
         enc = encode_regression_targets(
             y, n_sets, first_fit, sample_weight, name=type(self).__name__, dtype=self.dtype_,
             y_mean=None if first_fit else self.y_mean_,
-            y_scale=None if first_fit else self.y_scale_)
+            y_scale=None if first_fit else self.y_scale_,
+            how="partial_fit" if incremental else "warm_start=True")
         for attr, value in enc.fitted.items():
             setattr(self, attr, value)
         return enc.targets, enc.n_outputs
