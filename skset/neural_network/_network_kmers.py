@@ -25,6 +25,7 @@ from .._sets import check_kmer_lengths, kmer_level_shape
 from .._validation import POSITIVE_INT
 from ..nn.nystrom import DEFAULT_EIGENVALUE_FLOOR, DEFAULT_N_COMPONENTS, kmer_unfold
 from ..nn.nystrom import kmer_level_shape as coded_tensor
+from ._set_scale import set_standardized_tensor
 
 __all__ = ["KMER_DOC", "KMER_PARAMS", "KmerFront", "NetworkKmers", "choose_kmers", "read_kmers"]
 
@@ -106,13 +107,21 @@ def read_kmers(sets: list, window: int, dilation: int) -> list:
 
 class KmerFront(torch.nn.Module):
     """:func:`read_kmers` on padded sets: ``(x (B, n, d), mask)`` -> the coded k-mers
-    ``(B, m, (window + 1) * d)`` and their mask (the front of an exported network)."""
+    ``(B, m, (window + 1) * d)`` and their mask (the front of an exported network); with
+    ``floor`` (the fitted ``set_scale_floor_``), each set read by its own mean and deviation
+    first (:func:`~skset.neural_network._set_scale.set_standardized_tensor`)."""
 
-    def __init__(self, window: int, dilation: int):
+    def __init__(self, window: int, dilation: int, floor: torch.Tensor | None = None):
         super().__init__()
         self.window, self.dilation = int(window), int(dilation)
+        self.register_buffer("floor", floor)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor):
+        floor = getattr(self, "floor", None)  # absent in fronts pickled before it
+        if floor is not None:
+            x = set_standardized_tensor(x, mask, floor)
+        if self.window <= 1:
+            return x, mask
         x, mask = kmer_unfold(x, mask, self.window, self.dilation)
         return coded_tensor(x, self.window), mask
 
@@ -129,9 +138,11 @@ class NetworkKmers:
 
     @property
     def _in_features(self) -> int:
-        """The network's input width: ``n_features_in_``, or that of coded k-mers."""
+        """The network's input width: ``n_features_in_`` (twice that for sets read by their own
+        scale, ``set_standardized_``), or that of their coded k-mers."""
         w = self._kmers[0]
-        return self.n_features_in_ * (w + 1 if w > 1 else 1)
+        d = self.n_features_in_ * (2 if getattr(self, "set_standardized_", False) else 1)
+        return d * (w + 1 if w > 1 else 1)
 
     def _start_fit(self, warm: bool):
         if not warm:  # a fresh fit chooses its k-mers again (and checks the sets without them)
@@ -141,4 +152,8 @@ class NetworkKmers:
 
     def _serving_front(self):
         w, d = self._kmers
-        return KmerFront(w, d) if w > 1 else None
+        floor = getattr(self, "set_scale_floor_", None) if getattr(self, "set_standardized_", False) \
+            else None
+        if floor is not None:
+            floor = torch.as_tensor(np.asarray(floor, dtype=np.float64), dtype=self.dtype_)
+        return KmerFront(w, d, floor) if w > 1 or floor is not None else None

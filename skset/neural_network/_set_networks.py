@@ -25,6 +25,7 @@ from ._multilabel import CLASS_WEIGHT_DOC, MULTILABEL_DOC, with_class_weight
 from ._network_kmers import KMER_PARAMS, NetworkKmers, choose_kmers, read_kmers
 from ._pool_size import DS_POOLINGS, POOL_SIZE_ATTR, POOLING_DOC, fit_pool_size
 from ._pooled_skip import fit_pooled_skip
+from ._set_scale import fit_set_scale, read_set_scale
 from ._st_docs import NETWORK_INPUT_DOC, ST_DOC, ST_REFS
 from ._tasks import SetClassifierMixin, SetRegressorMixin
 from ._training import TRAINING_PARAMS
@@ -45,22 +46,20 @@ _AUTO_PATIENCE, _AUTO_PATIENCE_STEPS = 10, 160
 class _BaseSetNetwork(NetworkKmers, SetNetworkEstimator):
     """Set Transformer and Deep Sets: a network built from the parameters alone."""
 
-    # models saved before the input standardisation did not standardise, before the pooled skip
-    # had none
+    # models saved before the input standardisation / pooled skip / k-mers had none
     _legacy_params = {"standardize": False, "pooled_skip": False, "window": 1, "dilation": 1}
 
     def _prepare_sets(self, sets, fitting, sample_weight=None, y=None, seed=0, side=None):
         """Standardise the element features with the training elements' mean and std (each
-        element weighted by its set's ``sample_weight``: a set of weight 2 counts as two copies).
+        element weighted by its set's ``sample_weight``: a set of weight 2 counts as two copies),
+        each set by its own first where their scales lie far apart (``_set_scale.py``).
 
-        Why it is on by default: an attention logit compares two elements through their
-        projections; raw features that share a large common part (pixels of digits, all in
-        [0, 1] and mostly alike) or sit far from 0 (U(0, 100) in max regression) make every
-        element look alike, or make the logits huge, at initialisation. Measured on unique
-        counting of digits (BENCHMARKS.md, st_tasks): the post-norm Set Transformer sat at the
-        class prior on raw [0, 1] pixels and learns from the second epoch on standardised ones.
-        """
-        if fitting:  # the k-mers first (skset/neural_network/_network_kmers.py)
+        Why: raw features alike ([0, 1] pixels) or far from 0 make attention logits alike or huge
+        at initialisation (unique counting of digits: BENCHMARKS.md, st_tasks)."""
+        if fitting:  # each set by its own scale where theirs lie far apart, then the k-mers
+            fit_set_scale(self, sets, sample_weight)
+        sets = read_set_scale(self, sets)
+        if fitting:
             self.window_, self.dilation_ = choose_kmers(self, sets, y, seed, sample_weight)
         sets = read_kmers(sets, *self._kmers)
         if fitting:
@@ -194,6 +193,8 @@ _TRAINING_DOC = """
     mean_, scale_ : ndarray of shape ``(n_features_in_,)``, or ``((window_ + 1) * n_features_in_,)``
         The standardisation of the element features, or of the coded k-mers' (zeros and ones
         with ``standardize=False``).
+    set_standardized_, set_scale_floor_ : bool, ndarray of shape (n_features_in_,) or None
+        Each set read by its own mean and deviation, and their log floored at the floor (``"auto"``).
     loss_curve_, validation_scores_ : list of float
         Mean training loss per epoch (cross-entropy, or MSE on standardised targets), and the
         validation score per epoch (with ``early_stopping``).
@@ -277,7 +278,7 @@ class _SetTransformerBase(_BaseSetNetwork):
         "point_init": ["xavier", "normal"],
         "decoder": ["mlp", "sab"],
         "dropout": [Real(0, 1, closed="left")],
-        "standardize": [Boolean()],
+        "standardize": ["auto", Boolean()],
         "pooled_skip": [Boolean()],
         **KMER_PARAMS,
         **TRAINING_PARAMS,
@@ -413,7 +414,7 @@ class SetTransformerClassifier(SetClassifierMixin, _SetTransformerBase):
 
     def __init__(self, hidden_size=64, n_layers=2, n_heads=4, *, n_inducing=16, n_seeds=1,
                  norm="layer", residual="original", point_init="xavier", decoder="mlp",
-                 dropout=0.0, standardize=True, pooled_skip=False, window="auto", dilation="auto",
+                 dropout=0.0, standardize="auto", pooled_skip=False, window="auto", dilation="auto",
                  optimizer="adam", learning_rate_init=1e-3,
                  alpha=0.0, class_weight=None, batch_size=64, max_elements=131_072, max_iter=200,
                  tol=1e-4, early_stopping=False, validation_fraction=0.1, n_iter_no_change="auto",
@@ -474,7 +475,7 @@ class SetTransformerRegressor(SetRegressorMixin, _SetTransformerBase):
 
     def __init__(self, hidden_size=64, n_layers=2, n_heads=4, *, n_inducing=16, n_seeds=1,
                  norm="layer", residual="original", point_init="xavier", decoder="mlp",
-                 dropout=0.0, standardize=True, pooled_skip=False, window="auto", dilation="auto",
+                 dropout=0.0, standardize="auto", pooled_skip=False, window="auto", dilation="auto",
                  optimizer="adam", learning_rate_init=1e-3,
                  alpha=0.0, batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4,
                  early_stopping="auto", validation_fraction=0.1, n_iter_no_change="auto",
@@ -517,7 +518,7 @@ class _DeepSetsBase(_BaseSetNetwork):
         "pooling": list(DS_POOLINGS),
         "norm": ["layer", "set", None],
         "residual": [None, "original", "clean"],
-        "standardize": [Boolean()],
+        "standardize": ["auto", Boolean()],
         "pooled_skip": [Boolean()],
         **KMER_PARAMS,
         **TRAINING_PARAMS,
@@ -611,7 +612,7 @@ class DeepSetsClassifier(SetClassifierMixin, _DeepSetsBase):
     )
 
     def __init__(self, hidden_size=64, n_layers=2, *, pooling="sized_mean", norm=None,
-                 residual=None, standardize=True, pooled_skip=False, window="auto", dilation="auto",
+                 residual=None, standardize="auto", pooled_skip=False, window="auto", dilation="auto",
                  optimizer="adam", learning_rate_init=1e-3,
                  alpha=0.0, class_weight=None, batch_size=64, max_elements=131_072, max_iter=200,
                  tol=1e-4, early_stopping=False, validation_fraction=0.1, n_iter_no_change="auto",
@@ -667,7 +668,7 @@ class DeepSetsRegressor(SetRegressorMixin, _DeepSetsBase):
                               "early_stopping": ["auto", Boolean()]}
 
     def __init__(self, hidden_size=64, n_layers=2, *, pooling="sized_mean", norm=None,
-                 residual=None, standardize=True, pooled_skip=False, window="auto", dilation="auto",
+                 residual=None, standardize="auto", pooled_skip=False, window="auto", dilation="auto",
                  optimizer="adam", learning_rate_init=1e-3,
                  alpha=0.0, batch_size=64, max_elements=131_072, max_iter=200, tol=1e-4,
                  early_stopping="auto", validation_fraction=0.1, n_iter_no_change="auto",
