@@ -76,6 +76,8 @@ FACTORIES = {
     # its size fitted from the training sets, weighted, and the set's size) as options
     "DeepSetsRegressor": lambda: DeepSetsRegressor(norm="set", residual="clean", pooled_skip=True,
                                                    pooling="sized_mean", **NN),
+    # each set read by its own scale (standardize="auto" on training sets six decades apart)
+    "DeepSetsClassifier-set-scale": lambda: DeepSetsClassifier(**NN),
     "OTKClassifier": lambda: OTKClassifier(n_components=4, n_supports=2, max_iter=1,
                                            window="auto", kmer_coding="level_shape",
                                            epsilon="auto", alpha="auto", random_state=0),
@@ -95,8 +97,11 @@ def fitted(name: str, d: int):
     key = (name, d)
     if key not in _CACHE:
         rng = np.random.default_rng(d)
-        X = [rng.normal(size=(int(n), d)) for n in rng.integers(3, 9, 6)]
-        y = np.arange(6) % 2
+        n_sets = 12 if name.endswith("-set-scale") else 6
+        X = [rng.normal(size=(int(n), d)) for n in rng.integers(3, 9, n_sets)]
+        if name.endswith("-set-scale"):
+            X = [x * 10.0 ** k for x, k in zip(X, np.linspace(-3, 3, n_sets), strict=True)]
+        y = np.arange(n_sets) % 2
         est = FACTORIES[name]()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
