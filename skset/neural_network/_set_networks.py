@@ -193,7 +193,7 @@ _TRAINING_DOC = """
     mean_, scale_ : ndarray of shape ``(n_features_in_,)``, or ``((window_ + 1) * n_features_in_,)``
         The standardisation of the element features, or of the coded k-mers' (zeros and ones
         with ``standardize=False``).
-    set_standardized_, set_scale_floor_ : bool, ndarray of shape (n_features_in_,) or None
+    set_standardized_, set_scale_floor_ : bool, ndarray of shape ``(n_features_in_,)`` or None
         Each set read by its own mean and deviation, and their log floored at the floor (``"auto"``).
     loss_curve_, validation_scores_ : list of float
         Mean training loss per epoch (cross-entropy, or MSE on standardised targets), and the
