@@ -118,12 +118,16 @@ class KmerFront(torch.nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor):
         floor = getattr(self, "floor", None)  # absent in fronts pickled before it
-        if floor is not None:
-            x = set_standardized_tensor(x, mask, floor)
-        if self.window <= 1:
-            return x, mask
-        x, mask = kmer_unfold(x, mask, self.window, self.dilation)
-        return coded_tensor(x, self.window), mask
+        summary = None
+        if floor is not None:  # each set's shape, its mean and log deviation appended after
+            x, summary = set_standardized_tensor(x, mask, floor)
+        if self.window > 1:
+            x, mask = kmer_unfold(x, mask, self.window, self.dilation)
+            x = coded_tensor(x, self.window)
+        if summary is not None:  # padded rows 0, as the estimators' packed sets
+            x = torch.cat([x, summary.expand(-1, x.shape[1], -1)], -1)
+            x = torch.where(mask.unsqueeze(-1), x, torch.zeros((), dtype=x.dtype))
+        return x, mask
 
 
 class NetworkKmers:
@@ -138,11 +142,11 @@ class NetworkKmers:
 
     @property
     def _in_features(self) -> int:
-        """The network's input width: ``n_features_in_`` (twice that for sets read by their own
-        scale, ``set_standardized_``), or that of their coded k-mers."""
-        w = self._kmers[0]
-        d = self.n_features_in_ * (2 if getattr(self, "set_standardized_", False) else 1)
-        return d * (w + 1 if w > 1 else 1)
+        """The network's input width: ``n_features_in_``, or that of coded k-mers, plus ``2 *
+        n_features_in_`` for sets read by their own scale (``set_standardized_``: each set's mean
+        and log deviation appended)."""
+        w, d = self._kmers[0], self.n_features_in_
+        return d * (w + 1 if w > 1 else 1) + (2 * d if getattr(self, "set_standardized_", False) else 0)
 
     def _start_fit(self, warm: bool):
         if not warm:  # a fresh fit chooses its k-mers again (and checks the sets without them)

@@ -41,7 +41,11 @@ def fit_pooled_skip(est, module, data) -> None:
     w = None if weight is None else to_numpy(weight).astype(np.float64)
     Zn = to_numpy(Z).astype(np.float64)
     shift, std = weighted_mean_std(Zn, w)
-    scale = np.where(constant_below(std, np.abs(Zn).max(0)), 1.0, std)  # relative to each feature
+    # constant: a spread within rounding of the feature's magnitude, or, on standardised inputs
+    # (unit scale), within 1000 roundings of 1: the mean of sets read by their own scale is 0 up
+    # to rounding, whose spread a relative test keeps (scaled to 1: outputs followed the batch)
+    tiny = 1e3 * torch.finfo(est.dtype_).eps if est.standardize else 0.0
+    scale = np.where(constant_below(std, np.abs(Zn).max(0)) | (std <= tiny), 1.0, std)
     with torch.no_grad():
         skip.shift.copy_(torch.as_tensor(shift, device=skip.shift.device))
         skip.scale.copy_(torch.as_tensor(scale, device=skip.scale.device))

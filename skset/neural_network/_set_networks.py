@@ -25,7 +25,7 @@ from ._multilabel import CLASS_WEIGHT_DOC, MULTILABEL_DOC, with_class_weight
 from ._network_kmers import KMER_PARAMS, NetworkKmers, choose_kmers, read_kmers
 from ._pool_size import DS_POOLINGS, POOL_SIZE_ATTR, POOLING_DOC, fit_pool_size
 from ._pooled_skip import fit_pooled_skip
-from ._set_scale import fit_set_scale, read_set_scale
+from ._set_scale import fit_set_scale, read_set_scale, with_summary
 from ._st_docs import NETWORK_INPUT_DOC, ST_DOC, ST_REFS
 from ._tasks import SetClassifierMixin, SetRegressorMixin
 from ._training import TRAINING_PARAMS
@@ -58,10 +58,10 @@ class _BaseSetNetwork(NetworkKmers, SetNetworkEstimator):
         at initialisation (unique counting of digits: BENCHMARKS.md, st_tasks)."""
         if fitting:  # each set by its own scale where theirs lie far apart, then the k-mers
             fit_set_scale(self, sets, sample_weight)
-        sets = read_set_scale(self, sets)
+        sets, summary = read_set_scale(self, sets)  # each set's mean and scale: after the k-mers
         if fitting:
             self.window_, self.dilation_ = choose_kmers(self, sets, y, seed, sample_weight)
-        sets = read_kmers(sets, *self._kmers)
+        sets = with_summary(read_kmers(sets, *self._kmers), summary)
         if fitting:
             if self.standardize and sets:
                 E = np.concatenate(sets)
@@ -194,7 +194,7 @@ _TRAINING_DOC = """
         The standardisation of the element features, or of the coded k-mers' (zeros and ones
         with ``standardize=False``).
     set_standardized_, set_scale_floor_ : bool, ndarray of shape ``(n_features_in_,)`` or None
-        Each set read by its own mean and deviation, and their log floored at the floor (``"auto"``).
+        Each set read by its own mean and deviation, both appended (``"auto"``; ``mean_`` 2 d wider).
     loss_curve_, validation_scores_ : list of float
         Mean training loss per epoch (cross-entropy, or MSE on standardised targets), and the
         validation score per epoch (with ``early_stopping``).

@@ -1,5 +1,5 @@
-"""Sets of very different scales: each standardised by its own mean and deviation first, its
-scale kept as a feature.
+"""Sets of very different scales: each read by its own mean and deviation first, both kept as
+features.
 
 The set networks standardise every element feature by its mean and deviation over all training
 elements. Where the sets themselves sit at scales orders of magnitude apart (plug-load current:
@@ -8,14 +8,15 @@ sets near zero, alike to the network: on PLAID (11 appliance types, 537 training
 within-series deviation spans five orders of magnitude) Deep Sets with defaults scored 30.7 and
 the Set Transformer 34.1 against 32.2 for raw mean+max pooling (``benchmarks/results/suite.md``,
 "Series never used to choose a default"). ``standardize="auto"`` (the networks' default) then
-reads each set less its mean over its deviation, feature by feature, beside the logarithm of
-that deviation (floored at ``set_scale_floor_``, the smallest deviation of the training sets)
-as one more feature per feature, constant over the set: the shape in the first half, the scale
-in the second, both of unit size after the global standardisation. The rule: the training
-sets' deviations span more than ``SET_SCALE_SPREAD`` between their 10th and 90th percentiles
-(every data set of the suite: at most 17, BasicMotions; PLAID 1.25e5; Covid3Month's case
-counts 280). It runs before the k-mers and the global standardisation, at fit and predict, and
-on padded tensors in the exported module.
+reads each set's elements less the set's mean over its deviation, feature by feature (the
+shape: what the k-mers are read from), and appends to every element, after the k-mers, the
+set's mean and the logarithm of its deviation (floored at ``set_scale_floor_``, the smallest
+deviation of a training set), constant over the set: nothing of the set is lost, and the global
+standardisation then reads each part on its own footing. The rule: the training sets'
+deviations span more than ``SET_SCALE_SPREAD`` between their 10th and 90th percentiles (every
+data set of the suite: at most 17, BasicMotions; PLAID 1.25e5; Covid3Month's case counts 280),
+sets whose every feature is constant left out. It runs at fit and predict, and on padded
+tensors in the exported module (``KmerFront``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import torch
 
 __all__ = ["SET_SCALE_SPREAD", "SET_SCALE_MIN_SETS", "CONSTANT_RELATIVE", "fit_set_scale",
            "read_set_scale", "scale_floor", "scale_spread", "set_standardized",
-           "set_standardized_tensor"]
+           "set_standardized_tensor", "with_summary"]
 
 #: the spread (90th over 10th percentile of the sets' deviations) above which sets are
 #: standardised one by one
@@ -39,22 +40,25 @@ CONSTANT_RELATIVE = 1e-6
 
 def _set_stats(sets: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each set's mean, population deviation and largest magnitude per feature, ``(N, d)`` each,
-    in float64, in one pass over the concatenated elements."""
+    in float64, in one pass over the concatenated elements; the deviation is computed on the
+    deviations over the largest magnitude (no square underflows, in float32 either: see
+    :func:`set_standardized_tensor`), and is 0 for a feature constant in the set (at most
+    ``CONSTANT_RELATIVE`` of its magnitude: rounding in the mean)."""
     lengths = np.fromiter((len(s) for s in sets), dtype=np.int64, count=len(sets))
     E = np.concatenate(sets).astype(np.float64, copy=False)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
     mean = np.add.reduceat(E, starts, axis=0) / lengths[:, None]
-    dev = E - np.repeat(mean, lengths, axis=0)
-    std = np.sqrt(np.add.reduceat(dev * dev, starts, axis=0) / lengths[:, None])
     top = np.maximum.reduceat(np.abs(E), starts, axis=0)
-    return mean, std, top
+    dev = (E - np.repeat(mean, lengths, axis=0)) / np.repeat(np.where(top > 0, top, 1.0), lengths, axis=0)
+    std = top * np.sqrt(np.add.reduceat(dev * dev, starts, axis=0) / lengths[:, None])
+    return mean, np.where(std > CONSTANT_RELATIVE * top, std, 0.0), top
 
 
 def scale_spread(sets: list, sample_weight=None) -> float:
     """The 90th over the 10th percentile of the sets' deviations (the root mean square over the
     features of each set's deviation relative to that feature's deviation over all elements), over
-    the sets of two elements or more and positive weight; 1.0 with fewer than
-    ``SET_SCALE_MIN_SETS`` of them, ``inf`` where the 10th percentile is 0."""
+    the sets of positive weight with a feature that is not constant (a set of one element, or of
+    one repeated row, has no scale); 1.0 with fewer than ``SET_SCALE_MIN_SETS`` of them."""
     keep = [i for i, s in enumerate(sets) if len(s) > 1
             and (sample_weight is None or sample_weight[i] > 0)]
     if len(keep) < SET_SCALE_MIN_SETS:
@@ -64,8 +68,11 @@ def scale_spread(sets: list, sample_weight=None) -> float:
     overall = np.concatenate(sub).astype(np.float64, copy=False).std(0)
     overall = np.where(overall > 0, overall, 1.0)
     scale = np.sqrt(np.mean((std / overall) ** 2, axis=1))
+    scale = scale[scale > 0]
+    if len(scale) < SET_SCALE_MIN_SETS:
+        return 1.0
     low, high = np.percentile(scale, [10, 90])
-    return float(high / low) if low > 0 else float("inf")
+    return float(high / low)
 
 
 def fit_set_scale(est, sets: list, sample_weight=None) -> None:
@@ -77,11 +84,12 @@ def fit_set_scale(est, sets: list, sample_weight=None) -> None:
     est.set_scale_floor_ = scale_floor(sets, sample_weight) if est.set_standardized_ else None
 
 
-def read_set_scale(est, sets: list) -> list:
-    """The sets as a fitted ``est`` reads them: :func:`set_standardized` with its floor where
-    ``set_standardized_`` (absent in models fitted before it: the sets unchanged)."""
-    if not getattr(est, "set_standardized_", False):
-        return sets
+def read_set_scale(est, sets: list) -> tuple[list, np.ndarray | None]:
+    """``(shapes, summary)``: the sets as a fitted ``est`` reads them before its k-mers, and
+    each set's mean and log deviation to append after them (:func:`with_summary`); the sets
+    unchanged and ``None`` without ``set_standardized_`` (absent in models fitted before it)."""
+    if not getattr(est, "set_standardized_", False) or not sets:
+        return sets, None
     return set_standardized(sets, est.set_scale_floor_)
 
 
@@ -90,26 +98,36 @@ def scale_floor(sets: list, sample_weight=None) -> np.ndarray:
     (1.0 where none has one), the floor of the scale feature: a set of one element, or constant,
     reads as the quietest training set."""
     keep = [s for i, s in enumerate(sets) if sample_weight is None or sample_weight[i] > 0]
-    _, std, top = _set_stats(keep)
-    std = np.where(std > CONSTANT_RELATIVE * top, std, np.inf)
-    low = std.min(0)
+    _, std, _ = _set_stats(keep)
+    low = np.where(std > 0, std, np.inf).min(0)
     return np.where(np.isfinite(low), low, 1.0)
 
 
-def set_standardized(sets: list, floor: np.ndarray) -> list:
-    """Each set less its mean over its deviation, per feature, beside ``log(max(deviation,
-    floor))`` of each feature (``(n_i, 2 d)``), computed in float64 and returned in the set's
-    dtype (new arrays); a feature constant in a set (see ``CONSTANT_RELATIVE``) reads 0 in the
-    first half, as does a set of one element."""
-    if not sets:
-        return sets
-    mean, std, top = _set_stats(sets)
-    constant = std <= CONSTANT_RELATIVE * top
+def set_standardized(sets: list, floor: np.ndarray) -> tuple[list, np.ndarray]:
+    """``(shapes, summary)``: each set less its mean over its deviation, per feature (a feature
+    constant in a set, or a set of one element, reads 0), computed in float64 and returned in the
+    set's dtype (new arrays); and ``(N, 2 d)`` float64, each set's mean and ``log(max(deviation,
+    floor))``."""
+    mean, std, _ = _set_stats(sets)
     lengths = [len(s) for s in sets]
     E = np.concatenate(sets).astype(np.float64, copy=False)
     rep = lambda a: np.repeat(a, lengths, axis=0)  # noqa: E731
-    rows = np.where(rep(constant), 0.0, (E - rep(mean)) / rep(np.where(constant, 1.0, std)))
-    rows = np.hstack([rows, rep(np.log(np.maximum(np.where(constant, 0.0, std), floor)))])
+    rows = np.where(rep(std) > 0, (E - rep(mean)) / rep(np.where(std > 0, std, 1.0)), 0.0)
+    summary = np.hstack([mean, np.log(np.maximum(std, floor))])
+    dtypes = {s.dtype for s in sets}
+    if len(dtypes) == 1:
+        return np.split(rows.astype(dtypes.pop(), copy=False), np.cumsum(lengths)[:-1]), summary
+    return [r.astype(s.dtype, copy=False) for r, s in zip(np.split(rows, np.cumsum(lengths)[:-1]),
+                                                            sets, strict=True)], summary
+
+
+def with_summary(sets: list, summary: np.ndarray | None) -> list:
+    """Each set (its coded k-mers) with its row of ``summary`` appended to every element, in the
+    set's dtype; the sets unchanged for ``None``."""
+    if summary is None or not sets:
+        return sets
+    lengths = [len(s) for s in sets]
+    rows = np.hstack([np.concatenate(sets), np.repeat(summary, lengths, axis=0)])
     dtypes = {s.dtype for s in sets}
     if len(dtypes) == 1:
         return np.split(rows.astype(dtypes.pop(), copy=False), np.cumsum(lengths)[:-1])
@@ -117,18 +135,21 @@ def set_standardized(sets: list, floor: np.ndarray) -> list:
                                                             sets, strict=True)]
 
 
-def set_standardized_tensor(x: torch.Tensor, mask: torch.Tensor, floor: torch.Tensor) -> torch.Tensor:
-    """:func:`set_standardized` on padded sets ``x (B, n, d)`` with their ``mask (B, n)``:
-    ``(B, n, 2 d)`` in ``x``'s dtype; padded rows read 0."""
+def set_standardized_tensor(x: torch.Tensor, mask: torch.Tensor, floor: torch.Tensor):
+    """:func:`set_standardized` on padded sets ``x (B, n, d)`` with their ``mask (B, n)``, in
+    ``x``'s dtype: the shapes ``(B, n, d)`` (padded rows 0) and the summary ``(B, 1, 2 d)``. The
+    deviation is computed on the deviations over each set's largest magnitude, so that no square
+    underflows (float32 sets at a scale of 1e-22 gave another deviation than float64)."""
     m = mask.unsqueeze(-1)
     count = mask.sum(1, keepdim=True).clamp(min=1).unsqueeze(-1).to(x.dtype)
     xz = torch.where(m, x, torch.zeros_like(x))
     mean = xz.sum(1, keepdim=True) / count
-    dev = torch.where(m, x - mean, torch.zeros_like(x))
-    std = torch.sqrt((dev * dev).sum(1, keepdim=True) / count)
-    constant = std <= CONSTANT_RELATIVE * xz.abs().amax(1, keepdim=True)
-    shape = torch.where(constant, torch.zeros_like(dev),
-                        dev / torch.where(constant, torch.ones_like(std), std))
-    level = torch.log(torch.maximum(torch.where(constant, torch.zeros_like(std), std),
-                                    floor.to(x.dtype))).expand_as(x)
-    return torch.where(m, torch.cat([shape, level], -1), torch.zeros((), dtype=x.dtype))
+    top = xz.abs().amax(1, keepdim=True)
+    rel = torch.where(m, (x - mean) / torch.where(top > 0, top, torch.ones_like(top)),
+                      torch.zeros_like(x))
+    std = top * torch.sqrt((rel * rel).sum(1, keepdim=True) / count)
+    std = torch.where(std > CONSTANT_RELATIVE * top, std, torch.zeros_like(std))
+    shape = torch.where(m & (std > 0), (x - mean) / torch.where(std > 0, std, torch.ones_like(std)),
+                        torch.zeros_like(x))
+    summary = torch.cat([mean, torch.log(torch.maximum(std, floor.to(x.dtype)))], -1)
+    return shape, summary

@@ -12,9 +12,10 @@ NETWORK_INPUT_DOC = """    standardize : "auto" or bool, default="auto"
         ``True``: standardise each element feature by its mean and standard deviation over all
         training elements (``mean_``, ``scale_``), as ``NystromFeatures`` does. ``"auto"``: the
         same, and where the training sets' own deviations lie far apart (their 90th percentile
-        over 100 times their 10th: a series of noise beside one of hundreds of units), each set
-        is first standardised by its own mean and deviation, at fit and predict alike
-        (``set_standardized_``; the sets' own scale is then not read). ``False`` feeds the raw
+        over 100 times their 10th: a series of noise beside one of hundreds of units), each set's
+        elements are read less the set's mean over its deviation (what the k-mers read), the
+        set's mean and the log of its deviation appended to each of them, at fit and predict
+        alike (``set_standardized_``, ``set_scale_floor_``). ``False`` feeds the raw
         features, which did better on MNIST bags of raw pixel intensities (200 training bags)
         and worse on unique counting of digits (see :ref:`network-input-scaling`).
 """ + POOLED_SKIP_DOC + KMER_DOC
