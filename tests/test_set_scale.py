@@ -168,3 +168,26 @@ def test_each_sets_mean_is_read():
     a[:, 1], b[:, 1] = 0.0, 10.0
     pa, pb = est.predict_proba([a, b])[:, 1]
     assert pb - pa > 0.5 and est.score(X, y) == 1.0
+
+
+def test_offset_features_keep_their_variation_and_tiny_floors_stay_finite():
+    """A feature on an offset of 1e7 with a deviation of 1 is not constant in its set (a test at
+    1e-6 of the magnitude read it as 0); a float32 model whose floor lies below float32's range
+    (a training set at 1e-46) serves one-element and constant sets as ``predict`` does (its
+    float32 floor was 0: log 0, NaN)."""
+    rng = np.random.default_rng(5)
+    x = np.column_stack([rng.normal(size=20), 1e7 + rng.normal(size=20)])
+    shapes, summary = set_standardized([x], scale_floor([x]))
+    np.testing.assert_allclose(shapes[0][:, 1], (x[:, 1] - x[:, 1].mean()) / x[:, 1].std(), atol=1e-8)
+    np.testing.assert_allclose(summary[0, 3], np.log(x[:, 1].std()), atol=1e-8)
+    X, y = _waves(30, rng)
+    X = [np.column_stack([s, s[::-1]]) for s in X] + [rng.normal(size=(6, 2)) * 1e-46]
+    y = np.r_[y, 1]
+    est = DeepSetsClassifier(random_state=0, max_iter=1, hidden_size=8, window=1).fit(X, y)
+    assert est.set_standardized_ and est.set_scale_floor_.max() < 1e-45
+    T = [np.array([[3.0, -1.0]]), np.full((5, 2), 7.0), X[0]]
+    xb, mb = pack(T, dtype=torch.float32)
+    with torch.no_grad():
+        served = serving_module(est)(xb, mb)[1].numpy()
+    assert np.all(np.isfinite(served))
+    np.testing.assert_allclose(served, est.predict_proba(T), rtol=1e-4, atol=1e-5)

@@ -158,6 +158,6 @@ class NetworkKmers:
         w, d = self._kmers
         floor = getattr(self, "set_scale_floor_", None) if getattr(self, "set_standardized_", False) \
             else None
-        if floor is not None:
-            floor = torch.as_tensor(np.asarray(floor, dtype=np.float64), dtype=self.dtype_)
+        if floor is not None:  # float64, as the statistics it floors (see set_standardized_tensor)
+            floor = torch.as_tensor(np.asarray(floor, dtype=np.float64), dtype=torch.float64)
         return KmerFront(w, d, floor) if w > 1 or floor is not None else None

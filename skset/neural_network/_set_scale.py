@@ -34,8 +34,9 @@ SET_SCALE_SPREAD = 100.0
 #: the fewest sets of two elements or more the spread is read from
 SET_SCALE_MIN_SETS = 10
 #: a feature of a set whose deviation is at most this times its largest magnitude in the set is
-#: constant there (rounding in the mean, not variation): it reads 0
-CONSTANT_RELATIVE = 1e-6
+#: constant there (rounding of the float64 mean, not variation: 1e-6 read a feature of 1e7 and
+#: a deviation of 1 as constant): it reads 0
+CONSTANT_RELATIVE = 1e-12
 
 
 def _set_stats(sets: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -136,20 +137,24 @@ def with_summary(sets: list, summary: np.ndarray | None) -> list:
 
 
 def set_standardized_tensor(x: torch.Tensor, mask: torch.Tensor, floor: torch.Tensor):
-    """:func:`set_standardized` on padded sets ``x (B, n, d)`` with their ``mask (B, n)``, in
-    ``x``'s dtype: the shapes ``(B, n, d)`` (padded rows 0) and the summary ``(B, 1, 2 d)``. The
-    deviation is computed on the deviations over each set's largest magnitude, so that no square
-    underflows (float32 sets at a scale of 1e-22 gave another deviation than float64)."""
+    """:func:`set_standardized` on padded sets ``x (B, n, d)`` with their ``mask (B, n)``: the
+    shapes ``(B, n, d)`` (padded rows 0) and the summary ``(B, 1, 2 d)``, in ``x``'s dtype. The
+    statistics are computed in float64 (not on MPS, which has none), as the estimators compute
+    them, the deviation on the deviations over each set's largest magnitude (no square
+    underflows); ``floor`` (float64: a float32 floor below 1.4e-45 was 0, and a constant set's
+    log scale -inf)."""
+    work = torch.float64 if x.device.type != "mps" else x.dtype
+    xw, fw = x.to(work), floor.to(work)
     m = mask.unsqueeze(-1)
-    count = mask.sum(1, keepdim=True).clamp(min=1).unsqueeze(-1).to(x.dtype)
-    xz = torch.where(m, x, torch.zeros_like(x))
+    count = mask.sum(1, keepdim=True).clamp(min=1).unsqueeze(-1).to(work)
+    xz = torch.where(m, xw, torch.zeros_like(xw))
     mean = xz.sum(1, keepdim=True) / count
     top = xz.abs().amax(1, keepdim=True)
-    rel = torch.where(m, (x - mean) / torch.where(top > 0, top, torch.ones_like(top)),
-                      torch.zeros_like(x))
+    rel = torch.where(m, (xw - mean) / torch.where(top > 0, top, torch.ones_like(top)),
+                      torch.zeros_like(xw))
     std = top * torch.sqrt((rel * rel).sum(1, keepdim=True) / count)
     std = torch.where(std > CONSTANT_RELATIVE * top, std, torch.zeros_like(std))
-    shape = torch.where(m & (std > 0), (x - mean) / torch.where(std > 0, std, torch.ones_like(std)),
-                        torch.zeros_like(x))
-    summary = torch.cat([mean, torch.log(torch.maximum(std, floor.to(x.dtype)))], -1)
-    return shape, summary
+    shape = torch.where(m & (std > 0), (xw - mean) / torch.where(std > 0, std, torch.ones_like(std)),
+                        torch.zeros_like(xw))
+    summary = torch.cat([mean, torch.log(torch.maximum(std, fw))], -1)
+    return shape.to(x.dtype), summary.to(x.dtype)
