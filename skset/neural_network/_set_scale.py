@@ -114,12 +114,7 @@ def set_standardized(sets: list, floor: np.ndarray) -> tuple[list, np.ndarray]:
     E = np.concatenate(sets).astype(np.float64, copy=False)
     rep = lambda a: np.repeat(a, lengths, axis=0)  # noqa: E731
     rows = np.where(rep(std) > 0, (E - rep(mean)) / rep(np.where(std > 0, std, 1.0)), 0.0)
-    summary = np.hstack([mean, np.log(np.maximum(std, floor))])
-    dtypes = {s.dtype for s in sets}
-    if len(dtypes) == 1:
-        return np.split(rows.astype(dtypes.pop(), copy=False), np.cumsum(lengths)[:-1]), summary
-    return [r.astype(s.dtype, copy=False) for r, s in zip(np.split(rows, np.cumsum(lengths)[:-1]),
-                                                            sets, strict=True)], summary
+    return _split_as(rows, sets), np.hstack([mean, np.log(np.maximum(std, floor))])
 
 
 def with_summary(sets: list, summary: np.ndarray | None) -> list:
@@ -127,13 +122,17 @@ def with_summary(sets: list, summary: np.ndarray | None) -> list:
     set's dtype; the sets unchanged for ``None``."""
     if summary is None or not sets:
         return sets
-    lengths = [len(s) for s in sets]
-    rows = np.hstack([np.concatenate(sets), np.repeat(summary, lengths, axis=0)])
+    rows = np.hstack([np.concatenate(sets), np.repeat(summary, [len(s) for s in sets], axis=0)])
+    return _split_as(rows, sets)
+
+
+def _split_as(rows: np.ndarray, sets: list) -> list:
+    """``rows`` (the sets' elements, stacked) split back into sets, each in its set's dtype."""
+    cuts = np.cumsum([len(s) for s in sets])[:-1]
     dtypes = {s.dtype for s in sets}
-    if len(dtypes) == 1:
-        return np.split(rows.astype(dtypes.pop(), copy=False), np.cumsum(lengths)[:-1])
-    return [r.astype(s.dtype, copy=False) for r, s in zip(np.split(rows, np.cumsum(lengths)[:-1]),
-                                                            sets, strict=True)]
+    if len(dtypes) == 1:  # one cast, then views
+        return np.split(rows.astype(dtypes.pop(), copy=False), cuts)
+    return [p.astype(s.dtype, copy=False) for p, s in zip(np.split(rows, cuts), sets, strict=True)]
 
 
 def set_standardized_tensor(x: torch.Tensor, mask: torch.Tensor, floor: torch.Tensor):
