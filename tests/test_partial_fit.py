@@ -418,3 +418,25 @@ def test_otk_regressor_stream_keeps_its_fit():
     before = fitted.score(Xt, yt)
     fitted.partial_fit(X[:30], y[:30])
     assert fitted.score(Xt, yt) > before - 0.05, (before, fitted.score(Xt, yt))
+
+
+def test_otk_regressor_stream_weighs_chunks_by_their_weights():
+    """A stream's chunks count by their ``sample_weight`` in the head's sums: a chunk of 20 sets
+    of weight 3 adds 60, one of weights 3, ..., 3, 6 adds 63, an unweighted one 20 (each chunk's
+    weights were scaled to their largest, and equal weights read as none: 20, 20 and 10.5); the
+    same weights times any factor on every chunk fit the same stream."""
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(5, 2)) for _ in range(40)]
+    y = np.array([x[:, 0].mean() for x in X])
+
+    def stream(w1, w2):
+        est = OTKRegressor(n_components=6, n_supports=3, max_iter=2, random_state=0, device="cpu")
+        est.partial_fit(X[:20], y[:20], sample_weight=w1)
+        return est.partial_fit(X[20:], y[20:], sample_weight=w2)
+
+    for w2, total in ((None, 40.0), (np.full(20, 3.0), 80.0), (np.r_[np.full(19, 3.0), 6.0], 83.0),
+                      (3.0, 80.0)):
+        assert float(stream(None, w2).head_stats_["total"]) == pytest.approx(total)
+    w1, w2 = rng.uniform(0.5, 2, 20), rng.uniform(0.5, 2, 20)
+    a, b = stream(w1, w2), stream(7 * w1, 7 * w2)
+    np.testing.assert_allclose(a.predict(X), b.predict(X), rtol=1e-5, atol=1e-7)

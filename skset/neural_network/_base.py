@@ -437,7 +437,8 @@ n_labels) multi-label indicators for classifiers)
             needed for a multi-label ``y``, whose width fixes the labels (``arange(n_labels)``,
             the only value accepted). Regressors: none (a ``TypeError``; weights: ``sample_weight=``).
         sample_weight : array-like of shape (n_sets,), float or None, default=None
-            As in :meth:`fit`.
+            As in :meth:`fit` (each chunk's loss a weighted mean); ``OTKRegressor`` adds each
+            chunk to its head's sums in the weights' own units (chunks weigh by their weights).
 
         Returns
         -------

@@ -211,18 +211,32 @@ def fit_ridge_head(head: torch.nn.Linear, Z: torch.Tensor, Y: torch.Tensor, alph
         head.bias.copy_((ym - zm @ Wt).to(head.bias.dtype))
 
 
+def weight_unit(sample_weight) -> float:
+    """The largest of a ``partial_fit`` chunk's ``sample_weight`` (a scalar's value; 1.0 without
+    weights, or for weights the checks refuse, which the fit then refuses by name): the unit the
+    checked weights (whose largest is 1, or ``None`` when all are equal) are given back in, so
+    that an ``OTKRegressor`` stream weighs its chunks against each other by their weights."""
+    if sample_weight is None:
+        return 1.0
+    try:
+        top = float(np.max(np.asarray(sample_weight, dtype=np.float64)))
+    except (TypeError, ValueError):
+        return 1.0
+    return top if np.isfinite(top) and top > 0 else 1.0
+
+
 def ridge_stats(Z: torch.Tensor, Y: torch.Tensor, weight: torch.Tensor | None = None,
-                shift: torch.Tensor | None = None) -> dict:
+                shift: torch.Tensor | None = None, unit: float = 1.0) -> dict:
     """The weighted sums :func:`fit_ridge_head_stats` solves from, float64 on ``Z``'s device:
     ``total`` (sum of weights), ``z``, ``y``, ``zz`` (``Z^T W Z``), ``zy``, over rows shifted by
-    ``shift`` (default their mean; kept as ``shift``) so that the sums keep their digits. Sums of
-    several chunks with one shift add (:func:`add_ridge_stats`): the ridge head of all the rows
-    seen, without keeping them."""
+    ``shift`` (default their mean; kept as ``shift``) so that the sums keep their digits; the
+    weights (1 for ``None``) times ``unit``. Sums of several chunks with one shift add
+    (:func:`add_ridge_stats`): the ridge head of all the rows seen, without keeping them."""
     Z = Z.double()
     Y = Y.double().reshape(Z.shape[0], -1)
     shift = Z.mean(0) if shift is None else shift.to(Z)
     Zs = Z - shift
-    w = torch.ones_like(Z[:, :1]) if weight is None else weight.to(Z).reshape(-1, 1)
+    w = unit * (torch.ones_like(Z[:, :1]) if weight is None else weight.to(Z).reshape(-1, 1))
     return {"shift": shift, "total": w.sum(), "z": (w * Zs).sum(0), "y": (w * Y).sum(0),
             "zz": Zs.T @ (w * Zs), "zy": Zs.T @ (w * Y)}
 

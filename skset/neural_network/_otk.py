@@ -2,10 +2,9 @@
 
 The model is the unsupervised pipeline ``NystromFeatures -> OTKEmbedding -> linear model`` made
 trainable: a :class:`skset.nn.NystromLayer` (anchors ``w``), an :class:`skset.nn.OTKLayer`
-(references ``z``), the embedding's centring and normalisation, and a linear head. It is
-initialised by fitting the unsupervised estimators (and the head on their features), then trained
-end to end with the shared loop of :mod:`skset.neural_network._training` (Mialon et al. 2021, Section 2.2 and
-Appendix D.3).
+(references ``z``), the embedding's centring and normalisation, and a linear head, initialised by
+fitting the unsupervised estimators (and the head on their features), then trained end to end
+(:mod:`skset.neural_network._training`; Mialon et al. 2021, Section 2.2 and Appendix D.3).
 """
 
 from __future__ import annotations
@@ -42,6 +41,7 @@ from ._heads import (
     level_absent_classes,
     ridge_loo_alpha,
     ridge_stats,
+    weight_unit,
 )
 from ._multilabel import CLASS_WEIGHT_DOC, MULTILABEL_DOC, with_class_weight
 from ._otk_docs import (
@@ -61,11 +61,10 @@ from ._training import TRAINING_PARAMS
 
 __all__ = ["OTKClassifier", "OTKRegressor"]
 
-# The paper's CKN element map for its supervised models (Appendix D.3): k-mers standardised,
-# projected on the unit sphere, norm kept, bandwidth 0.5. The supervised models' "auto" map starts
-# from it (it is kept unless the data say otherwise by more than noise): on a motif-order task
-# the mean-pooled proxy cannot see order, and the unsupervised default map there left the trained
-# model at 0.54-0.60 test accuracy against 0.72-0.74 with this one.
+# The paper's CKN element map for its supervised models (Appendix D.3): k-mers standardised, on
+# the unit sphere, norm kept, bandwidth 0.5. The "auto" map starts from it (kept unless the data
+# say otherwise by more than noise): on a motif-order task the mean-pooled proxy cannot see order,
+# and the unsupervised default map left the trained model at 0.54-0.60 against 0.72-0.74.
 PAPER_MAP = {"standardize": True, "normalize": True, "keep_norm": True, "bandwidth": 0.5}
 
 # The classifier's head solves stop when the largest gradient entry is HEAD_TOL of its value at
@@ -78,10 +77,9 @@ PAPER_MAP = {"standardize": True, "normalize": True, "keep_norm": True, "bandwid
 # each epoch cost 9-11 s of a 33-35 s fit, and leaving them out did not lower test top-1 accuracy
 # (seeds 0-2: 85.7 / 83.3 / 85.0 with them, 85.1 / 84.2 / 85.6 without); the end refit took 54
 # iterations to 3e-4 and 10 to 1e-3 (objective 0.1127 against 0.1182), for the same test
-# top-1/5/10 (85.6 / 99.1 / 99.7 and 85.7 / 99.1 / 99.6). On the small suite rows, where every
-# solve is cheap, the head's precision shows in the trained model: over seeds 0-2,
-# PickupGestureWiimoteZ 10-mers 68.7 with loose refits, 70.7 to 3e-4, 72.0 to HEAD_TOL_CHEAP (as
-# with torch's L-BFGS to 1e-7 before), WatchWindows 88.9 / 88.9 / 89.7.
+# top-1/5/10 (85.6 / 99.1 / 99.7 and 85.7 / 99.1 / 99.6). On the small suite rows (cheap solves)
+# the head's precision shows: seeds 0-2, PickupGestureWiimoteZ 10-mers 68.7 with loose refits,
+# 70.7 to 3e-4, 72.0 to HEAD_TOL_CHEAP (L-BFGS to 1e-7 before), WatchWindows 88.9 / 88.9 / 89.7.
 HEAD_TOL, HEAD_TOL_BETWEEN, HEAD_TOL_CHEAP, HEAD_WARM_ITER = 3e-4, 1e-3, 1e-5, 10
 HEAD_CHEAP_WORK = 1 << 26
 
@@ -659,19 +657,21 @@ class OTKRegressor(SetRegressorMixin, _BaseSupervisedOTK):
             self._alpha_given = not auto
         if not self.__dict__.get("_stream_on"):
             return fit_ridge_head(head, Z, targets, self.alpha_, weight)
-        # partial_fit: the ridge of this chunk and of the chunks before it (head_stats_)
+        # partial_fit: the ridge of this chunk and the chunks before (head_stats_), in weight units
         prior = self.__dict__.get("_stream_prior")
-        self._last_chunk = ridge_stats(Z, targets, weight, None if prior is None else prior["shift"])
+        self._last_chunk = ridge_stats(Z, targets, weight, None if prior is None else prior["shift"],
+                                       unit=self.__dict__.get("_stream_unit", 1.0))
         fit_ridge_head_stats(head, add_ridge_stats(prior, self._last_chunk), self.alpha_)
 
     def _fit(self, X, y, sample_weight=None, side=None, *, incremental=False, classes=None):
         stream = incremental and self.solver == "alternating"
         self._stream_on = stream
         self._stream_prior = self.__dict__.get("head_stats_") if stream else None
+        self._stream_unit = weight_unit(sample_weight) if stream else 1.0
         try:
             return super()._fit(X, y, sample_weight, side, incremental=incremental, classes=classes)
         finally:
-            for name in ("_stream_on", "_stream_prior", "_last_chunk"):
+            for name in ("_stream_on", "_stream_prior", "_last_chunk", "_stream_unit"):
                 self.__dict__.pop(name, None)
 
     def _after_training(self, data):
