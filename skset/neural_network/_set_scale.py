@@ -55,17 +55,15 @@ def _set_stats(sets: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return mean, np.where(std > CONSTANT_RELATIVE * top, std, 0.0), top
 
 
-def scale_spread(sets: list, sample_weight=None) -> float:
-    """The 90th over the 10th percentile of the sets' deviations (the root mean square over the
-    features of each set's deviation relative to that feature's deviation over all elements), over
-    the sets of positive weight with a feature that is not constant (a set of one element, or of
-    one repeated row, has no scale); 1.0 with fewer than ``SET_SCALE_MIN_SETS`` of them."""
-    keep = [i for i, s in enumerate(sets) if len(s) > 1
+def _multi_element_sets(sets: list, sample_weight=None) -> list:
+    """The sets of two elements or more and positive weight: those a scale is read from (one
+    element has none)."""
+    return [s for i, s in enumerate(sets) if len(s) > 1
             and (sample_weight is None or sample_weight[i] > 0)]
-    if len(keep) < SET_SCALE_MIN_SETS:
-        return 1.0
-    sub = [sets[i] for i in keep]
-    _, std, _ = _set_stats(sub)
+
+
+def _spread(sub: list, std: np.ndarray) -> float:
+    """:func:`scale_spread` of the sets ``sub`` whose deviations (:func:`_set_stats`) are ``std``."""
     overall = np.concatenate(sub).astype(np.float64, copy=False).std(0)
     overall = np.where(overall > 0, overall, 1.0)
     scale = np.sqrt(np.mean((std / overall) ** 2, axis=1))
@@ -76,13 +74,32 @@ def scale_spread(sets: list, sample_weight=None) -> float:
     return float(high / low)
 
 
+def _floor(std: np.ndarray) -> np.ndarray:
+    """:func:`scale_floor` from the sets' deviations ``std`` (0 where constant)."""
+    low = np.where(std > 0, std, np.inf).min(0)
+    return np.where(np.isfinite(low), low, 1.0)
+
+
+def scale_spread(sets: list, sample_weight=None) -> float:
+    """The 90th over the 10th percentile of the sets' deviations (the root mean square over the
+    features of each set's deviation relative to that feature's deviation over all elements), over
+    the sets of positive weight with a feature that is not constant (a set of one element, or of
+    one repeated row, has no scale); 1.0 with fewer than ``SET_SCALE_MIN_SETS`` of them."""
+    sub = _multi_element_sets(sets, sample_weight)
+    return 1.0 if len(sub) < SET_SCALE_MIN_SETS else _spread(sub, _set_stats(sub)[1])
+
+
 def fit_set_scale(est, sets: list, sample_weight=None) -> None:
     """Set ``est.set_standardized_`` (``standardize="auto"`` and a spread above
     ``SET_SCALE_SPREAD``) and ``est.set_scale_floor_`` (``None`` without) from the training
-    sets."""
-    est.set_standardized_ = bool(est.standardize == "auto"
-                                 and scale_spread(sets, sample_weight) > SET_SCALE_SPREAD)
-    est.set_scale_floor_ = scale_floor(sets, sample_weight) if est.set_standardized_ else None
+    sets, their statistics computed once for both."""
+    est.set_standardized_, est.set_scale_floor_ = False, None
+    sub = _multi_element_sets(sets, sample_weight)
+    if est.standardize != "auto" or len(sub) < SET_SCALE_MIN_SETS:
+        return
+    std = _set_stats(sub)[1]
+    if _spread(sub, std) > SET_SCALE_SPREAD:
+        est.set_standardized_, est.set_scale_floor_ = True, _floor(std)
 
 
 def read_set_scale(est, sets: list) -> tuple[list, np.ndarray | None]:
@@ -98,10 +115,8 @@ def scale_floor(sets: list, sample_weight=None) -> np.ndarray:
     """``(d,)``: per feature, the smallest positive deviation of a training set of positive weight
     (1.0 where none has one), the floor of the scale feature: a set of one element, or constant,
     reads as the quietest training set."""
-    keep = [s for i, s in enumerate(sets) if sample_weight is None or sample_weight[i] > 0]
-    _, std, _ = _set_stats(keep)
-    low = np.where(std > 0, std, np.inf).min(0)
-    return np.where(np.isfinite(low), low, 1.0)
+    sub = _multi_element_sets(sets, sample_weight)  # one element: no deviation
+    return _floor(_set_stats(sub)[1]) if sub else np.ones(sets[0].shape[1])
 
 
 def set_standardized(sets: list, floor: np.ndarray) -> tuple[list, np.ndarray]:

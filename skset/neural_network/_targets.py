@@ -84,7 +84,8 @@ def check_label_kinds(y: np.ndarray, name: str, what: str = "y") -> None:
     that mixes bools, integers and floats (scikit-learn's ``"unknown"`` label type: ``True``
     and ``1``, ``2`` and ``2.0`` would be one class or two by the order of the sets)."""
     real = y
-    if y.dtype == object and y.size:
+    # an object array of numbers (check_set_labels: all numbers or all strings; strings pass)
+    if y.dtype == object and y.size and not isinstance(y.flat[0], str):
         kinds = {_number_kind(v) for v in y.ravel().tolist()}
         if len(kinds) > 1:
             raise ValueError(
