@@ -33,7 +33,8 @@ from bench_suite import RowLog, clf, score  # noqa: E402
 from suite_data import DATASETS, load  # noqa: E402
 
 from skset import NystromFeatures, OTKEmbedding  # noqa: E402
-from skset._map_selection import _targets, _task, sample_sets  # noqa: E402
+from skset._label_tasks import _targets, _task  # noqa: E402
+from skset._map_selection import sample_sets  # noqa: E402
 from skset._stats import paired_t  # noqa: E402
 from skset.embedding._position_choice import _proxy_errors  # noqa: E402
 

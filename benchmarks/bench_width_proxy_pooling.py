@@ -24,7 +24,8 @@ import numpy as np  # noqa: E402
 from suite_data import DATASETS, load  # noqa: E402
 
 from skset import NystromFeatures, OTKEmbedding  # noqa: E402
-from skset._map_selection import WINDOW_CANDIDATES, _targets, standardized_loo_errors  # noqa: E402
+from skset._label_tasks import _targets  # noqa: E402
+from skset._map_selection import WINDOW_CANDIDATES, standardized_loo_errors  # noqa: E402
 
 
 def main():

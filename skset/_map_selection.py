@@ -17,7 +17,7 @@ series and hurts others). So each parameter left at ``"auto"`` is chosen in ``fi
   lowest mean error replaces the fixed choice only when it beats it by more than noise (a paired
   t statistic over the sampled sets above ``MIN_T``); the bandwidth is chosen after the
   preprocessing, by the same rule against the preprocessing's winner;
-* without usable labels (``y=None``, one class, fewer than ``MIN_SETS`` sets, multi-output
+* without usable labels (``y=None``, one class, fewer than ``_label_tasks.MIN_SETS`` sets, multi-output
   targets), the fixed defaults: standardise, no sphere, bandwidth 0.5 times the scale; classes
   of a single set are left out of the choice (the others still choose).
 
@@ -35,12 +35,11 @@ by more than noise. The set networks add an order test (:func:`shuffled_kmer_err
 from __future__ import annotations
 
 import itertools
-import numbers
 
 import numpy as np
 import torch
-from sklearn.utils.multiclass import type_of_target
 
+from ._label_tasks import _shared_classes, _targets, _task
 from ._sets import code_kmers, kmer_span, kmer_windows
 from ._stats import beats, weighted_median
 from .nn.nystrom import (
@@ -67,7 +66,6 @@ AUTO_CANDIDATES = {
     "keep_norm": (True, False),
     "bandwidth": (0.5, 0.25, 1.0, 2.0),  # the first is the stage-one bandwidth
 }
-MIN_SETS = 10
 MAX_ANCHORS = 64  # anchors of the candidate maps (the fitted map has n_components)
 MAX_SETS = 600
 MAX_PER_SET = 64
@@ -216,16 +214,6 @@ def _sampled_rows(sets, rng, per_set=MAX_PER_SET, window=1, coding="plain", dila
     return np.concatenate(rows, axis=0).astype(np.float64), owner, inv_counts
 
 
-def _targets(task, y):
-    """The ridge targets the proxy scores: one-hot classes (one column for two), or the
-    standardised scalar target."""
-    if task == "classification":
-        classes, codes = np.unique(y, return_inverse=True)
-        onehot = np.eye(len(classes))[codes]
-        return onehot[:, 1:] if len(classes) == 2 else onehot
-    return ((y - y.mean()) / y.std())[:, None]
-
-
 def pooled_map_errors(elems: torch.Tensor, anchors: torch.Tensor, sigma: float, choice: dict,
                       owner: torch.Tensor, inv_counts: torch.Tensor, target: np.ndarray,
                       eigenvalue_floor: float) -> np.ndarray:
@@ -253,42 +241,6 @@ def standardized_loo_errors(features: np.ndarray, target: np.ndarray) -> np.ndar
     features = features / np.where(constant_below(sd, np.abs(features).max(initial=0.0)), 1.0, sd)
     errors = loo_ridge_errors(features, target)
     return errors if np.all(np.isfinite(errors)) else np.full(len(errors), np.inf)
-
-
-def _shared_classes(y: np.ndarray) -> np.ndarray:
-    """Which sets belong to a class of at least two sets (a class of one set has no spread to
-    compare with)."""
-    _, inverse, counts = np.unique(y, return_inverse=True, return_counts=True)
-    return counts[inverse.ravel()] >= 2
-
-
-def _task(y, n_sets: int, regression: bool = False):
-    """``"classification"``, ``"regression"`` or ``None`` (no usable labels); ``regression``:
-    the caller's targets are real numbers whatever their values (a regressor's targets that
-    happen to be whole numbers are not classes)."""
-    if y is None:
-        return None
-    try:
-        y = np.asarray(y)
-    except ValueError:  # ragged: per-element labels (clustering instances), not one per set
-        return None
-    if y.ndim != 1 or len(y) != n_sets or n_sets < MIN_SETS:
-        return None
-    if y.dtype == object and all(isinstance(v, numbers.Number) for v in y.tolist()):
-        y = np.asarray(y.tolist())  # numbers in an object column: type_of_target says "unknown"
-    try:
-        y, kind = (y.astype(np.float64), "continuous") if regression else (y, type_of_target(y))
-    except (TypeError, ValueError):
-        return None
-    if kind in ("binary", "multiclass"):
-        # the choice is made on the sets of the classes of at least two sets (many classes with
-        # 1-5 sets each keep most of theirs)
-        shared = _shared_classes(y)
-        ok = np.unique(y[shared]).size >= 2 and shared.sum() >= MIN_SETS
-        return "classification" if ok else None
-    if kind == "continuous":
-        return "regression" if np.all(np.isfinite(y)) and np.ptp(y) > 0 else None
-    return None
 
 
 def candidates(fixed: dict, default: dict | None = None) -> list[dict]:
@@ -331,8 +283,9 @@ def sample_sets(sets, y, rng):
 
 def select_element_map(sets, y, *, mean, scale, window: int, n_components: int, fixed: dict,
                        eigenvalue_floor: float, rng: np.random.RandomState, dtype=torch.float32,
-                       default: dict | None = None, dilation: int = 1):
-    """Choose the automatic parameters of the Nystrom map.
+                       default: dict | None = None, dilation: int = 1, target_type: str = "auto"):
+    """Choose the automatic parameters of the Nystrom map (``target_type``: how ``y`` is read,
+    see :func:`_task`).
 
     Parameters
     ----------
@@ -365,7 +318,7 @@ def select_element_map(sets, y, *, mean, scale, window: int, n_components: int, 
         bandwidth with the best preprocessing.
     """
     cands = candidates(fixed, default)
-    task = _task(y, len(sets))
+    task = _task(y, len(sets), target_type)
     if task is None or len(cands) == 1:
         return cands[0], None
     if task == "classification":  # the sets of classes of one set are left out (see _task)
@@ -591,11 +544,11 @@ def order_statistic(errors: np.ndarray, shuffled: np.ndarray) -> float:
 
 def select_window(sets, y, *, kmer_coding: str, fixed: dict, default: dict, n_components: int,
                   eigenvalue_floor: float, rng: np.random.RandomState, dtype=torch.float32,
-                  dilate: bool = False, order_test: bool = False, regression: bool = False,
+                  dilate: bool = False, order_test: bool = False, target_type: str = "auto",
                   dilation: int = 1, pairs_alone: bool = True):
     """Choose the k-mer width of ``window="auto"`` from the labels (and, with ``dilate``, the
     dilation of ``dilation="auto"``; else the widths are read ``dilation`` apart, an explicit
-    ``dilation``; ``regression``: ``y`` are real targets, see :func:`_task`).
+    ``dilation``; ``target_type``: how ``y`` is read, see :func:`_task`).
 
     Each width of :func:`window_candidates` (the first, 1, the incumbent) is scored by the proxy
     of :func:`select_element_map` with the map fixed (``fixed``'s explicit values, ``default``'s
@@ -643,7 +596,7 @@ def select_window(sets, y, *, kmer_coding: str, fixed: dict, default: dict, n_co
     # width must fit all but 1% of them twice) leave them to be scored against single elements
     pairs = dilated_candidates(lengths) if dilate else []
     choice = {k: default[k] if fixed.get(k, "auto") == "auto" else fixed[k] for k in default}
-    task = _task(y, len(sets), regression)
+    task = _task(y, len(sets), target_type)
     if task is None or (len(widths) < 2 and not (pairs and pairs_alone)):
         return 1, 1, None
     if task == "classification":

@@ -21,8 +21,8 @@ from .._offsets import PLAN_OFFSET_RATIO, far_offset
 from .._threads import user_stacklevel
 from ..nn.otk import with_ones
 
-__all__ = ["check_offset_plans", "fit_offset", "fitted_dtype", "input_space_mean", "offset_embedding",
-           "reference_tensor", "shifted", "split_ones", "with_ones"]
+__all__ = ["check_offset_plans", "drop_offset", "fit_offset", "fitted_dtype", "input_space_mean",
+           "offset_embedding", "reference_tensor", "shifted", "split_ones", "with_ones"]
 
 
 def _offset(otk):
@@ -34,15 +34,32 @@ def fit_offset(otk, sets, masses, kept, sw) -> np.ndarray | None:
     positive weight ``kept`` (None: all), their weights ``sw`` (None: equal), the elements of
     positive mass (``masses``: one array per set, or None) count):
     :func:`skset._offsets.far_offset` at ``PLAN_OFFSET_RATIO`` where a shift leaves
-    the plans as they are (balanced, positions not scaling the similarities), asked as float32
-    in either dtype (the offset's ``c.z_j`` is absorbed from the first column update on: it moved
-    unconverged plans); elsewhere None, with a warning in float32, whose unbalanced or
-    similarity-scaled plans lose digits to such features and no shift can spare them."""
+    the plans as they are (balanced, positions not scaling the similarities; ``"auto"``
+    positions: as ``None``, until :func:`drop_offset`), asked as float32 in either dtype (the
+    offset's ``c.z_j`` is absorbed from the first column update on: it moved unconverged
+    plans); elsewhere None, with a warning in float32, whose unbalanced or similarity-scaled
+    plans lose digits to such features and no shift can spare them."""
     if kept is not None:
         sets, masses = [sets[i] for i in kept], None if masses is None else [masses[i] for i in kept]
     offset = far_offset(sets, sw, torch.float32, ratio=PLAN_OFFSET_RATIO, masses=masses)
-    if otk.reg_m is None and (otk.position_mode != "similarity" or otk.position_sigma is None):
+    if otk.reg_m is None and (otk.position_mode != "similarity"
+                              or otk.position_sigma in (None, "auto")):
         return offset
+    _warn_far(otk, offset)
+    return None
+
+
+def drop_offset(otk, np_dtype) -> None:
+    """``input_offset_`` dropped once ``position_sigma="auto"`` has chosen positions with
+    ``position_mode="similarity"``, whose plans read the features as they are (the references,
+    fitted without positions, are the same in either space; :func:`fit_offset`'s warning in
+    float32)."""
+    _warn_far(otk, otk.input_offset_)
+    otk.input_offset_ = None
+    otk.references_ = otk.references_.astype(np_dtype)
+
+
+def _warn_far(otk, offset) -> None:
     if offset is not None and otk._tdtype == torch.float32:
         what = "reg_m" if otk.reg_m is not None else "position_mode='similarity'"
         warnings.warn(
@@ -52,7 +69,6 @@ def fit_offset(otk, sets, masses, kept, sw) -> np.ndarray | None:
             "move by as much as its range): standardise the features first (NystromFeatures "
             "before it does) or fit with dtype='float64'.", UserWarning,
             stacklevel=user_stacklevel())
-    return None
 
 
 def shifted(otk, refs: np.ndarray, sign: int) -> np.ndarray:

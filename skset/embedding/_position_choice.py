@@ -22,11 +22,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .._label_tasks import _shared_classes, _targets, _task
 from .._map_selection import (
     MIN_T,
-    _shared_classes,
-    _targets,
-    _task,
     sample_sets,
     standardized_loo_errors,
 )
@@ -83,7 +81,7 @@ def select_position_sigma(otk, sets, y, masses, references: torch.Tensor,
         The raw embeddings of all ``sets`` (in order) with ``sigma``, when the rule computed
         them (the sample was every set): the fit's mean embedding reuses them.
     """
-    task = _task(y, len(sets))
+    task = _task(y, len(sets), otk.target_type)
     if task is None or max(len(s) for s in sets) < 2:
         return None, None, None
     idx = np.arange(len(sets))

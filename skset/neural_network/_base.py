@@ -332,6 +332,11 @@ class SetNetworkEstimator(_SetOutputMixin, BaseNeuralEstimator):
     _is_classifier = False
 
     @property
+    def _target_type(self) -> str:
+        """How the ``"auto"`` rules read ``y`` (``target_type`` of :class:`skset.NystromFeatures`)."""
+        return "multiclass" if self._is_classifier else "continuous"
+
+    @property
     def _min_elements(self) -> int:
         return 1
 

@@ -90,8 +90,7 @@ def choose_kmers(est, sets, y, seed: int, sample_weight=None) -> tuple[int, int]
                                  eigenvalue_floor=DEFAULT_EIGENVALUE_FLOOR,
                                  rng=np.random.RandomState((seed + 2) % 2**32),
                                  dilate=est.dilation == "auto", order_test=True,
-                                 regression=not est._is_classifier, dilation=dilation,
-                                 pairs_alone=False)
+                                 target_type=est._target_type, dilation=dilation, pairs_alone=False)
     w, d = int(w), int(d) if est.dilation == "auto" else dilation
     d = d if w > 1 else 1  # single elements have no dilation
     if est.verbose and scores:
