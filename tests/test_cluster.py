@@ -1427,3 +1427,17 @@ def test_warm_start_keeps_the_held_out_classes():
     first = abc.fit(pool, labels).validation_classes_.copy()
     for _ in range(3):
         np.testing.assert_array_equal(abc.fit(pool, labels).validation_classes_, first)
+
+
+@pytest.mark.parametrize("affinity", ["rbf", "nearest_neighbors"])
+def test_eigengap_spectral_clustering_reads_samples_far_from_zero(affinity):
+    """Samples at an offset of 1e8: scikit-learn's distances expand |x|^2 + |y|^2 - 2 x.y, which
+    cancels there (rbf: 4 clusters found instead of 3, ARI 0.22); centred first, the same
+    clustering as at the origin."""
+    X, _ = make_blobs(60, centers=3, cluster_std=0.3, random_state=1)
+    kw = dict(affinity=affinity, gamma=1.0, random_state=0)
+    near = EigengapSpectralClustering(**kw).fit(X)
+    far = EigengapSpectralClustering(**kw).fit(X + 1e8)
+    assert far.n_clusters_ == near.n_clusters_
+    np.testing.assert_array_equal(far.labels_, near.labels_)
+    np.testing.assert_allclose(far.affinity_matrix_, near.affinity_matrix_, atol=1e-6)

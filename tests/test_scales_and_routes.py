@@ -37,9 +37,10 @@ def _sets(n=12, scale=1.0, seed=0):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_normalized_otk_rows_have_their_norm_at_any_scale(dtype):
-    """Rows of features near 1e-14 are rescaled to norm sqrt(D) like any others (an absolute
-    clamp of 1e-12 had shrunk them: norms 0.012-0.024 for 3)."""
-    for scale in (1.0, 1e-14):
+    """Rows of features near 1e-14 to 1e-25 are rescaled to norm sqrt(D) like any others (an
+    absolute clamp of 1e-12 had shrunk them: norms 0.012-0.024 for 3; then one of 1e-18 x
+    sqrt(D): 0.86 at 1e-17, 0.0009 at 1e-20, 0 at 1e-25)."""
+    for scale in (1.0, 1e-14, 1e-17, 1e-20, 1e-25):
         Z = OTKEmbedding(n_supports=3, dtype=dtype, random_state=0).fit_transform(_sets(scale=scale))
         np.testing.assert_allclose(np.linalg.norm(Z, axis=1), np.sqrt(Z.shape[1]), rtol=1e-4)
 
@@ -161,3 +162,45 @@ def test_spanned_masses_of_sets_of_one_kmer_and_a_zero_rows_gradient():
     z = (w - torch.ones(3)).unsqueeze(0)  # a row exactly at the centre
     normalize_rows(z).sum().backward()
     assert torch.isfinite(w.grad.square()).all()
+
+
+@pytest.mark.parametrize("multilabel", [False, True])
+def test_predict_log_proba_stays_finite_where_a_probability_rounds_to_zero(multilabel):
+    """Logits of thousands: ``predict_proba`` rounds to exactly 0 and 1, its log was -inf; the
+    log-softmax (log-sigmoid per label) of the float64 logits is finite."""
+    rng = np.random.default_rng(13)
+    X = [rng.normal(size=(int(rng.integers(2, 8)), 2)) + (10 if i % 2 else -10) for i in range(20)]
+    y = np.arange(20) % 2
+    y = np.c_[y, 1 - y] if multilabel else y
+    clf = DeepSetsClassifier(max_iter=300, random_state=0, device="cpu").fit(X, y)
+    far = [x * 1000 for x in X[:4]]
+    logits = torch.as_tensor(clf.decision_function(far), dtype=torch.float64)
+    got = clf.predict_log_proba(far)
+    assert np.isfinite(got).all() and (clf.predict_proba(far) == 0).any()
+    if multilabel:
+        want = torch.nn.functional.logsigmoid(logits)
+    else:
+        want = torch.log_softmax(torch.stack([torch.zeros_like(logits), logits], 1), 1)
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-6, atol=1e-6 * float(logits.abs().max()))
+
+
+@pytest.mark.parametrize("scale", [1e-25, 1e20])
+def test_the_sphere_reads_float32_rows_of_any_scale(scale):
+    """Unstandardised elements on the sphere (``normalize=True``) at 1e-25 in float32: their
+    squares underflowed in the norm (every element one feature row); scaled by their largest
+    magnitude first, the map is the one of the same data at scale 1. The projection itself at
+    1e-25 and at 1e20 (rows of zeros before; the estimators refuse float32 values past 1e15,
+    the engine modules take them)."""
+    from skset.nn.nystrom import _unit
+
+    X = [s.astype(np.float32) for s in _sets(10)]
+    kw = dict(n_components=8, standardize=False, normalize=True, keep_norm=False, window=1,
+              random_state=0)
+    if scale < 1:
+        ref = NystromFeatures(**kw).fit(X).transform(X)
+        got = NystromFeatures(**kw).fit([x * np.float32(scale) for x in X]).transform(
+            [x * np.float32(scale) for x in X])
+        np.testing.assert_allclose(np.vstack(got), np.vstack(ref), atol=1e-5)
+    u, n = _unit(torch.tensor([[3.0, 4.0]]) * scale)
+    np.testing.assert_allclose(u.numpy(), [[0.6, 0.8]], rtol=1e-6)
+    np.testing.assert_allclose(n.item(), 5.0 * scale, rtol=1e-6)

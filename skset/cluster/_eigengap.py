@@ -12,6 +12,7 @@ import numbers
 import warnings
 
 import numpy as np
+import scipy.sparse
 import torch
 from sklearn.base import ClusterMixin
 from sklearn.cluster import spectral_clustering
@@ -266,6 +267,10 @@ class EigengapSpectralClustering(ClusterMixin, SksetEstimator):
     def _affinity_matrix(self, X) -> np.ndarray:
         if self.affinity == "precomputed":
             return _check_affinity(X, "X (precomputed affinity)")
+        # both read distances only, which scikit-learn expands as |x|^2 + |y|^2 - 2 x.y: far
+        # from zero (offsets of 1e7) the terms cancel, so dense samples are centred first
+        if not scipy.sparse.issparse(X):
+            X = X - X.mean(0)
         if self.affinity == "rbf":
             return rbf_kernel(X, gamma=self.gamma)
         n_neighbors = min(self.n_neighbors, X.shape[0])

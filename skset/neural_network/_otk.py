@@ -246,7 +246,7 @@ class _BaseSupervisedOTK(KmerWidth, SetNetworkEstimator):
             dilation=self.dilation,
             kmer_coding=self.kmer_coding,  # the network's Nystrom layer codes them too
             standardize=self.standardize, normalize=self.normalize, keep_norm=self.keep_norm,
-            random_state=seeds[0], device=self.device_, dtype=self.dtype)
+            target_type=self._target_type, random_state=seeds[0], device=self.device_, dtype=self.dtype)
         nystrom._fit_with_incumbent(sets, y, sample_weight=sample_weight, element_weight=masses,
                                     incumbent=incumbent)
         return nystrom, nystrom.window_, nystrom.transform(sets)
@@ -262,7 +262,7 @@ class _BaseSupervisedOTK(KmerWidth, SetNetworkEstimator):
             sinkhorn_iter=self.sinkhorn_iter, sinkhorn_tol=None, fit_method=self.fit_method,
             position_sigma=self.position_sigma, position_mode=self.position_mode, center=True,
             normalize=True, reg_m=self.reg_m, max_elements=self.max_elements,
-            random_state=seeds[1], device=self.device_, dtype=self.dtype)
+            target_type=self._target_type, random_state=seeds[1], device=self.device_, dtype=self.dtype)
         # arrays whatever scikit-learn's transform_output (a pandas frame broke the start rule);
         # a barycenter short of converging is a start that training moves anyway (its advice,
         # barycenter_iter, is not a parameter here)
@@ -504,7 +504,7 @@ class OTKClassifier(SetClassifierMixin, _BaseSupervisedOTK):
         return self._predict_proba(X, element_weight)
 
     def predict_log_proba(self, X, element_weight=None) -> np.ndarray:  # named: routable
-        return super().predict_log_proba(X, element_weight=element_weight)
+        return self._predict_log_proba(X, element_weight)
 
     def predict(self, X, element_weight=None) -> np.ndarray:
         return self._predict(X, element_weight)

@@ -105,11 +105,10 @@ class SetClassifierMixin(ClassifierMixin):
         ``(n_sets, n_labels)``, the probability of each label, the sigmoid of its logit)."""
         return self._predict_proba(X)
 
-    def predict_log_proba(self, X, **kwargs) -> np.ndarray:
-        """The log of :meth:`predict_proba` (as scikit-learn's ``MLPClassifier``); keyword
-        arguments go to it (``element_weight`` of the OTK classifier)."""
-        with np.errstate(divide="ignore"):
-            return np.log(self.predict_proba(X, **kwargs))
+    def predict_log_proba(self, X) -> np.ndarray:
+        """The log of :meth:`predict_proba`, from the logits in float64 (the log-softmax;
+        multi-label: the log-sigmoid of each logit): finite where a probability rounds to 0."""
+        return self._predict_log_proba(X)
 
     def predict(self, X) -> np.ndarray:
         """The most probable class of each set (multi-label: the indicator matrix ``(n_sets,
@@ -122,6 +121,12 @@ class SetClassifierMixin(ClassifierMixin):
         if out.shape[1] == 2 and not self._is_multilabel:
             out = out[:, 1] - out[:, 0]  # scikit-learn's binary decision_function
         return out.cpu().numpy()
+
+    def _predict_log_proba(self, X, side=None) -> np.ndarray:
+        logits = self._raw_outputs(*self._predict_inputs(X, side)).double()
+        if self._is_multilabel:
+            return torch.nn.functional.logsigmoid(logits).cpu().numpy()
+        return torch.log_softmax(logits, dim=1).cpu().numpy()
 
     def _predict_proba(self, X, side=None) -> np.ndarray:
         logits = self._raw_outputs(*self._predict_inputs(X, side)).double()

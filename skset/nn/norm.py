@@ -9,7 +9,16 @@ from torch import nn
 
 from ._masks import as_mask
 
-__all__ = ["SetNorm", "set_norm", "make_norm"]
+__all__ = ["SetNorm", "set_norm", "make_norm", "row_norm"]
+
+
+def row_norm(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """Euclidean norms of ``x`` along ``dim`` (kept), as ``m * ||x / m||`` with ``m`` the
+    largest magnitude along it: the squares of float32 entries near 1e-25 or 1e25 under- or
+    overflow. ``m`` is taken out of the graph (exact: the norm is homogeneous in it)."""
+    top = x.detach().abs().amax(dim, keepdim=True)
+    top = torch.where(top > 0, top, torch.ones_like(top))
+    return top * torch.linalg.vector_norm(x / top, dim=dim, keepdim=True)
 
 
 def _check_eps(eps) -> None:

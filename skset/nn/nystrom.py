@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from ._masks import as_mask
+from .norm import row_norm
 
 __all__ = ["NystromLayer", "gaussian_kernel", "inv_sqrt_psd", "nystrom_map", "kmer_unfold",
            "kmer_level_shape"]
@@ -145,7 +146,7 @@ def _unit(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Rows projected on the unit sphere, and their norms. Scale-free: every row of nonzero norm
     is divided by it, whatever its magnitude (no absolute floor, so the same data at 1e-13 or
     1e13 gives the same directions); a row of norm 0 stays 0."""
-    norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+    norm = row_norm(x)
     return x / torch.where(norm > 0, norm, torch.ones_like(norm)), norm
 
 

@@ -56,6 +56,7 @@ from ..ot._common import (
 from ..ot._compiled import try_embed
 from ._masks import as_mask
 from .attention import _zero_padding
+from .norm import row_norm
 
 __all__ = ["OTKLayer", "otk_embed", "otk_plans", "otk_pool"]
 
@@ -447,15 +448,17 @@ def normalize_rows(z: torch.Tensor, floor: torch.Tensor | None = None) -> torch.
     """Rows of ``z (B, D)`` rescaled to norm ``sqrt(D)`` (the unit-variance scale of OTK's
     centred embeddings); with ``floor (B,)``, a row whose norm is not above its floor (noise of
     the computation, :func:`noise_floor`) becomes 0 instead of noise scaled up."""
-    norm = torch.linalg.vector_norm(z, dim=1, keepdim=True)
-    # rows of features near 1e-14 are rescaled too (an absolute clamp of 1e-12 shrank them);
-    # the factor stays under 1e18, so that the gradient of a zero row (training has no floor)
-    # squared stays finite in float32 for Adam
+    norm = row_norm(z, dim=1)
     target = math.sqrt(z.shape[1])
-    factor = target / norm.clamp_min(target * 1e-18)
     if floor is None:
-        return z * factor
-    return z * torch.where(norm > floor.unsqueeze(1), factor, 0.0)
+        # training: the factor stays under 1e18, so that the gradient of a zero row squared
+        # stays finite in float32 for Adam
+        return z * (target / norm.clamp_min(target * 1e-18))
+    # every row above its floor is rescaled, whatever its scale (an absolute clamp had shrunk
+    # rows of features near 1e-17 and zeroed those near 1e-25); a row of NaN or inf stays
+    # non-finite (z * 0), for the caller's check to name
+    safe = torch.where(norm > 0, norm, torch.ones_like(norm))
+    return torch.where(norm > floor.unsqueeze(1), z / safe * target, z * 0.0)
 
 
 def embedding_output(raw: torch.Tensor, center: torch.Tensor, shape, *, normalize: bool = True,
