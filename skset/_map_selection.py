@@ -40,8 +40,10 @@ import numpy as np
 import torch
 
 from ._label_tasks import _shared_classes, _targets, _task
+from ._nystrom_rows import bandwidth_in_range
 from ._sets import code_kmers, kmer_span, kmer_windows
 from ._stats import beats, weighted_median
+from ._weighting import weighted_mean_std
 from .nn.nystrom import (
     DEFAULT_BANDWIDTH,
     DEFAULT_KEEP_NORM,
@@ -178,15 +180,19 @@ def median_scale(elems: np.ndarray, rng: np.random.RandomState, weights=None) ->
     pick = rng.choice(elems.shape[0], m, replace=False)
     sub = elems[pick]
     half = m // 2
-    d2 = ((sub[:half] - sub[half : 2 * half]) ** 2).sum(1)
-    if not d2.size:
+    diff = sub[:half] - sub[half : 2 * half]
+    if not diff.size:
         return 1.0
+    # in units of a power of two near the largest difference: squares of 1e-200 underflow
+    top = float(np.abs(diff).max())
+    unit = float(np.ldexp(1.0, np.frexp(top)[1] - 1)) if 0 < top < np.inf else 1.0
+    d2 = ((diff / unit) ** 2).sum(1)
     if weights is not None:  # a pair weighs w_a * w_b
         ws = weights[pick]
         med = weighted_median(d2, ws[:half] * ws[half : 2 * half])
     else:
         med = float(np.median(d2))
-    scale = float(np.sqrt(med) / np.sqrt(2))
+    scale = float(np.sqrt(med) / np.sqrt(2)) * unit
     return scale if scale > 0 and np.isfinite(scale) else 1.0
 
 
@@ -222,6 +228,8 @@ def pooled_map_errors(elems: torch.Tensor, anchors: torch.Tensor, sigma: float, 
     being the Gaussian Nystrom map on ``anchors`` (float64; the map runs in ``elems``' dtype)
     with bandwidth ``sigma`` and ``choice``'s ``normalize`` / ``keep_norm``; infinite errors
     when a value is not finite."""
+    if not bandwidth_in_range(sigma, torch.finfo(elems.dtype).dtype):  # a fit would refuse it
+        return np.full(inv_counts.shape[0], np.inf)
     norm = inv_sqrt_psd(anchor_gram(anchors, sigma), eigenvalue_floor)
     with torch.no_grad():
         psi = nystrom_map(elems, anchors.to(elems.dtype), norm.to(elems.dtype), sigma,
@@ -237,7 +245,7 @@ def standardized_loo_errors(features: np.ndarray, target: np.ndarray) -> np.ndar
     errors of :func:`loo_ridge_errors`; infinite errors when a value is not finite."""
     if not np.all(np.isfinite(features)):  # before the eigendecomposition, which raises on them
         return np.full(len(features), np.inf)
-    sd = features.std(0)
+    sd = weighted_mean_std(features)[1]  # squares of values near 1e-200 underflow
     features = features / np.where(constant_below(sd, np.abs(features).max(initial=0.0)), 1.0, sd)
     errors = loo_ridge_errors(features, target)
     return errors if np.all(np.isfinite(errors)) else np.full(len(errors), np.inf)
@@ -346,7 +354,12 @@ def select_element_map(sets, y, *, mean, scale, window: int, n_components: int, 
     def score(c):
         key = (c["standardize"], c["normalize"])
         if key not in prepared:
-            elems = (raw - mean_k) / scale_k if c["standardize"] else raw
+            if c["standardize"]:
+                elems = (raw - mean_k) / scale_k
+            else:  # the sphere reads the rows as they are; the Gaussian kernel alone reads
+                # differences, so its rows are centred in float64 before the cast to ``dtype``,
+                # as the fit centres features far from zero (_offsets.unstandardized_mean)
+                elems = raw if c["normalize"] else raw - mean_k
             unit = unit_rows(elems) if c["normalize"] else elems
             anchors = unit[anchor_pick]  # the same elements under every preprocessing
             prepared[key] = (torch.as_tensor(elems, dtype=dtype, device="cpu"),
@@ -484,10 +497,11 @@ def kmer_errors(groups, choice: dict, target: np.ndarray, *, n_components: int,
     the sphere when ``choice["normalize"]``, anchors drawn among the distinct rows of all groups
     and the bandwidth from their joint scale, then :func:`pooled_map_errors` of each group."""
     raw = np.concatenate([g[0] for g in groups], axis=0)
-    elems = raw
+    mean, sd = weighted_mean_std(raw)
     if choice["standardize"]:
-        sd = raw.std(0)
-        elems = (raw - raw.mean(0)) / np.where(constant_below(sd, np.abs(raw).max(0)), 1.0, sd)
+        elems = (raw - mean) / np.where(constant_below(sd, np.abs(raw).max(0)), 1.0, sd)
+    else:
+        elems = raw if choice["normalize"] else raw - mean  # see select_element_map's score
     if choice["normalize"]:
         elems = unit_rows(elems)
     distinct = distinct_rows(elems)

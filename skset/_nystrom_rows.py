@@ -68,16 +68,22 @@ def map_rows(x, idx, mean, scale, anchors, norm, bandwidth, *, normalize, keep_n
     return out
 
 
+def bandwidth_in_range(bandwidth: float, dtype) -> bool:
+    """Whether the kernel can square distances of order ``bandwidth`` in ``dtype``."""
+    lim = np.finfo(dtype)
+    return bool(lim.tiny / lim.eps < bandwidth**2 < lim.max * lim.eps)
+
+
 def check_bandwidth_range(name: str, bandwidth: float, dtype, given: bool) -> None:
     """Refuse a fit that transform could not compute: the kernel squares distances of order
     ``bandwidth`` in the working ``dtype`` (data of magnitude 1e-30 without standardisation, or
     a bandwidth of 1e-20 given on the unit sphere). ``given``: the bandwidth is the user's."""
-    lim = np.finfo(dtype)
-    if lim.tiny / lim.eps < bandwidth**2 < lim.max * lim.eps:
+    if bandwidth_in_range(bandwidth, dtype):
         return
     what = (f"bandwidth={bandwidth:.3g} on the unit sphere" if given
             else f"the training elements' scale (bandwidth {bandwidth:.3g})")
     fix = "give another bandwidth" if given else "standardise the features (standardize=True or 'auto')"
+    single = np.dtype(dtype) != np.float64
     raise ValueError(f"{name}: {what} is out of the range of {np.dtype(dtype).name} computations "
-                     f"(squared distances would underflow or overflow); {fix} or use "
-                     "dtype='float64'.")
+                     f"(squared distances would underflow or overflow); {fix}"
+                     + (" or use dtype='float64'." if single else "."))

@@ -98,7 +98,7 @@ def unstandardized_mean(est, mean: np.ndarray, std: np.ndarray, np_dtype) -> np.
         f"{type(est).__name__}: features {', '.join(map(str, np.flatnonzero(far)[:5]))} sit more "
         f"than {PLAN_OFFSET_RATIO if single else OFFSET_RATIO:g} spreads from zero; unstandardised "
         "and on the sphere (normalize=True), the map reads their products rounded: standardise "
-        "them (standardize='auto' or True)" + (" or fit with dtype='float64'." if single else "."),
+        "them (standardize=True)" + (" or fit with dtype='float64'." if single else "."),
         UserWarning,
         stacklevel=user_stacklevel())
     return np.zeros(len(mean), dtype=np_dtype)

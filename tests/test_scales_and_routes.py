@@ -204,3 +204,36 @@ def test_the_sphere_reads_float32_rows_of_any_scale(scale):
     u, n = _unit(torch.tensor([[3.0, 4.0]]) * scale)
     np.testing.assert_allclose(u.numpy(), [[0.6, 0.8]], rtol=1e-6)
     np.testing.assert_allclose(n.item(), 5.0 * scale, rtol=1e-6)
+
+
+def test_the_map_rule_chooses_alike_at_any_offset_and_scale():
+    """The element map's rule scores its unstandardised Gaussian candidate on rows centred in
+    float64, as the fit reads features far from zero (in float32 an offset of 1e3 had made it
+    take the standardised map at another bandwidth), and its moments and median distance in
+    units of a power of two (data times 1e-200 in float64 had kept single elements)."""
+    rng = np.random.default_rng(0)
+    y = np.arange(120) % 2
+    X = [np.hstack([rng.normal(size=(30, 1)) * 3 + 1.5 * c, rng.normal(size=(30, 8)) * 0.01])
+         for c in y]
+    kw = dict(n_components=32, window=1, normalize=False, random_state=0)
+    ref = NystromFeatures(**kw, dtype="float64").fit(X, y)
+    far = NystromFeatures(**kw).fit([x + 1e3 for x in X], y)
+    assert (far.standardize_, far.relative_bandwidth_) == (ref.standardize_, ref.relative_bandwidth_)
+    rng = np.random.default_rng(21)
+    X, y = [], np.arange(40) % 2
+    for c in y:
+        s = 0.3 * rng.normal(size=(int(rng.integers(25, 40)), 1))
+        s[5:10, 0] += np.linspace(0, 2, 5) if c else np.linspace(2, 0, 5)
+        X.append(s)
+    fits = [NystromFeatures(n_components=8, dtype="float64", random_state=0).fit(
+        [x * scale for x in X], y) for scale in (1.0, 1e-200)]
+    assert len({(f.window_, f.dilation_, f.standardize_, f.normalize_, f.relative_bandwidth_)
+                for f in fits}) == 1
+    assert fits[0].window_ > 1
+
+
+def test_a_float64_fit_out_of_range_is_not_told_to_use_float64():
+    X = [s * 1e-200 for s in _sets(12)]
+    with pytest.raises(ValueError, match="out of the range of float64") as err:
+        NystromFeatures(4, window=1, standardize=False, normalize=False, dtype="float64").fit(X)
+    assert "dtype='float64'" not in str(err.value)
