@@ -237,3 +237,23 @@ def test_a_float64_fit_out_of_range_is_not_told_to_use_float64():
     with pytest.raises(ValueError, match="out of the range of float64") as err:
         NystromFeatures(4, window=1, standardize=False, normalize=False, dtype="float64").fit(X)
     assert "dtype='float64'" not in str(err.value)
+
+
+def test_row_norm_at_every_scale_and_its_gradient():
+    """Rows from 1e-30 to 1e30 (and zero rows) in float32 and float64: the norms of a float64
+    reference (the plain float32 norm is 0 or inf at both ends); the rescued rows' gradient is
+    the row over its norm, as the plain one's."""
+    from skset.nn.norm import row_norm
+
+    rng = np.random.default_rng(0)
+    rows = rng.normal(size=(13, 5)) * (10.0 ** np.arange(-30, 31, 5))[:, None]
+    rows = np.vstack([rows, np.zeros((1, 5))])
+    want = np.array([np.sqrt(((r / max(np.abs(r).max(), 1e-300)) ** 2).sum())
+                     * max(np.abs(r).max(), 0.0) for r in rows])
+    for dtype in (torch.float32, torch.float64):
+        x = torch.tensor(rows, dtype=dtype)
+        np.testing.assert_allclose(row_norm(x).squeeze(-1).double().numpy(), want, rtol=1e-6)
+        assert row_norm(x[None]).shape == (1, 14, 1)
+    x = torch.tensor(rows[:-1], dtype=torch.float64, requires_grad=True)
+    row_norm(x).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), rows[:-1] / want[:-1, None], rtol=1e-12)

@@ -12,13 +12,28 @@ from ._masks import as_mask
 __all__ = ["SetNorm", "set_norm", "make_norm", "row_norm"]
 
 
-def row_norm(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    """Euclidean norms of ``x`` along ``dim`` (kept), as ``m * ||x / m||`` with ``m`` the
-    largest magnitude along it: the squares of float32 entries near 1e-25 or 1e25 under- or
-    overflow. ``m`` is taken out of the graph (exact: the norm is homogeneous in it)."""
-    top = x.detach().abs().amax(dim, keepdim=True)
+def _scaled_norm(x: torch.Tensor) -> torch.Tensor:
+    """``m * ||x / m||`` over the last dimension (kept), ``m`` the largest magnitude of the row
+    (out of the graph: exact, the norm is homogeneous in it): no square under- or overflows."""
+    top = x.detach().abs().amax(-1, keepdim=True)
     top = torch.where(top > 0, top, torch.ones_like(top))
-    return top * torch.linalg.vector_norm(x / top, dim=dim, keepdim=True)
+    return top * torch.linalg.vector_norm(x / top, dim=-1, keepdim=True)
+
+
+def row_norm(x: torch.Tensor) -> torch.Tensor:
+    """Euclidean norms of the rows of ``x`` (over its last dimension, kept), whatever the scale
+    of each row: the plain norm, and the rows whose norm lies where squares are not exact
+    (float32: rows near 1e-25 or 1e20; zero rows too) recomputed by :func:`_scaled_norm`, so
+    that the common case costs one norm. A traced, compiled or exported graph (no branch on
+    the data) takes :func:`_scaled_norm` for every row."""
+    if torch.jit.is_tracing() or torch.compiler.is_compiling():
+        return _scaled_norm(x)
+    norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+    lim = torch.finfo(x.dtype)
+    out = ~((norm > lim.tiny ** 0.5 / lim.eps) & (norm < lim.max ** 0.5 * lim.eps))
+    if not bool(out.any()):
+        return norm
+    return norm.masked_scatter(out, _scaled_norm(x[out.squeeze(-1)]))
 
 
 def _check_eps(eps) -> None:

@@ -448,7 +448,7 @@ def normalize_rows(z: torch.Tensor, floor: torch.Tensor | None = None) -> torch.
     """Rows of ``z (B, D)`` rescaled to norm ``sqrt(D)`` (the unit-variance scale of OTK's
     centred embeddings); with ``floor (B,)``, a row whose norm is not above its floor (noise of
     the computation, :func:`noise_floor`) becomes 0 instead of noise scaled up."""
-    norm = row_norm(z, dim=1)
+    norm = row_norm(z)
     target = math.sqrt(z.shape[1])
     if floor is None:
         # training: the factor stays under 1e18, so that the gradient of a zero row squared
