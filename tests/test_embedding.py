@@ -509,13 +509,13 @@ def test_refused_partial_fit_leaves_float64_references_unchanged():
     wrote into the fitted array itself)."""
     rng = np.random.default_rng(0)
     X = [rng.normal(size=(6, 2)) for _ in range(10)]
-    e = OTKEmbedding(n_supports=3, dtype="float64", random_state=0).fit(X)
+    e = OTKEmbedding(n_supports=3, dtype="float64", epsilon=1e-4, random_state=0).fit(X)
     alias, before = e.references_, e.references_.copy()
-    e.set_params(sinkhorn_method="exp", epsilon=1e-4)
+    e.set_params(sinkhorn_method="exp")  # the solver may change after a fit; epsilon may not
     with pytest.warns(RuntimeWarning), pytest.raises(ValueError, match="non-finite"):
         e.partial_fit([x * 50 for x in X])
     np.testing.assert_array_equal(e.references_, before)
-    e.set_params(sinkhorn_method="auto", epsilon=0.5).partial_fit(X)
+    e.set_params(sinkhorn_method="auto").partial_fit(X)
     np.testing.assert_array_equal(alias, before)
     assert not np.array_equal(e.references_, before)
 
@@ -650,3 +650,35 @@ def test_a_barycenter_stopped_at_its_cap_warns():
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         assert OTKEmbedding(barycenter_iter=200, **kw).fit(X).n_iter_ < 200
+
+
+@pytest.mark.parametrize("kw", [{"epsilon": 2.0}, {"position_mode": "similarity"},
+                                {"position_sigma": 0.5}, {"reg_m": 1.0}])
+def test_plan_parameters_changed_after_a_fit_are_refused(kw):
+    """``set_params`` of a parameter the references and ``mean_`` were fitted with: transform,
+    partial_fit and to_module embedded with the new value against the old fit (epsilon=2: the
+    centred embedding's mean 0.26 instead of 3e-8; a stream's mean_ mixed both); now a
+    ValueError names it. The Sinkhorn cap, tolerance and method may change."""
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(int(n), 3)) for n in rng.integers(3, 9, 12)]
+    e = OTKEmbedding(n_supports=3, position_sigma=0.3 if "position_mode" in kw else None,
+                     random_state=0).fit(X)
+    Z = e.transform(X)
+    name = next(iter(kw))
+    e.set_params(**kw)
+    for call in (lambda: e.transform(X), lambda: e.partial_fit(X), e.to_module):
+        with pytest.raises(ValueError, match=f"{name}=.*fitted with"):
+            call()
+    e.set_params(**{name: e._fitted_plan[name]})
+    e.set_params(sinkhorn_iter=4000, sinkhorn_tol=1e-4, max_elements=1000)
+    np.testing.assert_allclose(e.transform(X), Z, atol=1e-6)
+    assert e.set_params(**kw).fit(X).transform(X).shape == Z.shape  # a refit takes the new value
+
+
+def test_centring_switched_on_after_an_uncentred_fit_is_refused():
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(int(n), 3)) for n in rng.integers(3, 9, 12)]
+    e = OTKEmbedding(n_supports=3, center=False, position_sigma=None, random_state=0).fit(X)
+    e.set_params(normalize=False).transform(X)  # an output switch: allowed
+    with pytest.raises(ValueError, match="center=True .fitted with False"):
+        e.set_params(center=True).transform(X)

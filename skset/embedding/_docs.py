@@ -196,6 +196,13 @@ OTK_EMBEDDING_DOC = (
     ``sample_weight``), shared among them in proportion to ``element_weight``, so uniform element
     weights give exactly the unweighted fit, and an element of mass 0 is a removed element.
 
+    The references and ``mean_`` are fitted with ``epsilon``, ``position_sigma``,
+    ``position_mode`` and ``reg_m``: changed by ``set_params`` after a fit (or ``center=True``
+    set on a fit without it, whose ``mean_`` is zeros), ``transform``, ``partial_fit`` and
+    ``to_module`` raise a ``ValueError`` naming them until the next ``fit``. The output
+    switches ``center=False`` and ``normalize``, the Sinkhorn cap, tolerance and method,
+    ``max_elements`` and ``device`` may change between calls.
+
     See Also
     --------
     NystromFeatures : element-wise Gaussian kernel features to use before this embedding.

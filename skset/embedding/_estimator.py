@@ -44,7 +44,14 @@ from ._offset import (
 from ._position_choice import select_position_sigma
 from ._references import fit_references, reference_counts, update_references
 
-__all__ = ["OTKEmbedding"]
+__all__ = ["OTKEmbedding", "PLAN_PARAMS"]
+
+#: the parameters the plans, references and ``mean_`` of a fit depend on: ``transform``,
+#: ``partial_fit`` and ``to_module`` refuse a model whose values changed since its fit, and
+#: ``center=True`` on a fit without it (its ``mean_`` is zeros). The output switches
+#: ``center=False`` and ``normalize``, the Sinkhorn cap, tolerance and method, ``max_elements``
+#: and ``device`` may change freely
+PLAN_PARAMS = ("epsilon", "position_sigma", "position_mode", "reg_m")
 
 
 class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstimator):
@@ -105,7 +112,21 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         self._check_columns(X, fitting)
         return coll.sets if fitting else self._shifted_sets(coll.sets)
 
+    def _check_plan_params(self) -> None:
+        """A ``ValueError`` naming each parameter of :data:`PLAN_PARAMS` changed since the fit
+        (``set_params``): the references and ``mean_`` were fitted with the old values."""
+        fitted = getattr(self, "_fitted_plan", None) or {}  # absent in models saved before it
+        changed = [f"{k}={getattr(self, k)!r} (fitted with {v!r})"
+                   for k, v in fitted.items() if k != "center" and getattr(self, k) != v]
+        if self.center and fitted.get("center", True) is False:
+            changed.append("center=True (fitted with False: mean_ is zeros)")
+        if changed:
+            raise ValueError(f"{type(self).__name__}: {', '.join(changed)}; the references and "
+                             "mean_ were fitted with the old values: set them back, or refit.")
+
     def _shifted_sets(self, sets, fitting=False):
+        if not fitting:
+            self._check_plan_params()
         if (offset := getattr(self, "input_offset_", None)) is None:  # absent in older models
             return sets
         if not fitting:  # a fit's offset is computed for its own parameters
@@ -322,6 +343,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
                                                                      raw=raw))
         else:
             self.mean_ = np.zeros(q * self.n_supports_ * self.n_features_in_, dtype=np_dtype)
+        self._fitted_plan = {k: getattr(self, k) for k in (*PLAN_PARAMS, "center")}
         return self
 
     def _mean_embedding(self, sets, references, masses, sw, raw=None) -> np.ndarray:
@@ -495,6 +517,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
             The equivalent differentiable layer: the fitted references, Sinkhorn and positions.
         """
         check_is_fitted(self)
+        self._check_plan_params()
         refs, offset = reference_tensor(self).cpu(), getattr(self, "input_offset_", None)
         return OTKLayer(refs.shape[2], refs.shape[1], refs.shape[0], epsilon=self.epsilon,
                         sinkhorn_iter=self.sinkhorn_iter, position_sigma=self._position_sigma,
