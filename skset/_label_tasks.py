@@ -10,7 +10,8 @@ import numbers
 import numpy as np
 from sklearn.utils.multiclass import type_of_target
 
-__all__ = ["MIN_SETS", "TARGET_TYPES", "_shared_classes", "_targets", "_task"]
+__all__ = ["MIN_SETS", "TARGET_TYPES", "_shared_classes", "_targets", "_task", "check_target_type",
+           "target_kind"]
 
 #: the fewest labelled sets a rule chooses from (fewer: the fixed choice)
 MIN_SETS = 10
@@ -25,13 +26,50 @@ def _shared_classes(y: np.ndarray) -> np.ndarray:
     return counts[inverse.ravel()] >= 2
 
 
+def _numbers(y: np.ndarray) -> np.ndarray:
+    """Numbers in an object column as a numeric array (``type_of_target`` says "unknown")."""
+    if y.dtype == object and all(isinstance(v, numbers.Number) for v in y.tolist()):
+        return np.asarray(y.tolist())
+    return y
+
+
+def check_target_type(y, target_type: str, name: str = "") -> None:
+    """A ``ValueError`` where a given ``y`` (one label per set) is not of the kind
+    ``target_type`` names: ``"continuous"`` targets that are not numbers, ``"binary"`` labels of
+    more than two classes. Checked in ``fit`` whether or not a rule then reads ``y``."""
+    if y is None or target_type in ("auto", "multiclass"):
+        return
+    try:
+        y = np.asarray(y)
+    except ValueError:  # ragged: per-element labels, read by no rule
+        return
+    if y.ndim != 1:
+        return
+    y = _numbers(y)
+    where = f"{name}: " if name else ""
+    if target_type == "continuous" and y.dtype.kind not in "biuf":
+        raise ValueError(f"{where}target_type='continuous' needs numeric targets, got dtype "
+                         f"{y.dtype}.")
+    if target_type == "binary" and (k := np.unique(y).size) > 2:
+        raise ValueError(f"{where}target_type='binary' got {k} classes.")
+
+
+def target_kind(y, target_type: str) -> str:
+    """``target_type`` made explicit on the whole ``y`` (``"continuous"`` or ``"multiclass"``
+    for a task :func:`_task` reads; the parameter itself otherwise): for a caller that then
+    reads a sample of ``y``, whose own shares of values held by one set differ."""
+    kind = _task(y, len(y), target_type) if y is not None and np.ndim(y) == 1 else None
+    return {"regression": "continuous", "classification": "multiclass"}.get(kind, target_type)
+
+
 def _task(y, n_sets: int, target_type: str = "auto"):
     """``"classification"``, ``"regression"`` or ``None`` (no usable labels). ``target_type``
     (:data:`TARGET_TYPES`): ``"continuous"``, the targets are real numbers whatever their
     values (a regressor's targets that happen to be whole numbers are not classes);
     ``"binary"`` or ``"multiclass"``, classes whatever their values; ``"auto"``, scikit-learn's
-    ``type_of_target``, except that whole numbers most of whose values label one set only are
-    read as real numbers (a class of one set has nothing to compare with)."""
+    ``type_of_target``, except that whole numbers are read as real numbers when fewer than half
+    the sets share their value with another set (a class of one set has nothing to compare
+    with)."""
     if y is None:
         return None
     try:
@@ -40,11 +78,9 @@ def _task(y, n_sets: int, target_type: str = "auto"):
         return None
     if y.ndim != 1 or len(y) != n_sets or n_sets < MIN_SETS:
         return None
-    if y.dtype == object and all(isinstance(v, numbers.Number) for v in y.tolist()):
-        y = np.asarray(y.tolist())  # numbers in an object column: type_of_target says "unknown"
+    y = _numbers(y)
+    check_target_type(y, target_type)
     if target_type == "continuous":
-        if y.dtype.kind not in "biuf":
-            raise ValueError(f"target_type='continuous' needs numeric targets, got dtype {y.dtype}.")
         y, kind = y.astype(np.float64), "continuous"
     else:
         try:
@@ -52,8 +88,6 @@ def _task(y, n_sets: int, target_type: str = "auto"):
                 kind = type_of_target(y)
         except (TypeError, ValueError):
             return None
-        if target_type == "binary" and np.unique(y).size > 2:
-            raise ValueError(f"target_type='binary' got {np.unique(y).size} classes.")
         if target_type in ("binary", "multiclass"):
             kind = "multiclass"
         elif kind == "multiclass" and y.dtype.kind in "iuf" and 2 * _shared_classes(y).sum() < len(y):

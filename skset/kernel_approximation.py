@@ -13,7 +13,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._base import SksetEstimator, set_input_tags
 from ._kmer_inputs import KmerInputs
-from ._label_tasks import TARGET_TYPES
+from ._label_tasks import TARGET_TYPES, check_target_type, target_kind
 from ._map_selection import (
     DEFAULT_CHOICE,
     constant_below,
@@ -136,17 +136,18 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         if all(v != "auto" for v in fixed.values()):
             choice, scores = dict(fixed), None
         else:
-            y_sel = y
+            y_sel, target_type = y, self.target_type
             if coll.form == "2d":  # a pool of elements: each row is a set of one (labels per row)
                 if self._width > 1 or y is None:  # k-mers span rows: a row label labels no k-mer
                     sets, y_sel = [], None
                 else:  # the sample the selection scores, drawn here from the pool's rows
+                    target_type = target_kind(y, target_type)  # read on every row's label
                     rows, y_sel = sample_sets(coll.sets[0], y, rng)
                     sets = [r[None, :] for r in rows]
             choice, scores = select_element_map(
                 sets, y_sel, mean=mean, scale=std, window=window, dilation=self._dilation,
                 n_components=self.n_components, fixed=fixed, eigenvalue_floor=self.eigenvalue_floor,
-                rng=rng, dtype=self.dtype_, default=incumbent, target_type=self.target_type)
+                rng=rng, dtype=self.dtype_, default=incumbent, target_type=target_type)
         self.standardize_ = bool(choice["standardize"])
         self.normalize_ = bool(choice["normalize"])
         self.keep_norm_ = bool(choice["keep_norm"])
@@ -166,11 +167,13 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
             if self.dilation == "auto" or self.window_ == 1:  # single elements: no dilation
                 self.dilation_ = dilation
 
-    @staticmethod
-    def _check_y(y, coll):
-        """``y`` checked as every estimator checks it, or ``None``; per-element labels and
-        multi-output ``y`` choose nothing (:func:`skset._sets.check_choice_labels`)."""
-        return check_choice_labels(y, coll.sets, pool=coll.form == "2d")
+    def _check_y(self, y, coll):
+        """``y`` checked as every estimator checks it (and against ``target_type``), or
+        ``None``; per-element labels and multi-output ``y`` choose nothing
+        (:func:`skset._sets.check_choice_labels`)."""
+        y = check_choice_labels(y, coll.sets, pool=coll.form == "2d")
+        check_target_type(y, self.target_type, type(self).__name__)
+        return y
 
     def _positive_sets(self, X, y, sample_weight, element_weight):
         """The inputs of the sets of positive weight (:func:`positive_sets`), checked first."""

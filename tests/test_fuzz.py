@@ -5,8 +5,8 @@ with values from 1e-30 to 1e30 (and constant or zero sets), NaN/inf injected int
 estimator is fitted once per number of features (tiny budgets, cached for the module) and its
 outputs are fuzzed: the only errors allowed are clear ``ValueError``/``TypeError`` (NaN/inf must give
 one that says so; values beyond 1e15 in float32 may be refused as too large), and every output is
-finite. ``epsilon`` (1e-3..10) is fuzzed on the fitted :class:`OTKEmbedding` instances and on
-:func:`skset.ot.sinkhorn` directly. All estimators share each example (so each sees
+finite. ``epsilon`` (1e-3..10) is fuzzed on :class:`OTKEmbedding` instances fitted with it and
+on :func:`skset.ot.sinkhorn` directly. All estimators share each example (so each sees
 ``N_EXAMPLES`` of them) to keep the file fast.
 
 The example database is off and generation is derandomised, so the suite is reproducible; set
@@ -92,20 +92,28 @@ DTYPES = ["float32", "float64", "int8", "int32", "int64"]
 DIMS = [1, 2, 3, 5, 8, 16, 31, 64]
 
 
-def fitted(name: str, d: int):
-    """The estimator ``name`` fitted on tiny data with ``d`` features (once per module)."""
+def training_data(name: str, d: int):
+    """The tiny training sets of ``name`` with ``d`` features, and their targets."""
+    rng = np.random.default_rng(d)
+    n_sets = 12 if name.endswith("-set-scale") else 6
+    X = [rng.normal(size=(int(n), d)) for n in rng.integers(3, 9, n_sets)]
+    if name.endswith("-set-scale"):
+        X = [x * 10.0 ** k for x, k in zip(X, np.linspace(-3, 3, n_sets), strict=True)]
+    y = np.arange(n_sets) % 2
+    return X, y.astype(float) + 0.5 if "Regressor" in name else y
+
+
+def fitted(name: str, d: int, **params):
+    """The estimator ``name`` fitted on tiny data with ``d`` features (once per module; with
+    ``params``, a fresh fit with them set, not cached)."""
     key = (name, d)
-    if key not in _CACHE:
-        rng = np.random.default_rng(d)
-        n_sets = 12 if name.endswith("-set-scale") else 6
-        X = [rng.normal(size=(int(n), d)) for n in rng.integers(3, 9, n_sets)]
-        if name.endswith("-set-scale"):
-            X = [x * 10.0 ** k for x, k in zip(X, np.linspace(-3, 3, n_sets), strict=True)]
-        y = np.arange(n_sets) % 2
-        est = FACTORIES[name]()
+    if key not in _CACHE or params:
+        est = FACTORIES[name]().set_params(**params)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            est.fit(X, y.astype(float) + 0.5 if "Regressor" in name else y)
+            est.fit(*training_data(name, d))
+        if params:
+            return est
         _CACHE[key] = est
     return _CACHE[key]
 
@@ -204,14 +212,14 @@ def _check(est, X, injected, largest, method="predict"):
 def test_fuzz_estimators(data, method, log_eps):
     """Every estimator on the same collection: N_EXAMPLES examples for each of them.
 
-    The OTK embeddings transform with ``epsilon = 10**log_eps`` (1e-3..10; ``epsilon`` is read at
-    transform time, so the fitted references are kept).
+    The OTK embeddings are fitted and transform with ``epsilon = 10**log_eps`` (1e-3..10; a
+    fitted embedding refuses another ``epsilon`` set after its fit).
     """
     X, d, injected, largest = data
     for name in FACTORIES:
         est = fitted(name, d)
         if isinstance(est, OTKEmbedding):
-            est.set_params(epsilon=float(10.0**log_eps))
+            est = fitted(name, d, epsilon=float(10.0**log_eps))
         try:
             _check(est, X, injected, largest, method)
         except AssertionError as exc:

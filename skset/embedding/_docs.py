@@ -116,6 +116,12 @@ OTK_EMBEDDING_DOC = (
         (a ``ValueError``) or, with no error, on a finite plan whose marginals are right but
         whose entries are off, at small ``epsilon`` in float32 (0.05 on standardised features);
         ``"auto"`` and ``"log"`` do not.
+    max_elements : int, default=32768
+        Budget of padded elements per batch: sets are sorted by length and cut into batches of at
+        most this many padded elements, which bounds memory (a longer set gets a batch of its
+        own). Small batches are also faster on a CPU (their cost and plan matrices stay in
+        cache); 8192 to 131072 are reasonable, and on a GPU a larger budget may pay off. How the
+        default was chosen: :ref:`otk-defaults` in the user guide.
     target_type : {"auto", "continuous", "binary", "multiclass"}, default="auto"
         How the ``y`` of ``fit`` is read by ``position_sigma="auto"`` (scikit-learn's
         ``TargetEncoder`` names): ``"continuous"``, real targets whatever their values (pass it
@@ -123,12 +129,6 @@ OTK_EMBEDDING_DOC = (
         classes whatever their values; ``"auto"``, ``sklearn.utils.multiclass.type_of_target``,
         except that whole numbers of which most sets hold a value of their own are read as real
         targets.
-    max_elements : int, default=32768
-        Budget of padded elements per batch: sets are sorted by length and cut into batches of at
-        most this many padded elements, which bounds memory (a longer set gets a batch of its
-        own). Small batches are also faster on a CPU (their cost and plan matrices stay in
-        cache); 8192 to 131072 are reasonable, and on a GPU a larger budget may pay off. How the
-        default was chosen: :ref:`otk-defaults` in the user guide.
     device : str, default="auto"
         Torch device; ``"auto"`` uses CUDA when available.
     dtype : {"float32", "float64"}, default="float32"

@@ -12,7 +12,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._base import SksetEstimator, set_input_tags
 from .._config import get_config
-from .._label_tasks import TARGET_TYPES
+from .._label_tasks import TARGET_TYPES, check_target_type
 from .._sets import (
     check_choice_labels,
     check_finite_output,
@@ -284,6 +284,7 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         sets = self._check_X(X, fitting=True)
         self.n_features_in_ = sets[0].shape[1]
         y = check_choice_labels(y, sets)
+        check_target_type(y, self.target_type, type(self).__name__)
         masses = self._check_masses(element_weight, sets)
         sw = check_sample_weight(sample_weight, len(sets), type(self).__name__)
         # sets of weight 0 are left out (exactly), equal weights are no weights
@@ -329,10 +330,12 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         self.assignments_ = assign
         self.n_iter_ = max(n_iter, self._bary_iter)
         if self.position_sigma == "auto":  # its own stream: no positions fits as None does
+            similarity = self.position_mode == "similarity" and self.input_offset_ is not None
+            view = ((given if kept is None else [given[i] for i in kept], torch.as_tensor(
+                self.references_, dtype=self._tdtype, device=self.device_)) if similarity else None)
             self.position_sigma_, self.position_scores_, raw = select_position_sigma(
-                self, sets, y, masses, ref_t, np.random.RandomState((seed + 3) % 2**32))
-            if (self.position_sigma_ is not None and self.position_mode == "similarity"
-                    and self.input_offset_ is not None):  # such plans read the given features
+                self, sets, y, masses, ref_t, np.random.RandomState((seed + 3) % 2**32), view)
+            if self.position_sigma_ is not None and similarity:  # read the given features
                 drop_offset(self, np_dtype)
                 sets = given if kept is None else [given[i] for i in kept]
                 ref_t, raw = reference_tensor(self), None

@@ -52,7 +52,7 @@ def _proxy_errors(raw: np.ndarray, target: np.ndarray, normalize: bool) -> np.nd
 
 
 def select_position_sigma(otk, sets, y, masses, references: torch.Tensor,
-                          rng: np.random.RandomState):
+                          rng: np.random.RandomState, given=None):
     """Choose ``position_sigma_`` for ``position_sigma="auto"``.
 
     Parameters
@@ -69,6 +69,12 @@ def select_position_sigma(otk, sets, y, masses, references: torch.Tensor,
         The fitted references.
     rng : numpy RandomState
         The rule's own stream (the sample of sets, the shuffles).
+    given : (list of arrays, tensor) or None
+        With ``position_mode="similarity"`` and an ``input_offset_``: the sets as given and the
+        references in input space, on which the positioned candidates are scored (with no
+        offset: similarity-scaled plans change under a shift, and a fit that takes positions
+        drops the offset, :func:`skset.embedding._offset.drop_offset`); ``sets`` and
+        ``references`` (less the offset) score no positions, as the ``None`` fit reads them.
 
     Returns
     -------
@@ -97,19 +103,28 @@ def select_position_sigma(otk, sets, y, masses, references: torch.Tensor,
 
     raws = {}
 
+    sub_given = None if given is None else [given[0][i] for i in idx]
+
     def errors(sigma, chosen_sets, chosen_masses, keep=False):
-        raw = otk._raw_embed(chosen_sets, references, chosen_masses, position_sigma=sigma)
+        if given is not None and sigma is not None:  # the given sets, no offset (see above)
+            saved, otk.input_offset_ = otk.input_offset_, None
+            try:
+                raw = otk._raw_embed(chosen_sets, given[1], chosen_masses, position_sigma=sigma)
+            finally:
+                otk.input_offset_ = saved
+        else:
+            raw = otk._raw_embed(chosen_sets, references, chosen_masses, position_sigma=sigma)
         if keep and every:
             raws[sigma] = raw
         return _proxy_errors(raw, target, otk.normalize)
 
     e_none = errors(None, sub, sub_masses, keep=True)
-    e_pos = errors(POSITION_CANDIDATE, sub, sub_masses, keep=True)
+    e_pos = errors(POSITION_CANDIDATE, sub if given is None else sub_given, sub_masses, keep=True)
     scores = {"none": -float(e_none.mean()), "positions": -float(e_pos.mean())}
     if not beats(e_none, e_pos, MIN_T, flat=0.0):
         return None, scores, raws.get(None)
     perms = [rng.permutation(len(s)) for s in sub]
-    shuffled = [s[p] for s, p in zip(sub, perms)]
+    shuffled = [s[p] for s, p in zip(sub if given is None else sub_given, perms)]
     shuffled_masses = None if sub_masses is None else [m[p] for m, p in zip(sub_masses, perms)]
     e_shuf = errors(POSITION_CANDIDATE, shuffled, shuffled_masses)
     scores["shuffled"] = -float(e_shuf.mean())

@@ -25,10 +25,14 @@ def row_norm(x: torch.Tensor) -> torch.Tensor:
     of each row: the plain norm, and the rows whose norm lies where squares are not exact
     (float32: rows near 1e-25 or 1e20; zero rows too) recomputed by :func:`_scaled_norm`, so
     that the common case costs one norm. A traced, compiled or exported graph (no branch on
-    the data) takes :func:`_scaled_norm` for every row."""
-    if torch.jit.is_tracing() or torch.compiler.is_compiling():
+    the data), and one under ``torch.func`` transforms (``vmap``, per-sample gradients), takes
+    :func:`_scaled_norm` for every row."""
+    if (torch.jit.is_tracing() or torch.compiler.is_compiling()
+            or torch._C._are_functorch_transforms_active()):
         return _scaled_norm(x)
     norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+    if x.shape[-1] == 0:  # no features: zero norms, nothing to rescue
+        return norm
     lim = torch.finfo(x.dtype)
     out = ~((norm > lim.tiny ** 0.5 / lim.eps) & (norm < lim.max ** 0.5 * lim.eps))
     if not bool(out.any()):

@@ -455,10 +455,10 @@ def normalize_rows(z: torch.Tensor, floor: torch.Tensor | None = None) -> torch.
         # stays finite in float32 for Adam
         return z * (target / norm.clamp_min(target * 1e-18))
     # every row above its floor is rescaled, whatever its scale (an absolute clamp had shrunk
-    # rows of features near 1e-17 and zeroed those near 1e-25); a row of NaN or inf stays
-    # non-finite (z * 0), for the caller's check to name
-    safe = torch.where(norm > 0, norm, torch.ones_like(norm))
-    return torch.where(norm > floor.unsqueeze(1), z / safe * target, z * 0.0)
+    # rows of features near 1e-17 and zeroed those near 1e-25); a row under its floor is
+    # divided by inf (0), and a row of NaN or inf stays non-finite (NaN / x, inf / inf), for the
+    # caller's check to name. One pass over z.
+    return z / torch.where(norm > floor.unsqueeze(1), norm / target, torch.inf)
 
 
 def embedding_output(raw: torch.Tensor, center: torch.Tensor, shape, *, normalize: bool = True,
