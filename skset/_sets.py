@@ -518,7 +518,7 @@ def check_element_weights(element_weight, lengths: Sequence[int], *,
     if len(rows) != len(lengths):
         raise ValueError(f"{name} holds {len(rows)} entries but X holds {len(lengths)} sets; give "
                          "one 1-D array of weights per set.")
-    out = []
+    arrays = []  # each set's weights as a 1-D array of its length (not yet copied)
     for i, (w, n) in enumerate(zip(rows, lengths, strict=True)):
         where = f"{name}: set {i}"
         if isinstance(w, torch.Tensor):
@@ -526,7 +526,7 @@ def check_element_weights(element_weight, lengths: Sequence[int], *,
         if w is None:
             raise ValueError(f"{where} is None; expected a 1-D array of {n} weights, one per element.")
         try:
-            arr = np.array(w, dtype=np.float64)  # a copy
+            arr = np.asarray(w, dtype=np.float64)
         except (TypeError, ValueError):
             raise ValueError(f"{where} is not an array of numbers ({_describe(w)}).") from None
         if arr.ndim != 1:
@@ -534,19 +534,31 @@ def check_element_weights(element_weight, lengths: Sequence[int], *,
                              "weights, one per element.")
         if arr.shape[0] != n:
             raise ValueError(f"{where} has {arr.shape[0]} weights but the set has {n} elements.")
-        if not np.isfinite(arr).all():
-            raise ValueError(f"{where} contains NaN or infinity.")
-        if (arr < 0).any():
-            raise ValueError(f"{where} contains negative weights; element masses must be "
-                             "non-negative.")
-        with np.errstate(over="ignore"):
-            total = arr.sum()
-        if not total > 0:
-            raise ValueError(f"{where} is all zero; a set needs a positive total mass.")
-        if not np.isfinite(total):  # finite masses near float64's largest: only their ratios count
-            arr = arr / arr.max()
-            total = arr.sum()
-        out.append(arr / total)
+        arrays.append(arr)
+    return _normalised_masses(arrays, name)
+
+
+def _normalised_masses(arrays: list[np.ndarray], name: str) -> list[np.ndarray]:
+    """The checked weights (one float64 1-D array per set, none empty) normalised to sum 1, in
+    one pass over all of them (a new buffer: the input is never written), each set's its own
+    view; errors name the first faulty set."""
+    lengths = np.fromiter((a.shape[0] for a in arrays), dtype=np.int64, count=len(arrays))
+    flat = np.concatenate(arrays) if arrays else np.zeros(0)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    for bad, what in ((~np.isfinite(flat), "contains NaN or infinity."),
+                      (flat < 0, "contains negative weights; element masses must be non-negative.")):
+        if bad.any():
+            i = int(np.flatnonzero(np.add.reduceat(bad, starts))[0])
+            raise ValueError(f"{name}: set {i} {what}")
+    with np.errstate(over="ignore"):
+        totals = np.add.reduceat(flat, starts)
+    if not (totals > 0).all():
+        i = int(np.flatnonzero(~(totals > 0))[0])
+        raise ValueError(f"{name}: set {i} is all zero; a set needs a positive total mass.")
+    out = np.split(flat / np.repeat(totals, lengths), starts[1:])
+    for i in np.flatnonzero(~np.isfinite(totals)):  # masses near float64's largest: their ratios
+        arr = arrays[i] / arrays[i].max()
+        out[i] = arr / arr.sum()
     return out
 
 

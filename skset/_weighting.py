@@ -112,7 +112,11 @@ def element_masses(element_weight, sets, name: str) -> list[np.ndarray] | None:
     uniform masses give exactly the computation without masses). ``name`` prefixes errors."""
     masses = check_element_weights(element_weight, [s.shape[0] for s in sets],
                                    name=f"{name}: element_weight")
-    if masses is None or all(np.all(m == m[0]) for m in masses):
+    if masses is None:
+        return None
+    flat = np.concatenate(masses)  # uniform: each set's largest mass is its smallest
+    starts = np.concatenate([[0], np.cumsum([m.shape[0] for m in masses])[:-1]])
+    if np.array_equal(np.maximum.reduceat(flat, starts), np.minimum.reduceat(flat, starts)):
         return None
     return masses
 

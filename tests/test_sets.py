@@ -264,3 +264,31 @@ def test_standardized_sets_in_one_pass_are_those_set_by_set(rng):
             assert g.dtype == dtype and g.shape == s.shape
             np.testing.assert_array_equal(g, ((b - mean) / scale).astype(dtype))
             np.testing.assert_array_equal(s, b)  # the sets are not written
+
+
+def test_element_weights_normalised_in_one_pass_name_the_first_faulty_set():
+    """The masses of 2,000 sets normalised at once equal each set's own normalisation (to a few
+    roundings of its sum), sets of masses near float64's largest included; each fault names its
+    first set."""
+    from skset._sets import check_element_weights
+
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 9, 2000)
+    W = [rng.random(n) * 10.0 ** rng.integers(-300, 300) for n in lengths]
+    W[5] = np.full(lengths[5], 1e308)
+    before = [w.copy() for w in W]
+    out = check_element_weights(W, lengths)
+    for w, o, b in zip(W, out, before):
+        np.testing.assert_array_equal(w, b)  # the input is not written
+        ref = w / w.max() if not np.isfinite(w.sum()) else w
+        np.testing.assert_allclose(o, ref / ref.sum(), rtol=1e-15, atol=0)
+    for i, fault, msg in ((7, "nan", "NaN or infinity"), (9, "negative", "negative"),
+                          (3, "zero", "all zero")):
+        bad = [w.copy() for w in W]
+        for j in (i, i + 100):  # the first one is named
+            if fault == "zero":
+                bad[j][:] = 0.0
+            else:
+                bad[j][0] = np.nan if fault == "nan" else -1.0
+        with pytest.raises(ValueError, match=f"set {i} (contains|is) .*{msg}"):
+            check_element_weights(bad, lengths)
