@@ -29,6 +29,21 @@ def first_appearance_labels(labels: np.ndarray) -> np.ndarray:
     return rank[inverse.ravel()]
 
 
+def first_appearance_rows(labels: torch.Tensor) -> np.ndarray:
+    """:func:`first_appearance_labels` of every row of a padded batch ``(B, n)`` (``-1`` on
+    padding) at once: each row's clusters ranked by the position of their first element (a
+    cluster absent from a row ranks after the present ones, whose ranks are ``0 .. k-1``)."""
+    B, n = labels.shape
+    valid = labels >= 0
+    lab = torch.where(valid, labels, torch.zeros_like(labels))
+    k = int(lab.max()) + 1 if lab.numel() else 1
+    pos = torch.where(valid, torch.arange(n).expand(B, n), torch.full_like(labels, n))
+    first = torch.full((B, k), n, dtype=torch.int64).scatter_reduce(1, lab, pos, "amin")
+    rank = torch.empty_like(first).scatter_(
+        1, torch.argsort(first, dim=1, stable=True), torch.arange(k).expand(B, k).contiguous())
+    return torch.where(valid, rank.gather(1, lab), labels).numpy()
+
+
 class KernelInference:
     """``affinity`` and ``predict`` of :class:`ABCClusterer`, with the standardisation of the
     inputs (``_scale``) and their chunks of similar sizes (``_chunks``); :class:`ABCClusterer`
@@ -36,15 +51,25 @@ class KernelInference:
     :class:`~skset.cluster._abc_select.KernelSelection`, the k rule."""
 
     def _scale(self, sets):
+        """The sets standardised as in the fit, in one pass over all their rows (each set its
+        own view of the result); a ``ValueError`` naming the first set beyond float32's range."""
         fitted = "mean_" in self.__dict__  # the fit's standardisation, whatever set_params says
-        out = sets if not fitted else [(s - self.mean_) / self.scale_ for s in sets]
+        if not sets:
+            return sets
+        lengths = np.fromiter((s.shape[0] for s in sets), dtype=np.int64, count=len(sets))
+        flat = np.concatenate(sets)
+        if fitted:
+            flat = (flat - self.mean_) / self.scale_
         limit = float(np.finfo(np.float32).max)  # the network reads float32
-        for i, s in enumerate(out):
-            if s.size and not np.abs(s).max() <= limit:
-                raise ValueError(f"X: set {i} has values of magnitude {np.abs(s).max():.3g} "
-                                 f"{'after the standardisation ' if fitted else ''}"
-                                 f"beyond float32's range ({limit:.3g}); rescale the data.")
-        return out
+        row_top = np.abs(flat).max(1) if flat.shape[1] else np.zeros(len(flat))
+        if not (row_top <= limit).all():
+            starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+            tops = np.maximum.reduceat(row_top, starts)
+            i = int(np.flatnonzero(~(tops <= limit))[0])
+            raise ValueError(f"X: set {i} has values of magnitude {tops[i]:.3g} "
+                             f"{'after the standardisation ' if fitted else ''}"
+                             f"beyond float32's range ({limit:.3g}); rescale the data.")
+        return np.split(flat, np.cumsum(lengths)[:-1])
 
     def _chunks(self, lengths: np.ndarray) -> list[np.ndarray]:
         """Index chunks of similar sizes for inference.
@@ -164,7 +189,7 @@ class KernelInference:
                                                     min_clusters=self._min_k(),
                                                     threshold=threshold,
                                                     n_init=self.n_init, generator=gen)
-                    return labels.cpu().numpy(), None
+                    return first_appearance_rows(labels.cpu()), None
                 if k_b is None:
                     w = laplacian_eigh(A, M, eigenvectors=False)
                     k_b = self._k_rule().n_clusters(w, M.sum(1), threshold)
@@ -176,8 +201,9 @@ class KernelInference:
         for idx, (res, k_b) in zip(chunks, results, strict=True):
             for r, i in enumerate(idx):
                 m = lengths[i]
-                if k_b is None:
-                    lab = res[r, :m]
+                if k_b is None:  # relabelled in run, the whole chunk at once
+                    out[i] = res[r, :m]
+                    continue
                 else:
                     # the scikit-learn reference path (a Python loop, not threaded)
                     k = min(int(k_b[r]), int(m))

@@ -31,6 +31,38 @@ from ..nn.spectral import eigengap_n_clusters, laplacian_eigh
 __all__ = ["estimate_n_clusters", "EigengapSpectralClustering"]
 
 def _check_affinity(A, where: str = "affinity") -> np.ndarray:
+    """``A`` read as a float64 matrix and checked (square, finite, non-negative, symmetric)."""
+    return _check_affinities([A], [where])[0]
+
+
+def _check_affinities(items, wheres) -> list[np.ndarray]:
+    """Each of ``items`` read as a float64 square matrix, then their values checked together in
+    one pass (finite, non-negative, symmetric to ``np.allclose(A, A.T, rtol=1e-5, atol=1e-8
+    max|A|)``): a ``ValueError`` names the first faulty matrix (``wheres``: their names; a
+    matrix that cannot be read is named first)."""
+    mats = [_read_affinity(a, w) for a, w in zip(items, wheres, strict=True)]
+    sizes = np.fromiter((m.size for m in mats), dtype=np.int64, count=len(mats))
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    flat = np.concatenate([m.ravel() for m in mats])
+    flat_t = np.concatenate([m.T.ravel() for m in mats])
+    finite = np.isfinite(flat)
+    bad_finite = np.add.reduceat(~finite, starts) > 0
+    bad_sign = np.add.reduceat(flat < 0, starts) > 0
+    clean, clean_t = np.where(finite, flat, 0.0), np.where(np.isfinite(flat_t), flat_t, 0.0)
+    scale = np.maximum(np.maximum.reduceat(np.abs(clean), starts), 1e-300)
+    close = np.abs(clean - clean_t) <= np.repeat(1e-8 * scale, sizes) + 1e-5 * np.abs(clean_t)
+    bad_symmetry = np.add.reduceat(~close, starts) > 0
+    faulty = np.flatnonzero(bad_finite | bad_sign | bad_symmetry)
+    if faulty.size:
+        i = int(faulty[0])
+        what = ("contains NaN or infinity." if bad_finite[i] else
+                "has negative entries; affinities must be >= 0." if bad_sign[i] else
+                "is not symmetric; symmetrise it first, e.g. (A + A.T) / 2.")
+        raise ValueError(f"{wheres[i]} {what}")
+    return mats
+
+
+def _read_affinity(A, where: str) -> np.ndarray:
     if hasattr(A, "toarray") and not isinstance(A, np.ndarray):
         A = A.toarray()
     if isinstance(A, torch.Tensor):
@@ -45,13 +77,6 @@ def _check_affinity(A, where: str = "affinity") -> np.ndarray:
         raise ValueError(f"{where} must be a square 2-D matrix, got shape {A.shape}.")
     if A.shape[0] == 0:
         raise ValueError(f"{where} is empty (0 x 0).")
-    if not np.isfinite(A).all():
-        raise ValueError(f"{where} contains NaN or infinity.")
-    if (A < 0).any():
-        raise ValueError(f"{where} has negative entries; affinities must be >= 0.")
-    scale = max(float(np.abs(A).max()), 1e-300)
-    if not np.allclose(A, A.T, rtol=1e-5, atol=1e-8 * scale):
-        raise ValueError(f"{where} is not symmetric; symmetrise it first, e.g. (A + A.T) / 2.")
     return A
 
 
@@ -153,7 +178,7 @@ def estimate_n_clusters(affinity, max_clusters: int | None = None):
     if isinstance(affinity, (list, tuple)) and not len(affinity):
         return np.empty(0, dtype=np.int64)  # no matrices: no counts
     if isinstance(affinity, (list, tuple)) and np.ndim(affinity[0]) == 2:
-        mats = [_check_affinity(a, f"affinity {i}") for i, a in enumerate(affinity)]
+        mats = _check_affinities(affinity, [f"affinity {i}" for i in range(len(affinity))])
     else:
         arr = affinity
         if isinstance(arr, torch.Tensor):
@@ -162,7 +187,7 @@ def estimate_n_clusters(affinity, max_clusters: int | None = None):
             arr = arr.toarray()
         arr = np.asarray(arr)
         if arr.ndim == 3:
-            mats = [_check_affinity(a, f"affinity {i}") for i, a in enumerate(arr)]
+            mats = _check_affinities(list(arr), [f"affinity {i}" for i in range(len(arr))])
         else:
             single = True
             mats = [_check_affinity(arr)]
