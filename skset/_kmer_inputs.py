@@ -9,8 +9,6 @@ The k-mers themselves are built by :mod:`skset._sets` (``kmer_index``, ``kmer_wi
 
 from __future__ import annotations
 
-import numpy as np
-
 from ._sets import kmer_dilation, kmer_level_shape, kmer_width
 
 __all__ = ["KmerInputs", "KmerWidth"]
@@ -50,11 +48,12 @@ class KmerInputs(KmerWidth):
 
     def _map_inputs(self, coll):
         """``(sets, window, lengths)`` that the standardisation and the map see: the checked
-        sets and the k-mer window, or, for coded k-mers, the coded k-mers of every set (window 1
-        from there on)."""
+        sets and the k-mer window, or, for coded k-mers, the coded k-mers of every set stacked in
+        one array (window 1 from there on; the lengths are those of each set's k-mers)."""
         if self._coded:
-            sets = kmer_level_shape(coll.sets, self._width, dilation=self._dilation)
-            return sets, 1, np.fromiter((len(s) for s in sets), dtype=np.int64, count=len(sets))
+            coded, n_out = kmer_level_shape(coll.sets, self._width, dilation=self._dilation,
+                                            split=False)
+            return [coded], 1, n_out
         return coll.sets, self._width, coll.lengths
 
     def _kmers_key(self, width: int, dilation: int) -> tuple:

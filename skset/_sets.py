@@ -635,8 +635,8 @@ def kmer_windows(sets: Sequence[np.ndarray], window: int, *,
     return np.split(gathered, np.cumsum(n_out)[:-1])
 
 
-def kmer_level_shape(sets: Sequence[np.ndarray], window: int, *,
-                     dilation: int = 1) -> list[np.ndarray]:
+def kmer_level_shape(sets: Sequence[np.ndarray], window: int, *, dilation: int = 1,
+                     split: bool = True):
     """The k-mers of :func:`kmer_windows` coded as *level + shape*: per k-mer ``w`` (``window``
     steps x ``d`` channels), its deviations from its own mean ``w - mean_t(w)`` (``window * d``
     values, in :func:`kmer_windows`' order) followed by that mean (``d`` values).
@@ -652,9 +652,12 @@ def kmer_level_shape(sets: Sequence[np.ndarray], window: int, *,
     computes: a float32 set was coded in float32 alone and in float64 beside float64 sets (a
     call's sets share the widest dtype), and the level of a k-mer far from zero, rounded to
     float32, lost what standardisation then magnified (data at 1e4: 3e-2 apart, relative).
+
+    One array per set; with ``split=False``, ``(coded, n_out)``: every set's coded k-mers in one
+    array and the number of each set's (a caller that stacks them again saves the round trip).
     """
     if not len(sets):
-        return []
+        return [] if split else (np.zeros((0, 0)), np.zeros(0, dtype=np.int64))
     lengths = np.fromiter((s.shape[0] for s in sets), dtype=np.int64, count=len(sets))
     index, n_out = kmer_index(lengths, int(window), dilation)
     flat = np.concatenate(sets, axis=0)
@@ -664,6 +667,8 @@ def kmer_level_shape(sets: Sequence[np.ndarray], window: int, *,
     for a in range(0, len(index), 2048):
         coded[a:a + 2048] = code_kmers(flat[index[a:a + 2048]].astype(np.float64, copy=False),
                                        "level_shape")
+    if not split:
+        return coded, np.asarray(n_out, dtype=np.int64)
     return np.split(coded, np.cumsum(n_out)[:-1])
 
 

@@ -63,7 +63,7 @@ class _TrainingElements:
     #: the checked collection (its form, lengths, features)
     coll: object
     #: the sets the standardisation and the map see (:meth:`NystromFeatures._map_inputs`): the
-    #: checked sets, or the coded k-mers of every set
+    #: checked sets, or the coded k-mers of each set (views of ``raw``)
     sets: list
     #: the k-mer window of ``sets`` (1 for coded k-mers)
     window: int
@@ -239,7 +239,7 @@ class NystromFeatures(KmerInputs, ClassNamePrefixFeaturesOutMixin, TransformerMi
         if self._coded and ew is not None:  # a coded k-mer weighs the mean of its elements'
             ew = np.concatenate(kmer_weights(np.split(ew, np.cumsum(coll.lengths)[:-1]),
                                              self._width, self._dilation))
-        raw = np.concatenate(sets, axis=0)
+        raw = sets[0] if self._coded else np.concatenate(sets, axis=0)  # coded: stacked already
         if self._coded:  # the coded k-mers are read as views of raw from here on (one copy)
             sets = np.split(raw, np.cumsum(lengths)[:-1])
         return _TrainingElements(coll=coll, sets=sets, window=window, lengths=lengths,
