@@ -29,7 +29,7 @@ from ._frames import frame_numbers, pandas_missing
 __all__ = ["SetCollection", "check_sets", "check_set_labels", "check_finite_output", "max_abs_value",
            "pack", "unpack", "length_batches", "iter_packed", "kmer_windows", "kmer_level_shape",
            "code_kmers", "kmer_dilation", "kmer_index", "kmer_span", "kmer_width",
-           "check_element_weights", "missing_labels", "pack_weights", "to_numpy"]
+           "missing_labels", "pack_weights", "to_numpy"]
 
 _FLOAT_DTYPES = (np.float64, np.float32)
 
@@ -489,77 +489,6 @@ def iter_packed(
                               padding_tolerance=padding_tolerance if sort else None):
         X, M = pack([sets[i] for i in idx], device=device, dtype=dtype)
         yield idx, X, M
-
-
-def check_element_weights(element_weight, lengths: Sequence[int], *,
-                          name: str = "element_weight") -> list[np.ndarray] | None:
-    """Validate per-element masses: one 1-D array per set, matching the set lengths.
-
-    ``element_weight`` is ``None``, a list (or 1-D object array) of 1-D arrays, or a 2-D array
-    ``(n_sets, n)`` when all sets have ``n`` elements. Each set's weights must be finite,
-    non-negative and not all zero; they are returned normalised to sum 1 (float64 copies, the
-    input is never modified). Raises ``ValueError`` naming the set.
-    """
-    if element_weight is None:
-        return None
-    if isinstance(element_weight, torch.Tensor):
-        element_weight = to_numpy(element_weight)
-    elif hasattr(element_weight, "to_numpy") and hasattr(element_weight, "columns"):  # a frame
-        element_weight = element_weight.to_numpy()  # its rows, not its column labels
-    if isinstance(element_weight, (str, bytes, dict)) or np.isscalar(element_weight):
-        raise ValueError(f"{name} must be a list of 1-D arrays, one per set, got "
-                         f"{_describe(element_weight)}.")
-    if isinstance(element_weight, np.ndarray) and element_weight.dtype != object:
-        if element_weight.ndim != 2:
-            raise ValueError(f"{name} is an array of shape {element_weight.shape}; expected a "
-                             "list of 1-D arrays (one per set) or a 2-D array (n_sets, n).")
-        element_weight = list(element_weight)
-    rows = list(element_weight)
-    if len(rows) != len(lengths):
-        raise ValueError(f"{name} holds {len(rows)} entries but X holds {len(lengths)} sets; give "
-                         "one 1-D array of weights per set.")
-    arrays = []  # each set's weights as a 1-D array of its length (not yet copied)
-    for i, (w, n) in enumerate(zip(rows, lengths, strict=True)):
-        where = f"{name}: set {i}"
-        if isinstance(w, torch.Tensor):
-            w = to_numpy(w)
-        if w is None:
-            raise ValueError(f"{where} is None; expected a 1-D array of {n} weights, one per element.")
-        try:
-            arr = np.asarray(w, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise ValueError(f"{where} is not an array of numbers ({_describe(w)}).") from None
-        if arr.ndim != 1:
-            raise ValueError(f"{where} has shape {arr.shape}; expected a 1-D array of {n} "
-                             "weights, one per element.")
-        if arr.shape[0] != n:
-            raise ValueError(f"{where} has {arr.shape[0]} weights but the set has {n} elements.")
-        arrays.append(arr)
-    return _normalised_masses(arrays, name)
-
-
-def _normalised_masses(arrays: list[np.ndarray], name: str) -> list[np.ndarray]:
-    """The checked weights (one float64 1-D array per set, none empty) normalised to sum 1, in
-    one pass over all of them (a new buffer: the input is never written), each set's its own
-    view; errors name the first faulty set."""
-    lengths = np.fromiter((a.shape[0] for a in arrays), dtype=np.int64, count=len(arrays))
-    flat = np.concatenate(arrays) if arrays else np.zeros(0)
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    for bad, what in ((~np.isfinite(flat), "contains NaN or infinity."),
-                      (flat < 0, "contains negative weights; element masses must be non-negative.")):
-        if bad.any():
-            i = int(np.flatnonzero(np.add.reduceat(bad, starts))[0])
-            raise ValueError(f"{name}: set {i} {what}")
-    with np.errstate(over="ignore"):
-        totals = np.add.reduceat(flat, starts)
-    if not (totals > 0).all():
-        i = int(np.flatnonzero(~(totals > 0))[0])
-        raise ValueError(f"{name}: set {i} is all zero; a set needs a positive total mass.")
-    out = np.split(flat / np.repeat(totals, lengths), starts[1:])
-    for i in np.flatnonzero(~np.isfinite(totals)):  # masses near float64's largest: their ratios
-        arr = arrays[i] / arrays[i].max()
-        out[i] = arr / arr.sum()
-    return out
 
 
 def pack_weights(

@@ -17,21 +17,25 @@ Every estimator that takes ``sample_weight`` (one weight per set, or per row of 
 * :func:`count_distinct` - how many distinct elements there are, up to a limit (the supports or
   anchors a fit can have).
 
-The checks of the weights themselves (:func:`skset._validation.check_sample_weight`,
-:func:`skset._sets.check_element_weights`) stay with the other input checks.
+and the check of the element masses, :func:`check_element_weights` (one 1-D array per set,
+finite, non-negative, not all zero; normalised per set in one pass over all of them); the check
+of ``sample_weight`` (:func:`skset._validation.check_sample_weight`) stays with the other
+input checks.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import numpy as np
+import torch
 
-from ._sets import check_element_weights, check_kmer_lengths, dtype_name, kmer_windows, to_numpy
+from ._sets import _describe, check_kmer_lengths, dtype_name, kmer_windows, to_numpy
 
-__all__ = ["count_distinct", "drop_zero_weight", "element_masses", "kmeans_weights", "kmer_weights",
-           "positive_rows", "positive_sets", "resolve_max_samples", "sample_elements", "set_totals",
-           "spanned_masses", "standardized_sets", "weighted_mean_std"]
+__all__ = ["check_element_weights", "count_distinct", "drop_zero_weight", "element_masses",
+           "kmeans_weights", "kmer_weights", "positive_rows", "positive_sets", "resolve_max_samples",
+           "sample_elements", "set_totals", "spanned_masses", "standardized_sets", "weighted_mean_std"]
 
 
 def drop_zero_weight(sample_weight: np.ndarray | None):
@@ -106,9 +110,80 @@ def check_kept_sets(coll, sw, window: int, dilation: int, element_weight, name: 
                                                                   coll.lengths)], coll.sets, name)
 
 
+def check_element_weights(element_weight, lengths: Sequence[int], *,
+                          name: str = "element_weight") -> list[np.ndarray] | None:
+    """Validate per-element masses: one 1-D array per set, matching the set lengths.
+
+    ``element_weight`` is ``None``, a list (or 1-D object array) of 1-D arrays, or a 2-D array
+    ``(n_sets, n)`` when all sets have ``n`` elements. Each set's weights must be finite,
+    non-negative and not all zero; they are returned normalised to sum 1 (float64 copies, the
+    input is never modified). Raises ``ValueError`` naming the set.
+    """
+    if element_weight is None:
+        return None
+    if isinstance(element_weight, torch.Tensor):
+        element_weight = to_numpy(element_weight)
+    elif hasattr(element_weight, "to_numpy") and hasattr(element_weight, "columns"):  # a frame
+        element_weight = element_weight.to_numpy()  # its rows, not its column labels
+    if isinstance(element_weight, (str, bytes, dict)) or np.isscalar(element_weight):
+        raise ValueError(f"{name} must be a list of 1-D arrays, one per set, got "
+                         f"{_describe(element_weight)}.")
+    if isinstance(element_weight, np.ndarray) and element_weight.dtype != object:
+        if element_weight.ndim != 2:
+            raise ValueError(f"{name} is an array of shape {element_weight.shape}; expected a "
+                             "list of 1-D arrays (one per set) or a 2-D array (n_sets, n).")
+        element_weight = list(element_weight)
+    rows = list(element_weight)
+    if len(rows) != len(lengths):
+        raise ValueError(f"{name} holds {len(rows)} entries but X holds {len(lengths)} sets; give "
+                         "one 1-D array of weights per set.")
+    arrays = []  # each set's weights as a 1-D array of its length (not yet copied)
+    for i, (w, n) in enumerate(zip(rows, lengths, strict=True)):
+        where = f"{name}: set {i}"
+        if isinstance(w, torch.Tensor):
+            w = to_numpy(w)
+        if w is None:
+            raise ValueError(f"{where} is None; expected a 1-D array of {n} weights, one per element.")
+        try:
+            arr = np.asarray(w, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"{where} is not an array of numbers ({_describe(w)}).") from None
+        if arr.ndim != 1:
+            raise ValueError(f"{where} has shape {arr.shape}; expected a 1-D array of {n} "
+                             "weights, one per element.")
+        if arr.shape[0] != n:
+            raise ValueError(f"{where} has {arr.shape[0]} weights but the set has {n} elements.")
+        arrays.append(arr)
+    return _normalised_masses(arrays, name)
+
+
+def _normalised_masses(arrays: list[np.ndarray], name: str) -> list[np.ndarray]:
+    """The checked weights (one float64 1-D array per set, none empty) normalised to sum 1, in
+    one pass over all of them (a new buffer: the input is never written), each set's its own
+    view; errors name the first faulty set."""
+    lengths = np.fromiter((a.shape[0] for a in arrays), dtype=np.int64, count=len(arrays))
+    flat = np.concatenate(arrays) if arrays else np.zeros(0)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    for bad, what in ((~np.isfinite(flat), "contains NaN or infinity."),
+                      (flat < 0, "contains negative weights; element masses must be non-negative.")):
+        if bad.any():
+            i = int(np.flatnonzero(np.add.reduceat(bad, starts))[0])
+            raise ValueError(f"{name}: set {i} {what}")
+    with np.errstate(over="ignore"):
+        totals = np.add.reduceat(flat, starts)
+    if not (totals > 0).all():
+        i = int(np.flatnonzero(~(totals > 0))[0])
+        raise ValueError(f"{name}: set {i} is all zero; a set needs a positive total mass.")
+    out = np.split(flat / np.repeat(totals, lengths), starts[1:])
+    for i in np.flatnonzero(~np.isfinite(totals)):  # masses near float64's largest: their ratios
+        arr = arrays[i] / arrays[i].max()
+        out[i] = arr / arr.sum()
+    return out
+
+
 def element_masses(element_weight, sets, name: str) -> list[np.ndarray] | None:
     """The element masses of ``sets`` normalised per set (float64 copies, see
-    :func:`skset._sets.check_element_weights`), or ``None`` when every set's are uniform (so that
+    :func:`check_element_weights`), or ``None`` when every set's are uniform (so that
     uniform masses give exactly the computation without masses). ``name`` prefixes errors."""
     masses = check_element_weights(element_weight, [s.shape[0] for s in sets],
                                    name=f"{name}: element_weight")

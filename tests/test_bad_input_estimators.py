@@ -243,7 +243,7 @@ def test_labels_complex_ragged_or_missing_are_named():
 def test_element_weight_as_a_data_frame_is_read_by_rows():
     """A frame of weights (one row per set of equal size) is read as its rows: iterating it gave
     its column labels ("holds 3 entries but X holds 2 sets")."""
-    from skset._sets import check_element_weights
+    from skset._weighting import check_element_weights
 
     pd = pytest.importorskip("pandas")
     w = pd.DataFrame([[1.0, 2.0, 1.0], [0.0, 1.0, 1.0]])

@@ -270,7 +270,7 @@ def test_element_weights_normalised_in_one_pass_name_the_first_faulty_set():
     """The masses of 2,000 sets normalised at once equal each set's own normalisation (to a few
     roundings of its sum), sets of masses near float64's largest included; each fault names its
     first set."""
-    from skset._sets import check_element_weights
+    from skset._weighting import check_element_weights
 
     rng = np.random.default_rng(0)
     lengths = rng.integers(1, 9, 2000)
