@@ -138,21 +138,27 @@ def check_element_weights(element_weight, lengths: Sequence[int], *,
         raise ValueError(f"{name} holds {len(rows)} entries but X holds {len(lengths)} sets; give "
                          "one 1-D array of weights per set.")
     arrays = []  # each set's weights as a 1-D array of its length (not yet copied)
+
+    def fail(message):  # a set that cannot be read: an earlier set's faulty values first
+        if arrays:
+            _normalised_masses(arrays, name)
+        raise ValueError(message)
+
     for i, (w, n) in enumerate(zip(rows, lengths, strict=True)):
         where = f"{name}: set {i}"
         if isinstance(w, torch.Tensor):
             w = to_numpy(w)
         if w is None:
-            raise ValueError(f"{where} is None; expected a 1-D array of {n} weights, one per element.")
+            fail(f"{where} is None; expected a 1-D array of {n} weights, one per element.")
         try:
             arr = np.asarray(w, dtype=np.float64)
         except (TypeError, ValueError):
-            raise ValueError(f"{where} is not an array of numbers ({_describe(w)}).") from None
+            fail(f"{where} is not an array of numbers ({_describe(w)}).")
         if arr.ndim != 1:
-            raise ValueError(f"{where} has shape {arr.shape}; expected a 1-D array of {n} "
-                             "weights, one per element.")
+            fail(f"{where} has shape {arr.shape}; expected a 1-D array of {n} weights, one per "
+                 "element.")
         if arr.shape[0] != n:
-            raise ValueError(f"{where} has {arr.shape[0]} weights but the set has {n} elements.")
+            fail(f"{where} has {arr.shape[0]} weights but the set has {n} elements.")
         arrays.append(arr)
     return _normalised_masses(arrays, name)
 
@@ -164,16 +170,17 @@ def _normalised_masses(arrays: list[np.ndarray], name: str) -> list[np.ndarray]:
     lengths = np.fromiter((a.shape[0] for a in arrays), dtype=np.int64, count=len(arrays))
     flat = np.concatenate(arrays) if arrays else np.zeros(0)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    for bad, what in ((~np.isfinite(flat), "contains NaN or infinity."),
-                      (flat < 0, "contains negative weights; element masses must be non-negative.")):
-        if bad.any():
-            i = int(np.flatnonzero(np.add.reduceat(bad, starts))[0])
-            raise ValueError(f"{name}: set {i} {what}")
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):
         totals = np.add.reduceat(flat, starts)
-    if not (totals > 0).all():
-        i = int(np.flatnonzero(~(totals > 0))[0])
-        raise ValueError(f"{name}: set {i} is all zero; a set needs a positive total mass.")
+    nonfinite = np.add.reduceat(~np.isfinite(flat), starts) > 0
+    negative = np.add.reduceat(flat < 0, starts) > 0
+    faulty = np.flatnonzero(nonfinite | negative | ~(totals > 0))
+    if faulty.size:  # the first faulty set, its first fault in the order of the checks
+        i = int(faulty[0])
+        what = ("contains NaN or infinity." if nonfinite[i] else
+                "contains negative weights; element masses must be non-negative." if negative[i]
+                else "is all zero; a set needs a positive total mass.")
+        raise ValueError(f"{name}: set {i} {what}")
     out = np.split(flat / np.repeat(totals, lengths), starts[1:])
     for i in np.flatnonzero(~np.isfinite(totals)):  # masses near float64's largest: their ratios
         arr = arrays[i] / arrays[i].max()

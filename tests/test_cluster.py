@@ -1499,3 +1499,12 @@ def test_affinities_checked_in_one_pass_name_the_first_faulty_matrix():
             _check_affinities(bad, [f"A{k}" for k in range(300)])
     ks = estimate_n_clusters(mats)
     assert list(ks) == [estimate_n_clusters(m) for m in mats[:300]]
+
+
+def test_affinity_errors_name_the_first_faulty_matrix_and_no_matrices_count_nothing():
+    nan = np.full((2, 2), np.nan)
+    with pytest.raises(ValueError, match="affinity 0 contains NaN"):
+        estimate_n_clusters([nan, np.ones((2, 2)) * 1j])
+    with pytest.raises(ValueError, match="affinity 0 is not symmetric"):
+        estimate_n_clusters([np.array([[1.0, 2.0], [0.0, 1.0]]), np.ones((2, 3))])
+    assert estimate_n_clusters(np.zeros((0, 3, 3))).shape == (0,)

@@ -257,3 +257,16 @@ def test_row_norm_at_every_scale_and_its_gradient():
     x = torch.tensor(rows[:-1], dtype=torch.float64, requires_grad=True)
     row_norm(x).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), rows[:-1] / want[:-1, None], rtol=1e-12)
+
+
+def test_normalised_rows_with_a_subnormal_norm_stay_finite():
+    """A float32 row of norm 1e-45 above its floor: norm / sqrt(D) rounded to 0 and the row
+    became inf / NaN; divided by its norm first, it has norm sqrt(D)."""
+    from skset.nn.otk import normalize_rows
+
+    z = torch.zeros(2, 6)
+    z[0, 0] = 1e-45
+    z[1] = torch.arange(6.0)
+    out = normalize_rows(z, torch.zeros(2))
+    assert torch.isfinite(out).all()
+    np.testing.assert_allclose(torch.linalg.vector_norm(out, dim=1).numpy(), [6 ** 0.5] * 2, rtol=1e-6)

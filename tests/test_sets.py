@@ -292,3 +292,18 @@ def test_element_weights_normalised_in_one_pass_name_the_first_faulty_set():
                 bad[j][0] = np.nan if fault == "nan" else -1.0
         with pytest.raises(ValueError, match=f"set {i} (contains|is) .*{msg}"):
             check_element_weights(bad, lengths)
+
+
+def test_element_weight_errors_name_the_first_faulty_set_whatever_the_fault():
+    """Faults of different kinds in two sets: the first set is named (the one-pass check had
+    named each kind's first set in turn, and a set that cannot be read before an earlier set's
+    faulty values)."""
+    from skset._weighting import check_element_weights
+
+    ok = np.ones(3)
+    cases = (([-ok, ok * np.nan], "set 0 contains negative"),
+             ([ok * 0, -ok], "set 0 is all zero"),
+             ([ok * np.nan, np.ones(4)], "set 0 contains NaN"))
+    for weights, msg in cases:
+        with pytest.raises(ValueError, match=msg):
+            check_element_weights(weights, [3, 3])

@@ -38,9 +38,23 @@ def _check_affinity(A, where: str = "affinity") -> np.ndarray:
 def _check_affinities(items, wheres) -> list[np.ndarray]:
     """Each of ``items`` read as a float64 square matrix, then their values checked together in
     one pass (finite, non-negative, symmetric to ``np.allclose(A, A.T, rtol=1e-5, atol=1e-8
-    max|A|)``): a ``ValueError`` names the first faulty matrix (``wheres``: their names; a
-    matrix that cannot be read is named first)."""
-    mats = [_read_affinity(a, w) for a, w in zip(items, wheres, strict=True)]
+    max|A|)``): the error names the first faulty matrix (``wheres``: their names)."""
+    mats = []
+    for a, w in zip(items, wheres, strict=True):
+        try:
+            mats.append(_read_affinity(a, w))
+        except (TypeError, ValueError):
+            _check_values(mats, wheres)  # an earlier matrix's fault is named first
+            raise
+    _check_values(mats, wheres)
+    return mats
+
+
+def _check_values(mats, wheres) -> None:
+    """The value checks of :func:`_check_affinities` on the matrices read (``wheres[i]`` names
+    ``mats[i]``): the first faulty matrix, its first fault in the order finite, sign, symmetry."""
+    if not mats:
+        return
     sizes = np.fromiter((m.size for m in mats), dtype=np.int64, count=len(mats))
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     flat = np.concatenate([m.ravel() for m in mats])
@@ -59,7 +73,6 @@ def _check_affinities(items, wheres) -> list[np.ndarray]:
                 "has negative entries; affinities must be >= 0." if bad_sign[i] else
                 "is not symmetric; symmetrise it first, e.g. (A + A.T) / 2.")
         raise ValueError(f"{wheres[i]} {what}")
-    return mats
 
 
 def _read_affinity(A, where: str) -> np.ndarray:

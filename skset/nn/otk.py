@@ -457,8 +457,9 @@ def normalize_rows(z: torch.Tensor, floor: torch.Tensor | None = None) -> torch.
     # every row above its floor is rescaled, whatever its scale (an absolute clamp had shrunk
     # rows of features near 1e-17 and zeroed those near 1e-25); a row under its floor is
     # divided by inf (0), and a row of NaN or inf stays non-finite (NaN / x, inf / inf), for the
-    # caller's check to name. One pass over z.
-    return z / torch.where(norm > floor.unsqueeze(1), norm / target, torch.inf)
+    # caller's check to name. Divided by the norm, then scaled: norm / target rounds to 0 for
+    # a subnormal norm within sqrt(D) of the smallest
+    return z / torch.where(norm > floor.unsqueeze(1), norm, torch.inf) * target
 
 
 def embedding_output(raw: torch.Tensor, center: torch.Tensor, shape, *, normalize: bool = True,
