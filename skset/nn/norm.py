@@ -9,7 +9,14 @@ from torch import nn
 
 from ._masks import as_mask
 
-__all__ = ["SetNorm", "set_norm", "make_norm", "row_norm"]
+__all__ = ["SetNorm", "set_norm", "make_norm", "row_norm", "graph_without_branches"]
+
+
+def graph_without_branches() -> bool:
+    """Whether the code runs traced, compiled, exported or under ``torch.func`` transforms,
+    where a Python branch on the data is not allowed (the branch-free path is taken)."""
+    return (torch.jit.is_tracing() or torch.compiler.is_compiling()
+            or torch._C._are_functorch_transforms_active())
 
 
 def _scaled_norm(x: torch.Tensor) -> torch.Tensor:
@@ -27,8 +34,7 @@ def row_norm(x: torch.Tensor) -> torch.Tensor:
     that the common case costs one norm. A traced, compiled or exported graph (no branch on
     the data), and one under ``torch.func`` transforms (``vmap``, per-sample gradients), takes
     :func:`_scaled_norm` for every row."""
-    if (torch.jit.is_tracing() or torch.compiler.is_compiling()
-            or torch._C._are_functorch_transforms_active()):
+    if graph_without_branches():
         return _scaled_norm(x)
     norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
     if x.shape[-1] == 0:  # no features: zero norms, nothing to rescue

@@ -56,7 +56,7 @@ from ..ot._common import (
 from ..ot._compiled import try_embed
 from ._masks import as_mask
 from .attention import _zero_padding
-from .norm import row_norm
+from .norm import graph_without_branches, row_norm
 
 __all__ = ["OTKLayer", "otk_embed", "otk_plans", "otk_pool"]
 
@@ -455,11 +455,19 @@ def normalize_rows(z: torch.Tensor, floor: torch.Tensor | None = None) -> torch.
         # stays finite in float32 for Adam
         return z * (target / norm.clamp_min(target * 1e-18))
     # every row above its floor is rescaled, whatever its scale (an absolute clamp had shrunk
-    # rows of features near 1e-17 and zeroed those near 1e-25); a row under its floor is
-    # divided by inf (0), and a row of NaN or inf stays non-finite (NaN / x, inf / inf), for the
-    # caller's check to name. Divided by the norm, then scaled: norm / target rounds to 0 for
-    # a subnormal norm within sqrt(D) of the smallest
-    return z / torch.where(norm > floor.unsqueeze(1), norm, torch.inf) * target
+    # rows of features near 1e-17 and zeroed those near 1e-25); a row under its floor becomes
+    # 0, and a row of NaN or inf stays non-finite (NaN * 0, inf * 0), for the caller's check to
+    # name. One pass over z; a row whose norm is so small that target / norm overflows (a
+    # subnormal norm) is divided by its norm first, then scaled (two passes: that row only
+    # where the data may branch)
+    keep = norm > floor.unsqueeze(1)
+    if graph_without_branches():
+        return z / torch.where(keep, norm, torch.inf) * target
+    out = z * torch.where(keep, target / norm, 0.0)
+    tiny = (keep & (norm < torch.finfo(z.dtype).tiny * target)).squeeze(1)
+    if bool(tiny.any()):
+        out[tiny] = z[tiny] / norm[tiny] * target
+    return out
 
 
 def embedding_output(raw: torch.Tensor, center: torch.Tensor, shape, *, normalize: bool = True,
