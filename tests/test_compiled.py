@@ -177,10 +177,11 @@ def test_no_recompile_across_lengths_batches_and_settings(compiled_ok):
             est.transform(_sets(seed, n_sets=n_sets, low=low, high=high))
         est.transform(_sets(9)[:1])  # one set
         est.transform([np.ones((1, 4), np.float32)] * 3)  # sets of one element
-        est.set_params(epsilon=0.37).transform(_sets(4))  # another epsilon: a graph input
+        # another epsilon (a graph input), in a model fitted with it (a fitted one refuses it)
+        _raw(n_supports=3, sinkhorn_iter=10, sinkhorn_tol=None, epsilon=0.37).fit(
+            _sets()).transform(_sets(4))
         other = _raw(n_supports=5, sinkhorn_iter=10, sinkhorn_tol=None).fit(_sets(5, d=6))
         other.transform(_sets(6, d=6))  # another estimator: other p and d
-    est.set_params(epsilon=0.1)
     assert set(_compiled.compile_seconds) == keys
     assert counters["stats"]["unique_graphs"] == graphs
 

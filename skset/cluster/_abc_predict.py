@@ -34,13 +34,14 @@ def first_appearance_rows(labels: torch.Tensor) -> np.ndarray:
     padding) at once: each row's clusters ranked by the position of their first element (a
     cluster absent from a row ranks after the present ones, whose ranks are ``0 .. k-1``)."""
     B, n = labels.shape
+    dev = labels.device  # every tensor on it (never the default device)
     valid = labels >= 0
     lab = torch.where(valid, labels, torch.zeros_like(labels))
     k = int(lab.max()) + 1 if lab.numel() else 1
-    pos = torch.where(valid, torch.arange(n).expand(B, n), torch.full_like(labels, n))
-    first = torch.full((B, k), n, dtype=torch.int64).scatter_reduce(1, lab, pos, "amin")
-    rank = torch.empty_like(first).scatter_(
-        1, torch.argsort(first, dim=1, stable=True), torch.arange(k).expand(B, k).contiguous())
+    pos = torch.where(valid, torch.arange(n, device=dev).expand(B, n), torch.full_like(labels, n))
+    first = torch.full((B, k), n, dtype=torch.int64, device=dev).scatter_reduce(1, lab, pos, "amin")
+    rank = torch.empty_like(first).scatter_(1, torch.argsort(first, dim=1, stable=True),
+                                            torch.arange(k, device=dev).expand(B, k).contiguous())
     return torch.where(valid, rank.gather(1, lab), labels).numpy()
 
 
