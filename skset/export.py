@@ -334,14 +334,19 @@ def run_onnx(model, X, *, max_elements: int = 131072) -> dict:
     meta = session.get_modelmeta().custom_metadata_map
     min_length = int(meta.get("skset_min_length", 1))
     out: dict = {}
+    tdtype = torch.float64 if dtype == np.float64 else torch.float32
     for idx in length_batches(lengths, max_elements=max_elements):
-        x, mask = pad_sets([sets[i] for i in idx], dtype=dtype,
-                           n_max=max(min_length, int(lengths[idx].max())))
-        res = dict(zip(names, session.run(None, {"x": x, "mask": mask})))
-        if per_element:
+        # packed as pad_sets packs them, without checking the sets again
+        x, mask = pack([sets[i] for i in idx], dtype=tdtype,
+                       n_max=max(min_length, int(lengths[idx].max())))
+        res = dict(zip(names, session.run(None, {"x": x.numpy(), "mask": mask.numpy()})))
+        if per_element:  # each set's real rows: one gather for the batch, one view a set
             feats = out.setdefault("transform", [None] * len(sets))
-            for j, i in enumerate(idx):
-                feats[i] = res["transform"][j][res["transform_mask"][j]]
+            keep = res["transform_mask"]
+            rows = res["transform"][keep]
+            ends = np.cumsum(keep.sum(1)).tolist()
+            for i, a, b in zip(idx, [0, *ends[:-1]], ends, strict=True):
+                feats[i] = rows[a:b]
             continue
         for name, value in res.items():
             if name not in out:
