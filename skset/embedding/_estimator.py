@@ -184,17 +184,18 @@ class OTKEmbedding(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SksetEstim
         return element_masses(spanned_masses(element_weight, sets), sets, type(self).__name__)
 
     def _raw_embed(self, sets, references: torch.Tensor, masses=None, *,
-                   position_sigma="fitted") -> np.ndarray:
+                   position_sigma="fitted", shifted=True) -> np.ndarray:
         """Embeddings ``(n_sets, q*p*d)`` before centring, one batched call per length batch
         (``position_sigma``: a width in place of the estimator's; ``references`` moved to its
-        device); with ``input_offset_``, the input sets' less ``_offset.offset_embedding``."""
+        device); with ``input_offset_``, the input sets' less ``_offset.offset_embedding``
+        (``shifted=False``: ``sets`` and ``references`` as given, no offset)."""
         references = references.to(self.device_)
         q, p, d = references.shape
         out = np.empty((len(sets), q * p * d), dtype=np.float64 if self._tdtype == torch.float64
                        else np.float32)
         blocks = out.reshape(len(sets), q, p, d)  # a view: each batch writes its own rows
         compile = get_config()["compile"]  # the compiled kernels where skset.set_config says so
-        offset = getattr(self, "input_offset_", None)
+        offset = getattr(self, "input_offset_", None) if shifted else None
 
         def run(idx):
             with torch.no_grad():  # thread-local in torch

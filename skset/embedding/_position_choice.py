@@ -106,14 +106,9 @@ def select_position_sigma(otk, sets, y, masses, references: torch.Tensor,
     sub_given = None if given is None else [given[0][i] for i in idx]
 
     def errors(sigma, chosen_sets, chosen_masses, keep=False):
-        if given is not None and sigma is not None:  # the given sets, no offset (see above)
-            saved, otk.input_offset_ = otk.input_offset_, None
-            try:
-                raw = otk._raw_embed(chosen_sets, given[1], chosen_masses, position_sigma=sigma)
-            finally:
-                otk.input_offset_ = saved
-        else:
-            raw = otk._raw_embed(chosen_sets, references, chosen_masses, position_sigma=sigma)
+        as_given = given is not None and sigma is not None  # no offset (see above)
+        raw = otk._raw_embed(chosen_sets, given[1] if as_given else references, chosen_masses,
+                             position_sigma=sigma, shifted=not as_given)
         if keep and every:
             raws[sigma] = raw
         return _proxy_errors(raw, target, otk.normalize)
