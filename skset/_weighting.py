@@ -119,6 +119,13 @@ def check_element_weights(element_weight, lengths: Sequence[int], *,
     non-negative and not all zero; they are returned normalised to sum 1 (float64 copies, the
     input is never modified). Raises ``ValueError`` naming the set.
     """
+    checked = _checked_masses(element_weight, lengths, name)
+    return None if checked is None else checked[0]
+
+
+def _checked_masses(element_weight, lengths, name):
+    """:func:`check_element_weights`' masses and whether every set's are uniform, ``(masses,
+    uniform)``, or ``None``."""
     if element_weight is None:
         return None
     if isinstance(element_weight, torch.Tensor):
@@ -163,10 +170,10 @@ def check_element_weights(element_weight, lengths: Sequence[int], *,
     return _normalised_masses(arrays, name)
 
 
-def _normalised_masses(arrays: list[np.ndarray], name: str) -> list[np.ndarray]:
+def _normalised_masses(arrays: list[np.ndarray], name: str) -> tuple[list[np.ndarray], bool]:
     """The checked weights (one float64 1-D array per set, none empty) normalised to sum 1, in
     one pass over all of them (a new buffer: the input is never written), each set's its own
-    view; errors name the first faulty set."""
+    view, and whether every set's masses are uniform; errors name the first faulty set."""
     lengths = np.fromiter((a.shape[0] for a in arrays), dtype=np.int64, count=len(arrays))
     flat = np.concatenate(arrays) if arrays else np.zeros(0)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
@@ -181,26 +188,22 @@ def _normalised_masses(arrays: list[np.ndarray], name: str) -> list[np.ndarray]:
                 "contains negative weights; element masses must be non-negative." if negative[i]
                 else "is all zero; a set needs a positive total mass.")
         raise ValueError(f"{name}: set {i} {what}")
-    out = np.split(flat / np.repeat(totals, lengths), starts[1:])
+    masses = flat / np.repeat(totals, lengths)
+    out = np.split(masses, starts[1:])  # views of masses
     for i in np.flatnonzero(~np.isfinite(totals)):  # masses near float64's largest: their ratios
         arr = arrays[i] / arrays[i].max()
-        out[i] = arr / arr.sum()
-    return out
+        out[i][:] = arr / arr.sum()
+    # uniform: each set's largest mass is its smallest
+    uniform = np.array_equal(np.maximum.reduceat(masses, starts), np.minimum.reduceat(masses, starts))
+    return out, uniform
 
 
 def element_masses(element_weight, sets, name: str) -> list[np.ndarray] | None:
     """The element masses of ``sets`` normalised per set (float64 copies, see
     :func:`check_element_weights`), or ``None`` when every set's are uniform (so that
     uniform masses give exactly the computation without masses). ``name`` prefixes errors."""
-    masses = check_element_weights(element_weight, [s.shape[0] for s in sets],
-                                   name=f"{name}: element_weight")
-    if masses is None:
-        return None
-    flat = np.concatenate(masses)  # uniform: each set's largest mass is its smallest
-    starts = np.concatenate([[0], np.cumsum([m.shape[0] for m in masses])[:-1]])
-    if np.array_equal(np.maximum.reduceat(flat, starts), np.minimum.reduceat(flat, starts)):
-        return None
-    return masses
+    checked = _checked_masses(element_weight, [s.shape[0] for s in sets], f"{name}: element_weight")
+    return None if checked is None or checked[1] else checked[0]
 
 
 def spanned_masses(element_weight, sets):
