@@ -49,6 +49,9 @@ FUZZ = settings(
 NN = dict(hidden_size=8, n_layers=1, max_iter=1, batch_size=8, random_state=0)
 FACTORIES = {
     "NystromFeatures": lambda: NystromFeatures(n_components=4, random_state=0),
+    # labels read as real targets (target_type, checked in every fit)
+    "NystromFeatures-continuous": lambda: NystromFeatures(n_components=4, target_type="continuous",
+                                                          random_state=0),
     # several channels: each kernel's random subset of them
     "DilatedKernelFeatures": lambda: DilatedKernelFeatures(n_thresholds=3, max_dilations=3,
                                                            random_state=0),
